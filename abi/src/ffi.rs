@@ -1,0 +1,203 @@
+// abi_stable 0.11's `sabi_trait` expands to impls inside a const block, which
+// newer rustc flags; the expansion is correct, the lint is about style.
+#![allow(non_local_definitions)]
+
+//! The raw types that cross the library boundary.
+//!
+//! Every type here derives `StableAbi`, so its layout is part of the check
+//! `init_root_module` performs when the host loads a library. Changing any of
+//! them is a breaking change of the ABI: bump this crate's minor version (while
+//! it is 0.x) so that old libraries are refused with a version error.
+//!
+//! Conventions:
+//! - every payload is JSON text (`RString` / `RStr`);
+//! - fallible calls return `RResult<_, RString>` whose error is a one-line,
+//!   human-readable message;
+//! - host-side objects (`HostContext`, `ExecContext`) are borrowed for the
+//!   duration of one call; plugin-side objects (`Tool`, `EventValidator`,
+//!   `Projection`) are boxed and owned by the host until their fiber is
+//!   disposed.
+
+use abi_stable::{
+    declare_root_module_statics,
+    library::RootModule,
+    package_version_strings,
+    sabi_trait,
+    sabi_types::VersionStrings,
+    sabi_types::RRef,
+    std_types::{RBox, ROption, RResult, RStr, RString, RVec},
+    StableAbi,
+};
+
+/// The root module a plugin library exports: the list of its plugins.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PluginLibraryRef)))]
+#[sabi(missing_field(panic))]
+pub struct PluginLibrary {
+    /// Returns every plugin declaration the library exports, in declaration
+    /// order. Called once per load.
+    #[sabi(last_prefix_field)]
+    pub plugins: extern "C" fn() -> RVec<PluginDecl>,
+}
+
+impl RootModule for PluginLibraryRef {
+    declare_root_module_statics! {PluginLibraryRef}
+    const BASE_NAME: &'static str = "cordis_plugin_library";
+    const NAME: &'static str = crate::ROOT_MODULE_NAME;
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}
+
+/// One plugin a library exports.
+///
+/// The host validates an entry's `config` against `config_schema` before it
+/// calls `apply`; `apply` receives the config as JSON text.
+#[repr(C)]
+#[derive(StableAbi, Clone)]
+pub struct PluginDecl {
+    /// The plugin's name, e.g. `tool-todo`. Unique within its library.
+    pub name: RString,
+    /// Names of the host services the plugin requires (`tools`, `sessions`).
+    pub inject: RVec<RString>,
+    /// JSON Schema (draft 2020-12) of the plugin's config, as JSON text.
+    pub config_schema: RString,
+    /// Runs the plugin for one entry: registers its tools, event types and
+    /// projections on `ctx`. An `Err` (or a panic, which the SDK turns into an
+    /// `Err`) makes the host dispose whatever was registered.
+    pub apply: extern "C" fn(ctx: HostContextRef<'_>, config: RStr<'_>) -> RResult<(), RString>,
+}
+
+/// Severity of a plugin log line.
+#[repr(u8)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    /// Diagnostic detail, shown at debug verbosity.
+    Debug,
+    /// Normal progress.
+    Info,
+    /// Something the operator should look at.
+    Warn,
+    /// A failure.
+    Error,
+}
+
+/// What a plugin's `apply` sees: the context of its fiber.
+///
+/// Every registration is an effect of the fiber: the host undoes all of them,
+/// in reverse order, when the fiber is disposed or when `apply` fails.
+#[sabi_trait]
+pub trait HostContext {
+    /// The id of the composition entry this fiber was applied for.
+    fn entry_id(&self) -> RString;
+    /// Whether the fiber may use the named service (listed in `inject` and
+    /// provided by the host).
+    fn has_service(&self, name: RStr<'_>) -> bool;
+    /// Registers a tool on the `tools` service. Fails on a duplicate name or
+    /// when `tools` is not injected.
+    fn register_tool(&self, tool: ToolBox) -> RResult<(), RString>;
+    /// Claims ownership of a session event type. Only the owner may append
+    /// it; its validator runs on every append and on replay.
+    fn own_event_type(&self, event_type: RStr<'_>, validator: EventValidatorBox) -> RResult<(), RString>;
+    /// Registers a projection folded over every session's events.
+    fn register_projection(&self, projection: ProjectionBox) -> RResult<(), RString>;
+    /// Writes a log line attributed to the plugin.
+    #[sabi(last_prefix_field)]
+    fn log(&self, level: LogLevel, message: RStr<'_>);
+}
+
+/// A borrowed [`HostContext`] object, valid for one `apply` call.
+pub type HostContextRef<'a> = HostContext_TO<'a, RRef<'a, ()>>;
+
+/// The result of one tool execution, as the model and the host see it.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone)]
+pub struct ToolOutcome {
+    /// `true` when the call was rejected or failed; `text` then starts with
+    /// `Error: `.
+    pub is_error: bool,
+    /// The text returned to the model.
+    pub text: RString,
+    /// The structured value (JSON text) on success.
+    pub value: ROption<RString>,
+}
+
+/// A model-facing tool implemented by a plugin.
+#[sabi_trait]
+pub trait Tool: Send + Sync {
+    /// The tool's name as the model calls it, e.g. `todo_write`.
+    fn name(&self) -> RString;
+    /// The model-facing description.
+    fn description(&self) -> RString;
+    /// JSON Schema of the arguments object, as JSON text.
+    fn parameters(&self) -> RString;
+    /// Executes one call. `arguments` is the raw JSON text the model sent;
+    /// the implementation validates it against `parameters` (the SDK does
+    /// this) and never panics across the boundary.
+    fn execute(&self, arguments: RStr<'_>, cx: ExecContextRef<'_>) -> ToolOutcome;
+    /// A card describing a call for an interactive host, as JSON text
+    /// `{"kind", "title", ...}`.
+    #[sabi(last_prefix_field)]
+    fn present_call(&self, arguments: RStr<'_>) -> RString;
+}
+
+/// An owned [`Tool`] object.
+pub type ToolBox = Tool_TO<'static, RBox<()>>;
+
+/// What a tool sees of the call it is executing.
+#[sabi_trait]
+pub trait ExecContext {
+    /// The call id the model gave this call.
+    fn call_id(&self) -> RString;
+    /// Whether an agent session owns this call (an agent is calling).
+    fn has_session(&self) -> bool;
+    /// Appends an event of a type the calling plugin owns to the calling
+    /// agent's session; returns the event's `seq`. Fails when no agent is
+    /// calling, the type is not owned by this plugin, the owner's validator
+    /// rejects `data`, or the event cannot be written durably.
+    #[sabi(last_prefix_field)]
+    fn append(&self, event_type: RStr<'_>, data: RStr<'_>) -> RResult<u64, RString>;
+}
+
+/// A borrowed [`ExecContext`] object, valid for one `execute` call.
+pub type ExecContextRef<'a> = ExecContext_TO<'a, RRef<'a, ()>>;
+
+/// The durable-log invariant of an owned event type.
+#[sabi_trait]
+pub trait EventValidator: Send + Sync {
+    /// Checks one event's `data` (JSON text). Runs on append and on replay.
+    #[sabi(last_prefix_field)]
+    fn validate(&self, data: RStr<'_>) -> RResult<(), RString>;
+}
+
+/// An owned [`EventValidator`] object.
+pub type EventValidatorBox = EventValidator_TO<'static, RBox<()>>;
+
+/// A fold of a session's events into a small state.
+///
+/// The host keeps the state (JSON text) per session, calls `apply` only for
+/// the event types listed by `types`, and re-folds from the log when the
+/// projection is registered or its `version` changes.
+#[sabi_trait]
+pub trait Projection: Send + Sync {
+    /// The state's key, e.g. `todos`.
+    fn key(&self) -> RString;
+    /// Bumped when the fold changes, so stored states are rebuilt.
+    fn version(&self) -> u32;
+    /// The event types this projection folds.
+    fn types(&self) -> RVec<RString>;
+    /// The state before any event, as JSON text.
+    fn init(&self) -> RString;
+    /// Folds one event (`data` as JSON text) into `state`; returns the new
+    /// state.
+    fn apply(&self, state: RStr<'_>, event_type: RStr<'_>, data: RStr<'_>) -> RResult<RString, RString>;
+    /// Renders the state as a multi-line text view; empty when there is
+    /// nothing to show.
+    fn render(&self, state: RStr<'_>) -> RString;
+    /// Renders the state as a one-line summary; empty when there is nothing
+    /// to show.
+    #[sabi(last_prefix_field)]
+    fn summary(&self, state: RStr<'_>) -> RString;
+}
+
+/// An owned [`Projection`] object.
+pub type ProjectionBox = Projection_TO<'static, RBox<()>>;

@@ -1,0 +1,54 @@
+//! The stable ABI between the `cordis` host and plugin libraries, and the SDK
+//! plugin authors write against.
+//!
+//! A plugin library is a `cdylib` that exports one `abi_stable` root module,
+//! [`PluginLibraryRef`]. The module lists the library's plugin declarations
+//! ([`PluginDecl`]): each carries a `name`, the services it `inject`s, the JSON
+//! Schema of its config and an `apply` entry point. The host loads the library
+//! with `abi_stable::library::lib_header_from_path(..)?.init_root_module()`,
+//! which checks the layout of every type reachable from the root module, so a
+//! library built against an incompatible version of this crate is refused
+//! before any of its code runs.
+//!
+//! Everything that crosses the boundary is an `abi_stable` type (`RString`,
+//! `RVec`, `RResult`, `#[sabi_trait]` objects) or JSON text: tool arguments,
+//! results, event data, config and projection state all travel as JSON.
+//!
+//! Plugin authors do not touch the raw types: the [`sdk`] module turns a plain
+//! Rust trait implementation into a declaration, catches every panic on the
+//! plugin side (a panic unwinding across the boundary would abort the host),
+//! validates tool arguments against their schema where the typed parse happens
+//! (so the arguments are parsed once per call), and formats schema violations
+//! the same way the host does for config.
+//!
+//! ```ignore
+//! use cordis_abi::sdk::prelude::*;
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct Config { greeting: String }
+//!
+//! struct Hello;
+//! impl Plugin for Hello {
+//!     const NAME: &'static str = "hello";
+//!     const INJECT: &'static [&'static str] = &["tools"];
+//!     type Config = Config;
+//!     fn apply(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
+//!         ctx.tools()?.register(HelloTool { greeting: config.greeting })
+//!     }
+//! }
+//! cordis_abi::export_plugin!(Hello);
+//! cordis_abi::export_library!();
+//! ```
+
+pub mod ffi;
+pub mod schema;
+pub mod sdk;
+
+pub use abi_stable;
+pub use inventory;
+pub use ffi::{PluginDecl, PluginLibrary, PluginLibraryRef};
+
+/// The symbol-independent name of the root module type, as reported by the
+/// host in load errors.
+pub const ROOT_MODULE_NAME: &str = "cordis_plugin_library";

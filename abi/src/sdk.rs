@@ -1,0 +1,574 @@
+//! The plugin-author SDK: plain Rust traits on the plugin side of the
+//! boundary, adapted to the raw [`crate::ffi`] types.
+//!
+//! Every entry point the SDK hands to the host runs inside `catch_unwind`: a
+//! panic becomes an error value naming the plugin and the entry point
+//! (`plugin tool-todo panicked in todo_write.execute: ...`), never an unwind
+//! across the boundary.
+//!
+//! A plugin is declared with [`Plugin`], exported with
+//! [`export_plugin!`](crate::export_plugin) (collected with `inventory`), and
+//! the library's root module is generated once per crate with
+//! [`export_library!`](crate::export_library).
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use abi_stable::{
+    sabi_trait::TD_Opaque,
+    std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RString, RVec},
+};
+use schemars::JsonSchema;
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::Value;
+
+use crate::ffi::{
+    EventValidator, EventValidatorBox, EventValidator_TO, ExecContextRef, ExecContext_TO, HostContextRef, HostContext_TO, LogLevel, PluginDecl,
+    PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, Tool, ToolBox, ToolOutcome, Tool_TO,
+};
+use crate::schema::{self, Checker};
+
+/// Everything a plugin crate usually needs.
+pub mod prelude {
+    pub use super::{
+        Context, EventInvariant, Fold, Plugin, PluginError, ToolContext, ToolError, ToolReply, TypedTool,
+    };
+    pub use crate::ffi::LogLevel;
+    pub use schemars::JsonSchema;
+    pub use serde::{Deserialize, Serialize};
+    pub use serde_json::{json, Value};
+}
+
+/// A plugin: a name, the services it injects, a typed config and `apply`.
+pub trait Plugin: 'static {
+    /// The plugin's name, e.g. `tool-todo`.
+    const NAME: &'static str;
+    /// The host services `apply` uses (`tools`, `sessions`). The host checks
+    /// they exist before `apply`, and [`Context::tools`] refuses a service
+    /// that is not listed here.
+    const INJECT: &'static [&'static str];
+    /// The config; its JSON Schema (from `schemars`) is what the host
+    /// validates the entry's `config` against. Use
+    /// `#[serde(deny_unknown_fields)]` so a misspelled key is an error.
+    type Config: DeserializeOwned + JsonSchema;
+    /// Registers the plugin's effects for one entry. An error (or panic)
+    /// makes the host dispose every effect registered so far.
+    fn apply(ctx: &Context<'_>, config: Self::Config) -> Result<(), PluginError>;
+}
+
+/// A failure of `apply` or of a registration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PluginError(pub String);
+
+impl PluginError {
+    /// A plugin error with the given message.
+    pub fn new(message: impl Into<String>) -> Self {
+        PluginError(message.into())
+    }
+}
+
+/// One plugin declaration submitted with [`export_plugin!`](crate::export_plugin).
+pub struct PluginRegistration {
+    /// Builds the declaration.
+    pub declare: fn() -> PluginDecl,
+}
+
+inventory::collect!(PluginRegistration);
+
+/// Builds the raw declaration of `P`.
+pub fn declare<P: Plugin>() -> PluginDecl {
+    PluginDecl {
+        name: P::NAME.into(),
+        inject: P::INJECT.iter().map(|s| RString::from(*s)).collect(),
+        config_schema: schema::schema_for::<P::Config>().to_string().into(),
+        apply: apply_plugin::<P>,
+    }
+}
+
+extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>) -> RResult<(), RString> {
+    let outcome = guard(P::NAME, "apply", || {
+        let config: P::Config = serde_json::from_str(config.as_str())
+            .map_err(|e| format!("plugin {} could not read its config: {e}", P::NAME))?;
+        let context = Context { raw: &ctx, plugin: P::NAME, inject: P::INJECT };
+        P::apply(&context, config).map_err(|e| e.0)
+    });
+    match outcome {
+        Ok(()) => ROk(()),
+        Err(e) => RErr(e.into()),
+    }
+}
+
+/// The root module of a library: every plugin submitted in this crate,
+/// sorted by name. Used by [`export_library!`](crate::export_library).
+pub fn library_root() -> PluginLibraryRef {
+    use abi_stable::prefix_type::PrefixTypeTrait;
+    PluginLibrary { plugins: collect_plugins }.leak_into_prefix()
+}
+
+extern "C" fn collect_plugins() -> RVec<PluginDecl> {
+    let collected = catch_unwind(|| {
+        let mut decls: Vec<PluginDecl> = inventory::iter::<PluginRegistration>.into_iter().map(|r| (r.declare)()).collect();
+        decls.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+        decls
+    });
+    // A panic while building declarations leaves the library with no plugins,
+    // which the host reports as "exports no plugins".
+    collected.unwrap_or_default().into_iter().collect()
+}
+
+/// Runs `f`, turning a panic into an error naming the plugin and the entry
+/// point.
+pub fn guard<T>(plugin: &str, entry: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => Err(format!("plugin {plugin} panicked in {entry}: {}", panic_message(&*payload))),
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-text panic payload".into()
+    }
+}
+
+/// The host side of a fiber context, with the borrow of the raw object
+/// erased so [`Context`] needs one lifetime.
+trait RawHost {
+    fn entry_id(&self) -> RString;
+    fn has_service(&self, name: &str) -> bool;
+    fn register_tool(&self, tool: ToolBox) -> RResult<(), RString>;
+    fn own_event_type(&self, event_type: &str, validator: EventValidatorBox) -> RResult<(), RString>;
+    fn register_projection(&self, projection: ProjectionBox) -> RResult<(), RString>;
+    fn log(&self, level: LogLevel, message: &str);
+}
+
+impl RawHost for HostContextRef<'_> {
+    fn entry_id(&self) -> RString {
+        HostContext_TO::entry_id(self)
+    }
+    fn has_service(&self, name: &str) -> bool {
+        HostContext_TO::has_service(self, name.into())
+    }
+    fn register_tool(&self, tool: ToolBox) -> RResult<(), RString> {
+        HostContext_TO::register_tool(self, tool)
+    }
+    fn own_event_type(&self, event_type: &str, validator: EventValidatorBox) -> RResult<(), RString> {
+        HostContext_TO::own_event_type(self, event_type.into(), validator)
+    }
+    fn register_projection(&self, projection: ProjectionBox) -> RResult<(), RString> {
+        HostContext_TO::register_projection(self, projection)
+    }
+    fn log(&self, level: LogLevel, message: &str) {
+        HostContext_TO::log(self, level, message.into())
+    }
+}
+
+/// The calling side of a tool execution, with the borrow erased.
+trait RawExec {
+    fn call_id(&self) -> RString;
+    fn has_session(&self) -> bool;
+    fn append(&self, event_type: &str, data: &str) -> RResult<u64, RString>;
+}
+
+impl RawExec for ExecContextRef<'_> {
+    fn call_id(&self) -> RString {
+        ExecContext_TO::call_id(self)
+    }
+    fn has_session(&self) -> bool {
+        ExecContext_TO::has_session(self)
+    }
+    fn append(&self, event_type: &str, data: &str) -> RResult<u64, RString> {
+        ExecContext_TO::append(self, event_type.into(), data.into())
+    }
+}
+
+/// The fiber context `apply` receives.
+pub struct Context<'a> {
+    raw: &'a dyn RawHost,
+    plugin: &'static str,
+    inject: &'static [&'static str],
+}
+
+impl<'a> Context<'a> {
+    /// The id of the composition entry being applied.
+    pub fn entry_id(&self) -> String {
+        self.raw.entry_id().into()
+    }
+
+    /// The `tools` service.
+    ///
+    /// # Errors
+    /// When the plugin does not list `tools` in `inject`, or the host does not
+    /// provide it.
+    pub fn tools(&self) -> Result<Tools<'_>, PluginError> {
+        self.service("tools")?;
+        Ok(Tools { ctx: self })
+    }
+
+    fn service(&self, name: &str) -> Result<(), PluginError> {
+        if !self.inject.contains(&name) {
+            return Err(PluginError(format!(
+                "plugin {} uses the `{name}` service without listing it in `inject`",
+                self.plugin
+            )));
+        }
+        if !self.raw.has_service(name) {
+            return Err(PluginError(format!("the `{name}` service is not available to plugin {}", self.plugin)));
+        }
+        Ok(())
+    }
+
+    /// Claims ownership of a session event type, with its durable-log
+    /// invariant. Only this plugin may append the type.
+    ///
+    /// # Errors
+    /// When another plugin already owns the type, or the type is a core type.
+    pub fn own_event_type<V: EventInvariant>(&self, event_type: &str, invariant: V) -> Result<(), PluginError> {
+        let adapter = InvariantAdapter { inner: invariant, plugin: self.plugin, event_type: event_type.to_string() };
+        let boxed: EventValidatorBox = EventValidator_TO::from_ptr(RBox::new(adapter), TD_Opaque);
+        self.raw.own_event_type(event_type, boxed).into_result().map_err(|e| PluginError(e.into()))
+    }
+
+    /// Registers a projection folded over every session's events.
+    ///
+    /// # Errors
+    /// When a projection with the same key is already registered.
+    pub fn register_projection<F: Fold>(&self, fold: F) -> Result<(), PluginError> {
+        let adapter = FoldAdapter { inner: fold, plugin: self.plugin };
+        let boxed: ProjectionBox = Projection_TO::from_ptr(RBox::new(adapter), TD_Opaque);
+        self.raw.register_projection(boxed).into_result().map_err(|e| PluginError(e.into()))
+    }
+
+    /// Writes a log line attributed to this plugin.
+    pub fn log(&self, level: LogLevel, message: &str) {
+        self.raw.log(level, message);
+    }
+}
+
+/// The `tools` service as a plugin sees it.
+pub struct Tools<'a> {
+    ctx: &'a Context<'a>,
+}
+
+impl Tools<'_> {
+    /// Registers a typed tool. The SDK validates every call's arguments
+    /// against the schema of `T::Args` before `execute` sees them.
+    ///
+    /// # Errors
+    /// When a tool with the same name is registered, or the generated schema
+    /// does not compile.
+    pub fn register<T: TypedTool>(&self, tool: T) -> Result<(), PluginError> {
+        let parameters = tool.parameters();
+        let checker = Checker::new(parameters.clone()).map_err(|e| PluginError(e.to_string()))?;
+        let adapter = ToolAdapter {
+            name: tool.name().to_string(),
+            description: tool.description(),
+            parameters: parameters.to_string(),
+            checker,
+            plugin: self.ctx.plugin,
+            tool,
+        };
+        let boxed: ToolBox = Tool_TO::from_ptr(RBox::new(adapter), TD_Opaque);
+        self.ctx.raw.register_tool(boxed).into_result().map_err(|e| PluginError(e.into()))
+    }
+}
+
+/// A model-facing tool with typed arguments.
+pub trait TypedTool: Send + Sync + 'static {
+    /// The arguments object. Its schema is the tool's `parameters` unless
+    /// [`TypedTool::parameters`] is overridden.
+    type Args: DeserializeOwned + JsonSchema;
+    /// The name the model calls.
+    fn name(&self) -> &str;
+    /// The model-facing description.
+    fn description(&self) -> String;
+    /// The JSON Schema of the arguments.
+    fn parameters(&self) -> Value {
+        schema::schema_for::<Self::Args>()
+    }
+    /// Runs one call with arguments already validated and parsed.
+    ///
+    /// # Errors
+    /// A [`ToolError`] becomes a result `{isError: true, text: "Error: ..."}`.
+    fn execute(&self, args: Self::Args, cx: &ToolContext<'_>) -> Result<ToolReply, ToolError>;
+    /// A card describing a call for interactive hosts. The default is a
+    /// generic card titled with the tool's name carrying the arguments.
+    fn present_call(&self, args: &Value) -> Value {
+        serde_json::json!({"kind": "generic", "title": self.name(), "arguments": args})
+    }
+}
+
+/// A successful tool result: the text for the model and a structured value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolReply {
+    /// What the model reads.
+    pub text: String,
+    /// The structured value, for hosts and tests.
+    pub value: Option<Value>,
+}
+
+/// A failed tool call; the model reads `Error: <message>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl ToolError {
+    /// A tool error with the given message.
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolError(message.into())
+    }
+}
+
+/// What a typed tool sees of the call it runs.
+pub struct ToolContext<'a> {
+    raw: &'a dyn RawExec,
+}
+
+impl ToolContext<'_> {
+    /// The model's id for this call.
+    pub fn call_id(&self) -> String {
+        self.raw.call_id().into()
+    }
+
+    /// Whether an agent session owns this call.
+    pub fn has_session(&self) -> bool {
+        self.raw.has_session()
+    }
+
+    /// Appends an event of an owned type to the calling agent's session;
+    /// returns its `seq`.
+    ///
+    /// # Errors
+    /// When no agent is calling, the type is not owned by this plugin, the
+    /// invariant rejects the data, or the write fails.
+    pub fn append<D: Serialize>(&self, event_type: &str, data: &D) -> Result<u64, ToolError> {
+        let text = serde_json::to_string(data).map_err(|e| ToolError(format!("cannot encode {event_type} data: {e}")))?;
+        self.raw.append(event_type, &text).into_result().map_err(|e| ToolError(e.into()))
+    }
+}
+
+struct ToolAdapter<T: TypedTool> {
+    name: String,
+    description: String,
+    parameters: String,
+    checker: Checker,
+    plugin: &'static str,
+    tool: T,
+}
+
+impl<T: TypedTool> ToolAdapter<T> {
+    fn run(&self, arguments: &str, cx: &ExecContextRef<'_>) -> Result<ToolReply, String> {
+        let value = parse_arguments(arguments, &self.checker)?;
+        let args: T::Args = serde_json::from_value(value).map_err(|e| format!("invalid arguments: {e}"))?;
+        let context = ToolContext { raw: cx };
+        self.tool.execute(args, &context).map_err(|e| e.0)
+    }
+}
+
+/// Parses a call's raw argument text and checks it against the tool's
+/// schema: the shared first steps of every SDK tool's `execute`.
+///
+/// # Errors
+/// A one-line message starting with `invalid arguments:` when the text is
+/// not JSON, not an object, or violates the schema (every violation listed).
+pub fn parse_arguments(arguments: &str, checker: &Checker) -> Result<Value, String> {
+    let value: Value = serde_json::from_str(arguments)
+        .map_err(|e| format!("invalid arguments: not valid JSON ({e})"))?;
+    if !value.is_object() {
+        return Err(format!("invalid arguments: $ must be an object, got {}", schema::describe_value(&value)));
+    }
+    let violations = checker.violations(&value);
+    if !violations.is_empty() {
+        return Err(format!("invalid arguments: {}", schema::join(&violations)));
+    }
+    Ok(value)
+}
+
+impl<T: TypedTool> Tool for ToolAdapter<T> {
+    fn name(&self) -> RString {
+        self.name.as_str().into()
+    }
+
+    fn description(&self) -> RString {
+        self.description.as_str().into()
+    }
+
+    fn parameters(&self) -> RString {
+        self.parameters.as_str().into()
+    }
+
+    fn execute(&self, arguments: RStr<'_>, cx: ExecContextRef<'_>) -> ToolOutcome {
+        let entry = format!("{}.execute", self.name);
+        match guard(self.plugin, &entry, || self.run(arguments.as_str(), &cx)) {
+            Ok(reply) => ToolOutcome {
+                is_error: false,
+                text: reply.text.into(),
+                value: reply.value.map(|v| RString::from(v.to_string())).into(),
+            },
+            Err(message) => ToolOutcome { is_error: true, text: format!("Error: {message}").into(), value: ROption::RNone },
+        }
+    }
+
+    fn present_call(&self, arguments: RStr<'_>) -> RString {
+        let entry = format!("{}.present_call", self.name);
+        let card = guard(self.plugin, &entry, || {
+            let args: Value = serde_json::from_str(arguments.as_str()).unwrap_or(Value::String(arguments.to_string()));
+            Ok(self.tool.present_call(&args))
+        });
+        match card {
+            Ok(card) => card.to_string().into(),
+            Err(message) => serde_json::json!({"kind": "generic", "title": self.name, "error": message}).to_string().into(),
+        }
+    }
+}
+
+/// The durable-log invariant of an owned event type.
+pub trait EventInvariant: Send + Sync + 'static {
+    /// Checks one event's data (JSON text).
+    ///
+    /// # Errors
+    /// A one-line description of what is wrong.
+    fn validate(&self, data: &str) -> Result<(), String>;
+}
+
+impl<F> EventInvariant for F
+where
+    F: Fn(&str) -> Result<(), String> + Send + Sync + 'static,
+{
+    fn validate(&self, data: &str) -> Result<(), String> {
+        self(data)
+    }
+}
+
+struct InvariantAdapter<V> {
+    inner: V,
+    plugin: &'static str,
+    event_type: String,
+}
+
+impl<V: EventInvariant> EventValidator for InvariantAdapter<V> {
+    fn validate(&self, data: RStr<'_>) -> RResult<(), RString> {
+        let entry = format!("the {} invariant", self.event_type);
+        match guard(self.plugin, &entry, || self.inner.validate(data.as_str())) {
+            Ok(()) => ROk(()),
+            Err(e) => RErr(e.into()),
+        }
+    }
+}
+
+/// A projection: a fold of session events into a typed state.
+pub trait Fold: Send + Sync + 'static {
+    /// The state; crosses the boundary as JSON.
+    type State: Serialize + DeserializeOwned;
+    /// The state's key, e.g. `todos`.
+    fn key(&self) -> &str;
+    /// Bump when the fold changes.
+    fn version(&self) -> u32;
+    /// The event types folded.
+    fn types(&self) -> Vec<String>;
+    /// The state before any event.
+    fn init(&self) -> Self::State;
+    /// Folds one event.
+    ///
+    /// # Errors
+    /// When `data` cannot be read; the host keeps the previous state.
+    fn apply(&self, state: Self::State, event_type: &str, data: &str) -> Result<Self::State, String>;
+    /// A multi-line view of the state; empty when there is nothing to show.
+    fn render(&self, state: &Self::State) -> String;
+    /// A one-line summary; empty when there is nothing to show.
+    fn summary(&self, state: &Self::State) -> String;
+}
+
+struct FoldAdapter<F> {
+    inner: F,
+    plugin: &'static str,
+}
+
+impl<F: Fold> FoldAdapter<F> {
+    fn read(&self, state: &str) -> Result<F::State, String> {
+        serde_json::from_str(state).map_err(|e| format!("projection {} got an unreadable state: {e}", self.inner.key()))
+    }
+
+    fn entry(&self, method: &str) -> String {
+        format!("projection {}.{method}", self.inner.key())
+    }
+
+    fn text_or_empty(&self, method: &str, f: impl FnOnce() -> Result<String, String>) -> RString {
+        guard(self.plugin, &self.entry(method), f).unwrap_or_default().into()
+    }
+}
+
+fn encode<S: Serialize>(state: &S) -> Result<String, String> {
+    serde_json::to_string(state).map_err(|e| format!("cannot encode projection state: {e}"))
+}
+
+impl<F: Fold> Projection for FoldAdapter<F> {
+    fn key(&self) -> RString {
+        self.text_or_empty("key", || Ok(self.inner.key().to_string()))
+    }
+
+    fn version(&self) -> u32 {
+        guard(self.plugin, &self.entry("version"), || Ok(self.inner.version())).unwrap_or(0)
+    }
+
+    fn types(&self) -> RVec<RString> {
+        guard(self.plugin, &self.entry("types"), || Ok(self.inner.types()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(RString::from)
+            .collect()
+    }
+
+    fn init(&self) -> RString {
+        self.text_or_empty("init", || encode(&self.inner.init()))
+    }
+
+    fn apply(&self, state: RStr<'_>, event_type: RStr<'_>, data: RStr<'_>) -> RResult<RString, RString> {
+        let result = guard(self.plugin, &self.entry("apply"), || {
+            let state = self.read(state.as_str())?;
+            let next = self.inner.apply(state, event_type.as_str(), data.as_str())?;
+            encode(&next)
+        });
+        match result {
+            Ok(s) => ROk(s.into()),
+            Err(e) => RErr(e.into()),
+        }
+    }
+
+    fn render(&self, state: RStr<'_>) -> RString {
+        self.text_or_empty("render", || Ok(self.inner.render(&self.read(state.as_str())?)))
+    }
+
+    fn summary(&self, state: RStr<'_>) -> RString {
+        self.text_or_empty("summary", || Ok(self.inner.summary(&self.read(state.as_str())?)))
+    }
+}
+
+/// Exports a [`Plugin`] from this library: submits its declaration to the
+/// library's root module.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        $crate::inventory::submit! {
+            $crate::sdk::PluginRegistration { declare: $crate::sdk::declare::<$plugin> }
+        }
+    };
+}
+
+/// Generates the library's `abi_stable` root module listing every plugin
+/// exported with [`export_plugin!`](crate::export_plugin). Use it once per
+/// `cdylib` crate; the crate must also depend on `abi_stable`.
+#[macro_export]
+macro_rules! export_library {
+    () => {
+        #[::abi_stable::export_root_module]
+        fn cordis_plugin_library_root() -> $crate::PluginLibraryRef {
+            $crate::sdk::library_root()
+        }
+    };
+}
