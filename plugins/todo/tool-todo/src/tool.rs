@@ -1,0 +1,620 @@
+//! The model-facing `todo_write` tool (DESIGN §8).
+//!
+//! A call sends the whole list; the list replaces the previous one (seed note
+//! on `todo_write`: whole-list replace, last write wins, no per-item ids, no
+//! delta protocol). The pipeline, in order:
+//!
+//! 1. the SDK parses the arguments once and checks them against the schema
+//!    generated from [`TodoArgs`] (object, `todos` array, items with exactly
+//!    `content` and a known `status`);
+//! 2. [`validate_call`]: at most [`MAX_TODOS`] items; each `content` trimmed
+//!    with JavaScript's rules ([`js_trim`]), non-empty, at most
+//!    [`MAX_CONTENT_CHARS`] characters, and unique (case-sensitive) within the
+//!    list; under [`Policy::Single`], at most one `in_progress`;
+//! 3. an owning agent session is required (checked after validation, as the
+//!    reference does: a non-agent call with a bad list gets the list error);
+//! 4. the trimmed list is appended as a `todo/write` event (the host runs
+//!    [`crate::invariant`] and writes it durably; a failure there is the
+//!    tool's error);
+//! 5. the reply: text `Updated todo list: P pending, I in progress, C completed.`
+//!    and value `{"todos": [...], "counts": {"pending", "inProgress", "completed"}}`.
+//!
+//! Steps 2–5 are [`execute_call`], which the SDK entry point and the tests
+//! share; [`validate_call`] is step 2 alone.
+
+use std::collections::HashMap;
+
+use cordis_abi::sdk::prelude::*;
+use cordis_abi::sdk::ToolContext;
+
+use crate::item::{Counts, Status, Todo, TodoWrite};
+use crate::trim::js_trim;
+
+/// The tool's name, as the model calls it.
+pub const TOOL_NAME: &str = "todo_write";
+
+/// The event type the plugin owns and the tool appends.
+pub const TODO_WRITE: &str = "todo/write";
+
+/// The most todos one call may send. A plan is for a human and a model to
+/// read at a glance; a longer list is almost certainly a runaway generation,
+/// and every item is stored (and replayed) with each write. Exceeding it is
+/// an error naming the limit. (The host caps the raw argument size
+/// separately.)
+pub const MAX_TODOS: usize = 1000;
+
+/// The most characters (Unicode scalar values, counted after trimming) one
+/// todo's `content` may have. A todo is meant to be one short line; this
+/// bounds what one runaway item can put into every later write and view.
+/// Exceeding it is an error naming the limit.
+pub const MAX_CONTENT_CHARS: usize = 4000;
+
+/// The arguments of `todo_write`: `{"todos": [{"content", "status"}, ...]}`.
+///
+/// Items accept no other key. Unknown keys at the top level are ignored, as
+/// the reference implementation ignores them (its oracle accepts a call with
+/// an extra `merge` key), so the schema does not forbid them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[schemars(transform = crate::item::drop_description)]
+pub struct TodoArgs {
+    /// The whole task list. It replaces the list sent before, so include every task each time.
+    pub todos: Vec<Todo>,
+}
+
+/// How many todos may be `in_progress` at once: the deployment's choice,
+/// from the required config field `allowParallelInProgress` (seed note
+/// "Allow several `in_progress` todos at once").
+///
+/// The policy moves the model-facing instruction and the accepted input
+/// together: [`description`] and [`validate_call`] both follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Any number of todos may be `in_progress` (agents that fan work out to
+    /// subagents or background commands).
+    Parallel,
+    /// At most one todo may be `in_progress` (strictly sequential agents).
+    Single,
+}
+
+impl Policy {
+    /// The policy for a config value of `allowParallelInProgress`.
+    pub fn from_allow_parallel(allow_parallel_in_progress: bool) -> Policy {
+        if allow_parallel_in_progress {
+            Policy::Parallel
+        } else {
+            Policy::Single
+        }
+    }
+}
+
+const DESCRIPTION_BEFORE: &str = "Keep a structured plan of the current work as a todo list. \
+Every call sends the whole list and replaces the list sent before: there are no partial updates \
+and no edits of single items, so repeat the unchanged todos as they are. \
+Use it to plan work that takes several steps and to show progress: before starting, write one todo \
+per concrete step, and keep the list current as you go. ";
+
+const DESCRIPTION_PARALLEL: &str = "Mark every todo you are actively working on as `in_progress`: \
+several at a time when work really runs in parallel (for example concurrent subagents or background \
+commands), a single one when you work step by step; while work remains, keep at least one todo \
+`in_progress`. ";
+
+const DESCRIPTION_SINGLE: &str = "Keep at most one todo `in_progress` at a time: while work remains, \
+the one task you are working on right now is `in_progress`, and tasks not started yet stay `pending`. ";
+
+const DESCRIPTION_AFTER: &str = "Set a todo to `completed` as soon as it is finished instead of \
+completing several at the end, and leave no todo `in_progress` only once all the work is done. \
+Do not keep a list for a task that takes a single trivial step. \
+Statuses: `pending` (not started yet), `in_progress` (being worked on now), `completed` (finished).";
+
+/// The model-facing description of `todo_write` under `policy`.
+///
+/// Our own text (DESIGN §8). Only the clause about how many todos may be
+/// `in_progress` differs between the policies; everything before and after
+/// it is identical, because that clause is the only instruction the policy
+/// changes.
+pub fn description(policy: Policy) -> String {
+    let clause = match policy {
+        Policy::Parallel => DESCRIPTION_PARALLEL,
+        Policy::Single => DESCRIPTION_SINGLE,
+    };
+    [DESCRIPTION_BEFORE, clause, DESCRIPTION_AFTER].concat()
+}
+
+/// The JSON Schema of the tool's arguments, generated from [`TodoArgs`]:
+/// an object whose required `todos` is an array of objects with required
+/// `content` (string) and `status` (string enum), and no other item key.
+pub fn parameters() -> Value {
+    cordis_abi::schema::schema_for::<TodoArgs>()
+}
+
+/// Validates a call's list (step 2 of the [module](self) pipeline) and
+/// returns it with every `content` trimmed: the list `execute` appends.
+///
+/// Checks, in this order: the number of items ([`MAX_TODOS`]); then item by
+/// item, the trimmed `content` is non-empty, at most [`MAX_CONTENT_CHARS`]
+/// characters, and not equal (case-sensitive) to an earlier item's; then,
+/// under [`Policy::Single`], at most one item is `in_progress`.
+///
+/// # Errors
+/// One line naming the offending item and value, e.g.
+/// `$.todos[2].content must not be empty ...`,
+/// `$.todos[1].content "deploy" repeats $.todos[0].content ...`, or
+/// `at most one todo may be in_progress at a time ...; this list marks 2`.
+pub fn validate_call(args: TodoArgs, policy: Policy) -> Result<Vec<Todo>, String> {
+    let mut todos = args.todos;
+    if todos.len() > MAX_TODOS {
+        return Err(format!(
+            "$.todos has {} items, more than the limit of {MAX_TODOS} todos per list",
+            todos.len()
+        ));
+    }
+    for todo in &mut todos {
+        let trimmed = js_trim(&todo.content);
+        if trimmed.len() != todo.content.len() {
+            todo.content = trimmed.to_string();
+        }
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(todos.len());
+    for (index, todo) in todos.iter().enumerate() {
+        let content = todo.content.as_str();
+        if content.is_empty() {
+            return Err(format!(
+                "$.todos[{index}].content must not be empty: it has no text once surrounding whitespace is removed"
+            ));
+        }
+        let chars = content.chars().count();
+        if chars > MAX_CONTENT_CHARS {
+            return Err(format!(
+                "$.todos[{index}].content is {chars} characters long, more than the limit of {MAX_CONTENT_CHARS}; \
+                 keep each todo to a short line"
+            ));
+        }
+        if let Some(first) = seen.insert(content, index) {
+            return Err(format!(
+                "$.todos[{index}].content {} repeats $.todos[{first}].content; every todo needs its own content",
+                Value::String(content.to_string())
+            ));
+        }
+    }
+    if policy == Policy::Single {
+        let active = todos
+            .iter()
+            .filter(|t| t.status == Status::InProgress)
+            .count();
+        if active > 1 {
+            return Err(format!(
+                "at most one todo may be in_progress at a time in this deployment; this list marks {active}"
+            ));
+        }
+    }
+    Ok(todos)
+}
+
+/// The structured value of a successful call:
+/// `{"todos": [...], "counts": {"pending", "inProgress", "completed"}}`, in
+/// that key order (the reference's shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoWriteValue {
+    /// The list as stored (contents trimmed).
+    pub todos: Vec<Todo>,
+    /// How many todos have each status.
+    pub counts: Counts,
+}
+
+/// The reply to a successful write of `todos`: text
+/// `Updated todo list: P pending, I in progress, C completed.` (the
+/// reference's exact text, recorded in real session logs we reproduce byte
+/// for byte) and the [`TodoWriteValue`].
+pub fn reply(todos: Vec<Todo>) -> ToolReply {
+    let counts = Counts::of(&todos);
+    let text = format!(
+        "Updated todo list: {} pending, {} in progress, {} completed.",
+        counts.pending, counts.in_progress, counts.completed
+    );
+    let value = serde_json::to_value(TodoWriteValue { todos, counts }).ok();
+    ToolReply { text, value }
+}
+
+/// Where a validated list goes: the calling agent's session. Implemented for
+/// the SDK's [`ToolContext`]; tests and benchmarks supply their own.
+pub trait TodoSink {
+    /// Whether an agent session owns the call.
+    fn has_session(&self) -> bool;
+    /// Appends a `todo/write` event with `data` to the calling session;
+    /// returns its `seq`.
+    ///
+    /// # Errors
+    /// Whatever the session refuses (invariant, turn enclosure, write
+    /// failure), as one line.
+    fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String>;
+}
+
+impl TodoSink for ToolContext<'_> {
+    fn has_session(&self) -> bool {
+        ToolContext::has_session(self)
+    }
+
+    fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String> {
+        self.append(TODO_WRITE, data).map_err(|e| e.0)
+    }
+}
+
+/// Runs one call on already schema-checked arguments: [`validate_call`],
+/// then the session check, the append to `sink`, and the [`reply`]. This is
+/// exactly what the tool's `execute` does.
+///
+/// # Errors
+/// The validation error; `todo_write needs an agent session that owns the
+/// call ...` when `sink` has no session; or the append's error.
+pub fn execute_call(
+    args: TodoArgs,
+    policy: Policy,
+    sink: &dyn TodoSink,
+) -> Result<ToolReply, ToolError> {
+    let todos = validate_call(args, policy).map_err(ToolError)?;
+    if !sink.has_session() {
+        return Err(ToolError::new(
+            "todo_write needs an agent session that owns the call, and this call was not made by an agent; \
+             the list was not recorded",
+        ));
+    }
+    let data = TodoWrite { todos };
+    sink.append_todo_write(&data)
+        .map_err(|e| ToolError(format!("the todo list could not be recorded: {e}")))?;
+    Ok(reply(data.todos))
+}
+
+/// The title of the card [`TodoWriteTool`] presents for a call.
+pub const CARD_TITLE: &str = "Update todo list";
+
+/// The card an interactive host shows for a call:
+/// `{"kind": "generic", "title": "Update todo list", "todos": <the todos argument as given>}`
+/// (`null` when the arguments hold no `todos`). The arguments are shown
+/// unvalidated, as the model sent them.
+pub fn present_call(args: &Value) -> Value {
+    let todos = args.get("todos").cloned().unwrap_or(Value::Null);
+    json!({"kind": "generic", "title": CARD_TITLE, "todos": todos})
+}
+
+/// The `todo_write` tool, registered by the plugin with the deployment's
+/// [`Policy`].
+#[derive(Debug, Clone)]
+pub struct TodoWriteTool {
+    policy: Policy,
+    description: String,
+}
+
+impl TodoWriteTool {
+    /// The tool under `policy`.
+    pub fn new(policy: Policy) -> Self {
+        TodoWriteTool {
+            policy,
+            description: description(policy),
+        }
+    }
+
+    /// The policy the tool enforces.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+}
+
+impl TypedTool for TodoWriteTool {
+    type Args = TodoArgs;
+
+    fn name(&self) -> &str {
+        TOOL_NAME
+    }
+
+    fn description(&self) -> String {
+        self.description.clone()
+    }
+
+    fn parameters(&self) -> Value {
+        parameters()
+    }
+
+    fn execute(&self, args: TodoArgs, cx: &ToolContext<'_>) -> Result<ToolReply, ToolError> {
+        execute_call(args, self.policy, cx)
+    }
+
+    fn present_call(&self, args: &Value) -> Value {
+        present_call(args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    fn args(items: &[(&str, Status)]) -> TodoArgs {
+        TodoArgs {
+            todos: items.iter().map(|(c, s)| Todo::new(*c, *s)).collect(),
+        }
+    }
+
+    struct Recorder {
+        session: bool,
+        refuse: Option<&'static str>,
+        written: RefCell<Vec<String>>,
+    }
+
+    impl Recorder {
+        fn agent() -> Self {
+            Recorder {
+                session: true,
+                refuse: None,
+                written: RefCell::new(Vec::new()),
+            }
+        }
+    }
+
+    impl TodoSink for Recorder {
+        fn has_session(&self) -> bool {
+            self.session
+        }
+        fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String> {
+            if let Some(reason) = self.refuse {
+                return Err(reason.to_string());
+            }
+            let mut written = self.written.borrow_mut();
+            written.push(serde_json::to_string(data).unwrap());
+            Ok(written.len() as u64 - 1)
+        }
+    }
+
+    #[test]
+    fn trims_with_javascript_rules() {
+        let out = validate_call(
+            args(&[
+                ("  a  ", Status::Pending),
+                ("\u{FEFF}b\u{2028}", Status::Completed),
+                ("\u{0085}c", Status::Pending),
+            ]),
+            Policy::Single,
+        )
+        .unwrap();
+        let contents: Vec<&str> = out.iter().map(|t| t.content.as_str()).collect();
+        assert_eq!(contents, ["a", "b", "\u{0085}c"]);
+    }
+
+    #[test]
+    fn empty_content_names_the_item() {
+        let err = validate_call(
+            args(&[
+                ("a", Status::Pending),
+                ("b", Status::Pending),
+                (" \t\n", Status::Pending),
+            ]),
+            Policy::Parallel,
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("$.todos[2].content must not be empty"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn duplicate_names_the_content_and_both_items() {
+        let err = validate_call(
+            args(&[
+                ("deploy", Status::Pending),
+                ("  deploy  ", Status::Completed),
+            ]),
+            Policy::Parallel,
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("$.todos[1].content \"deploy\" repeats $.todos[0].content"),
+            "{err}"
+        );
+        assert!(validate_call(
+            args(&[("Task", Status::Pending), ("task", Status::Pending)]),
+            Policy::Single
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn single_policy_caps_in_progress() {
+        let two = args(&[
+            ("a", Status::InProgress),
+            ("b", Status::InProgress),
+            ("c", Status::Pending),
+        ]);
+        assert_eq!(
+            validate_call(two.clone(), Policy::Parallel).unwrap().len(),
+            3
+        );
+        let err = validate_call(two, Policy::Single).unwrap_err();
+        assert!(err.contains("at most one todo may be in_progress"), "{err}");
+        assert!(err.ends_with("marks 2"), "{err}");
+        assert!(validate_call(
+            args(&[("a", Status::InProgress), ("b", Status::Completed)]),
+            Policy::Single
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn content_errors_come_before_the_policy_error() {
+        let err = validate_call(
+            args(&[
+                ("a", Status::InProgress),
+                ("b", Status::InProgress),
+                ("", Status::Pending),
+            ]),
+            Policy::Single,
+        )
+        .unwrap_err();
+        assert!(err.starts_with("$.todos[2].content"), "{err}");
+    }
+
+    #[test]
+    fn limits_are_enforced_and_named() {
+        let many = TodoArgs {
+            todos: (0..=MAX_TODOS)
+                .map(|i| Todo::new(format!("t{i}"), Status::Pending))
+                .collect(),
+        };
+        let err = validate_call(many, Policy::Parallel).unwrap_err();
+        assert!(err.contains("1001") && err.contains("1000"), "{err}");
+        let at_limit = TodoArgs {
+            todos: (0..MAX_TODOS)
+                .map(|i| Todo::new(format!("t{i}"), Status::Pending))
+                .collect(),
+        };
+        assert_eq!(
+            validate_call(at_limit, Policy::Parallel).unwrap().len(),
+            MAX_TODOS
+        );
+
+        // Counted in characters after trimming: 4000 two-byte characters plus padding pass.
+        let long_ok = format!("  {}  ", "é".repeat(MAX_CONTENT_CHARS));
+        assert!(validate_call(args(&[(&long_ok, Status::Pending)]), Policy::Parallel).is_ok());
+        let too_long = "x".repeat(MAX_CONTENT_CHARS + 1);
+        let err = validate_call(
+            args(&[("ok", Status::Pending), (&too_long, Status::Pending)]),
+            Policy::Parallel,
+        )
+        .unwrap_err();
+        assert!(
+            err.starts_with("$.todos[1].content is 4001 characters long"),
+            "{err}"
+        );
+        assert!(err.contains("4000"), "{err}");
+    }
+
+    #[test]
+    fn reply_text_and_value_match_the_reference_shape() {
+        let reply = reply(vec![
+            Todo::new("read the spec", Status::Completed),
+            Todo::new("write the parser", Status::InProgress),
+            Todo::new("add tests", Status::Pending),
+        ]);
+        assert_eq!(
+            reply.text,
+            "Updated todo list: 1 pending, 1 in progress, 1 completed."
+        );
+        assert_eq!(
+            reply.value.unwrap().to_string(),
+            r#"{"todos":[{"content":"read the spec","status":"completed"},{"content":"write the parser","status":"in_progress"},{"content":"add tests","status":"pending"}],"counts":{"pending":1,"inProgress":1,"completed":1}}"#
+        );
+    }
+
+    #[test]
+    fn execute_appends_the_trimmed_list() {
+        let sink = Recorder::agent();
+        let out =
+            execute_call(args(&[(" a ", Status::InProgress)]), Policy::Single, &sink).unwrap();
+        assert_eq!(
+            out.text,
+            "Updated todo list: 0 pending, 1 in progress, 0 completed."
+        );
+        assert_eq!(
+            *sink.written.borrow(),
+            vec![r#"{"todos":[{"content":"a","status":"in_progress"}]}"#.to_string()]
+        );
+    }
+
+    #[test]
+    fn execute_needs_a_session_but_validates_first() {
+        let sink = Recorder {
+            session: false,
+            ..Recorder::agent()
+        };
+        let err =
+            execute_call(args(&[("a", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
+        assert!(
+            err.0.starts_with("todo_write needs an agent session"),
+            "{err}"
+        );
+        let err =
+            execute_call(args(&[("  ", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
+        assert!(err.0.contains("must not be empty"), "{err}");
+        assert!(sink.written.borrow().is_empty());
+    }
+
+    #[test]
+    fn append_failure_is_the_tool_error() {
+        let sink = Recorder {
+            refuse: Some("no open turn"),
+            ..Recorder::agent()
+        };
+        let err =
+            execute_call(args(&[("a", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
+        assert!(err.0.ends_with("no open turn"), "{err}");
+    }
+
+    #[test]
+    fn descriptions_differ_only_in_the_active_clause() {
+        let parallel = description(Policy::Parallel);
+        let single = description(Policy::Single);
+        assert_ne!(parallel, single);
+        assert!(parallel.starts_with(DESCRIPTION_BEFORE) && single.starts_with(DESCRIPTION_BEFORE));
+        assert!(parallel.ends_with(DESCRIPTION_AFTER) && single.ends_with(DESCRIPTION_AFTER));
+        assert!(parallel.contains("several at a time"));
+        assert!(single.contains("at most one todo `in_progress`"));
+    }
+
+    #[test]
+    fn schema_has_the_reference_shape() {
+        let schema = parameters();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["required"], json!(["todos"]));
+        assert!(
+            schema.get("additionalProperties").is_none(),
+            "extra top-level keys are ignored, not rejected"
+        );
+        assert!(schema.get("description").is_none());
+        let todos = &schema["properties"]["todos"];
+        assert_eq!(todos["type"], "array");
+        assert!(todos["description"].is_string());
+        let items = &todos["items"];
+        assert_eq!(items["type"], "object");
+        assert_eq!(items["additionalProperties"], json!(false));
+        assert_eq!(items["required"], json!(["content", "status"]));
+        assert!(items.get("description").is_none());
+        assert_eq!(items["properties"]["content"]["type"], "string");
+        let status = &items["properties"]["status"];
+        assert_eq!(status["type"], "string");
+        assert_eq!(
+            status["enum"],
+            json!(["pending", "in_progress", "completed"])
+        );
+        assert!(status.get("oneOf").is_none());
+        assert_eq!(
+            status.as_object().unwrap().len(),
+            3,
+            "type, enum, description: {status}"
+        );
+        let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["todos"]);
+    }
+
+    #[test]
+    fn extra_top_level_keys_are_ignored() {
+        let checker = cordis_abi::schema::Checker::new(parameters()).unwrap();
+        let value = json!({"todos": [{"content": "ok", "status": "pending"}], "merge": true});
+        assert!(checker.violations(&value).is_empty());
+        let parsed: TodoArgs = serde_json::from_value(value).unwrap();
+        assert_eq!(parsed, args(&[("ok", Status::Pending)]));
+        let bad = json!({"todos": [{"content": "ok", "status": "pending", "id": "1"}]});
+        assert_eq!(checker.violations(&bad).len(), 1);
+    }
+
+    #[test]
+    fn card_carries_the_todos_argument_as_given() {
+        let given = json!({"todos": [{"content": "  x ", "status": "bogus"}]});
+        assert_eq!(
+            present_call(&given),
+            json!({"kind": "generic", "title": "Update todo list", "todos": [{"content": "  x ", "status": "bogus"}]})
+        );
+        assert_eq!(
+            present_call(&json!("not json")),
+            json!({"kind": "generic", "title": "Update todo list", "todos": null})
+        );
+    }
+}
