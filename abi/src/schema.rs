@@ -95,6 +95,9 @@ impl Checker {
 pub struct Violation {
     /// Where in the instance, `$`-rooted: `$`, `$.todos`, `$.todos[0].status`.
     pub path: String,
+    /// The same place as segments, for callers that map it elsewhere (the
+    /// host maps config paths to YAML lines).
+    pub segments: Vec<Segment>,
     /// What was expected, starting with a verb: `is required`,
     /// `must be a boolean, got the string "yes"`.
     pub message: String,
@@ -221,16 +224,16 @@ fn describe(
     instance: &Value,
 ) -> Vec<(u8, Violation)> {
     use jsonschema::error::ValidationErrorKind as K;
-    let here = format_path(at);
-    let child = |key: &str| {
-        let mut path = here.clone();
-        push_segment(&mut path, &Segment::Key(key.to_string()));
-        path
+    let child_segments = |key: &str| {
+        let mut segments = at.to_vec();
+        segments.push(Segment::Key(key.to_string()));
+        segments
     };
+    let v = |segments: Vec<Segment>, message: String| Violation { path: format_path(&segments), segments, message };
     match kind {
         K::Required { property } => {
             let key = property.as_str().map(str::to_string).unwrap_or_else(|| property.to_string());
-            vec![(0, Violation { path: child(&key), message: "is required".into() })]
+            vec![(0, v(child_segments(&key), "is required".into()))]
         }
         K::AdditionalProperties { unexpected } | K::UnevaluatedProperties { unexpected } => {
             let allowed = allowed_keys(schema, schema_path);
@@ -242,7 +245,7 @@ fn describe(
                     } else {
                         format!("is not an allowed key (allowed: {})", allowed.join(", "))
                     };
-                    (2, Violation { path: child(key), message })
+                    (2, v(child_segments(key), message))
                 })
                 .collect()
         }
@@ -254,38 +257,38 @@ fn describe(
                     names.join(" or ")
                 }
             };
-            vec![(1, Violation { path: here, message: format!("must be {expected}, got {}", describe_value(instance)) })]
+            vec![(1, v(at.to_vec(), format!("must be {expected}, got {}", describe_value(instance))))]
         }
         K::Enum { options } => {
             let listed = match options.as_ref() {
                 Value::Array(items) => items.iter().map(Value::to_string).collect::<Vec<_>>().join(", "),
                 other => other.to_string(),
             };
-            vec![(1, Violation { path: here, message: format!("must be one of {listed}, got {}", describe_value(instance)) })]
+            vec![(1, v(at.to_vec(), format!("must be one of {listed}, got {}", describe_value(instance))))]
         }
         K::Constant { expected_value } => {
-            vec![(1, Violation { path: here, message: format!("must be {expected_value}, got {}", describe_value(instance)) })]
+            vec![(1, v(at.to_vec(), format!("must be {expected_value}, got {}", describe_value(instance))))]
         }
         K::MaxItems { limit } => {
-            vec![(1, Violation { path: here, message: format!("must have at most {limit} items, got {}", len_of(instance)) })]
+            vec![(1, v(at.to_vec(), format!("must have at most {limit} items, got {}", len_of(instance))))]
         }
         K::MinItems { limit } => {
-            vec![(1, Violation { path: here, message: format!("must have at least {limit} items, got {}", len_of(instance)) })]
+            vec![(1, v(at.to_vec(), format!("must have at least {limit} items, got {}", len_of(instance))))]
         }
         K::MaxLength { limit } => {
-            vec![(1, Violation { path: here, message: format!("must be at most {limit} characters long, got {}", len_of(instance)) })]
+            vec![(1, v(at.to_vec(), format!("must be at most {limit} characters long, got {}", len_of(instance))))]
         }
         K::MinLength { limit } => {
-            vec![(1, Violation { path: here, message: format!("must be at least {limit} characters long") })]
+            vec![(1, v(at.to_vec(), format!("must be at least {limit} characters long")))]
         }
-        K::Minimum { limit } => vec![(1, Violation { path: here, message: format!("must be at least {limit}, got {instance}") })],
-        K::Maximum { limit } => vec![(1, Violation { path: here, message: format!("must be at most {limit}, got {instance}") })],
+        K::Minimum { limit } => vec![(1, v(at.to_vec(), format!("must be at least {limit}, got {instance}")))],
+        K::Maximum { limit } => vec![(1, v(at.to_vec(), format!("must be at most {limit}, got {instance}")))],
         _ => {
             let mut text = kind_fallback(kind);
             if text.is_empty() {
                 text = "does not match the schema".into();
             }
-            vec![(1, Violation { path: here, message: text })]
+            vec![(1, v(at.to_vec(), text))]
         }
     }
 }

@@ -1,0 +1,186 @@
+//! The agent loop: one turn of a conversation, recorded in the session log.
+//!
+//! A turn appends `turn/start`, `user/message`, then for each model step
+//! `step/start`, `assistant/message`, and for each tool call `tool/call` →
+//! (events the tool appends, e.g. `todo/write`) → `tool/result`, then
+//! `step/end`; a step with no tool calls ends the turn with `turn/end`.
+//! Event data follows the shapes of the TypeScript harness's logs.
+
+pub mod model;
+pub mod scripted;
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+pub use model::{Model, ModelError, ModelRequest, ModelStep, ToolCallRequest};
+pub use scripted::ScriptedModel;
+
+use crate::session::{derive_messages, AppendError, Appender, Event, Session};
+use crate::tools::{ToolCall, ToolRegistry, ToolResult};
+
+/// The most model steps one turn may take.
+pub const MAX_STEPS_PER_TURN: u32 = 64;
+
+/// Watches a turn as it happens (the CLI prints from these).
+pub trait TurnObserver {
+    /// An event was appended.
+    fn on_event(&mut self, _session: &Session, _event: &Event) {}
+    /// A tool call finished.
+    fn on_tool_result(&mut self, _call: &ToolCallRequest, _result: &ToolResult) {}
+}
+
+/// An observer that does nothing.
+pub struct Quiet;
+impl TurnObserver for Quiet {}
+
+/// A turn could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The log refused an event.
+    #[error("the session log refused an event: {0}")]
+    Append(#[from] AppendError),
+    /// The model failed.
+    #[error("the model failed: {0}")]
+    Model(#[from] ModelError),
+    /// Too many steps.
+    #[error("the turn exceeded {MAX_STEPS_PER_TURN} model steps")]
+    TooManySteps,
+}
+
+/// What a finished turn did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnSummary {
+    /// The turn number.
+    pub turn: u64,
+    /// Model steps taken.
+    pub steps: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Tool calls that returned an error.
+    pub tool_errors: u32,
+    /// The model's final text.
+    pub final_text: String,
+}
+
+/// An agent: a session, the tools it may call, and a model.
+pub struct Agent<'m> {
+    session: Arc<Session>,
+    tools: Arc<ToolRegistry>,
+    model: &'m mut dyn Model,
+}
+
+impl<'m> Agent<'m> {
+    /// An agent over `session`.
+    pub fn new(session: Arc<Session>, tools: Arc<ToolRegistry>, model: &'m mut dyn Model) -> Agent<'m> {
+        Agent { session, tools, model }
+    }
+
+    fn append(&self, obs: &mut dyn TurnObserver, kind: &str, data: serde_json::Value) -> Result<Event, AppendError> {
+        let event = self.session.append_value(kind, &data, Appender::Host)?;
+        obs.on_event(&self.session, &event);
+        Ok(event)
+    }
+
+    /// Runs one turn for `prompt`. A turn left open by a crash is first
+    /// closed with reason `interrupted`.
+    ///
+    /// # Errors
+    /// [`TurnError`]; the turn is then closed with reason `error` when the
+    /// log still accepts events.
+    pub fn run_turn(&mut self, prompt: &str, obs: &mut dyn TurnObserver) -> Result<TurnSummary, TurnError> {
+        if let Some(open) = self.session.open_turn() {
+            self.append(obs, "turn/end", json!({"turn": open, "reason": {"kind": "interrupted"}}))?;
+        }
+        let turn = self.session.next_turn();
+        self.append(obs, "turn/start", json!({"turn": turn}))?;
+        let result = self.turn_body(turn, prompt, obs);
+        let reason = match &result {
+            Ok(_) => json!({"kind": "completed"}),
+            Err(e) => json!({"kind": "error", "message": e.to_string()}),
+        };
+        if self.session.open_turn().is_some() {
+            self.append(obs, "turn/end", json!({"turn": turn, "reason": reason}))?;
+        }
+        result
+    }
+
+    fn turn_body(&mut self, turn: u64, prompt: &str, obs: &mut dyn TurnObserver) -> Result<TurnSummary, TurnError> {
+        self.append(
+            obs,
+            "user/message",
+            json!({"content": [{"type": "text", "text": prompt}], "source": {"kind": "user"}, "role": "user", "id": new_id()}),
+        )?;
+        let mut summary = TurnSummary { turn, steps: 0, tool_calls: 0, tool_errors: 0, final_text: String::new() };
+        loop {
+            if summary.steps >= MAX_STEPS_PER_TURN {
+                return Err(TurnError::TooManySteps);
+            }
+            summary.steps += 1;
+            let step = summary.steps;
+            self.append(obs, "step/start", json!({"turn": turn, "step": step}))?;
+            let messages = self.session.with_events(derive_messages);
+            let schemas = self.tools.schemas();
+            let answer = self.model.next_step(&ModelRequest { messages: &messages, tools: &schemas })?;
+            let mut content = Vec::new();
+            if !answer.text.is_empty() {
+                content.push(json!({"type": "text", "text": answer.text}));
+            }
+            for call in &answer.tool_calls {
+                content.push(json!({"type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments}));
+            }
+            self.append(
+                obs,
+                "assistant/message",
+                json!({"turn": turn, "step": step, "message": {
+                    "role": "assistant",
+                    "content": content,
+                    "source": {"kind": "model", "provider": self.model.provider(), "model": self.model.name()},
+                    "id": new_id(),
+                }}),
+            )?;
+            for call in &answer.tool_calls {
+                self.append(
+                    obs,
+                    "tool/call",
+                    json!({"turn": turn, "step": step, "callId": call.id, "name": call.name, "arguments": call.arguments}),
+                )?;
+                let before = self.session.len();
+                let result = self.tools.execute(
+                    &ToolCall { id: &call.id, name: &call.name, arguments: &call.arguments },
+                    Some(&self.session),
+                );
+                // Events the tool appended (e.g. todo/write) are reported
+                // after the fact, in order.
+                let appended: Vec<Event> = self.session.with_events(|all| all[before.min(all.len())..].to_vec());
+                for e in &appended {
+                    obs.on_event(&self.session, e);
+                }
+                summary.tool_calls += 1;
+                if result.is_error {
+                    summary.tool_errors += 1;
+                }
+                obs.on_tool_result(call, &result);
+                self.append(
+                    obs,
+                    "tool/result",
+                    json!({"turn": turn, "step": step, "message": {
+                        "source": {"kind": "tool", "callId": call.id},
+                        "content": [{"type": "tool-result", "toolCallId": call.id, "content": [{"type": "text", "text": result.text}], "isError": result.is_error}],
+                        "role": "user",
+                        "id": new_id(),
+                    }}),
+                )?;
+            }
+            self.append(obs, "step/end", json!({"turn": turn, "step": step}))?;
+            if answer.tool_calls.is_empty() {
+                summary.final_text = answer.text;
+                return Ok(summary);
+            }
+        }
+    }
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

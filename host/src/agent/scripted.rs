@@ -1,0 +1,129 @@
+//! A scripted model: replays steps from a YAML script file.
+//!
+//! ```yaml
+//! model: plan-and-ship          # optional name recorded in the log
+//! prompt: Fix the parser bug    # optional default prompt
+//! steps:
+//!   - text: "I'll plan first."
+//!     calls:
+//!       - name: todo_write
+//!         arguments: '{"todos": [{"content": "read the code", "status": "in_progress"}]}'
+//!   - text: Done.
+//! ```
+//!
+//! `arguments` is the raw text a model would emit, so malformed arguments can
+//! be scripted too. A call may give its `id`; otherwise ids are
+//! `call_<step>_<index>`. Each step answers one model request; a step with no
+//! calls ends the turn.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::model::{Model, ModelError, ModelRequest, ModelStep, ToolCallRequest};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Script {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    prompt: Option<String>,
+    steps: Vec<ScriptStep>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptStep {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    calls: Vec<ScriptCall>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptCall {
+    #[serde(default)]
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// A model that answers from a script.
+#[derive(Debug)]
+pub struct ScriptedModel {
+    name: String,
+    prompt: Option<String>,
+    steps: std::vec::IntoIter<ModelStep>,
+}
+
+impl ScriptedModel {
+    /// Reads a script file.
+    ///
+    /// # Errors
+    /// [`ModelError`] naming the file (and line, for YAML errors).
+    pub fn from_file(path: &Path) -> Result<ScriptedModel, ModelError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ModelError(format!("cannot read script {}: {e}", path.display())))?;
+        ScriptedModel::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses script text; `file` names it in errors.
+    ///
+    /// # Errors
+    /// [`ModelError`].
+    pub fn parse(text: &str, file: &str) -> Result<ScriptedModel, ModelError> {
+        let script: Script = serde_yaml::from_str(text).map_err(|e| {
+            let at = e.location().map(|l| format!("{}:{}", l.line(), l.column())).unwrap_or_default();
+            ModelError(format!("{file}:{at}: not a valid script: {e}"))
+        })?;
+        let name = script.model.unwrap_or_else(|| {
+            Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("script").to_string()
+        });
+        let steps: Vec<ModelStep> = script
+            .steps
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| ModelStep {
+                text: s.text,
+                tool_calls: s
+                    .calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(j, c)| ToolCallRequest {
+                        id: c.id.unwrap_or_else(|| format!("call_{}_{}", i + 1, j + 1)),
+                        name: c.name,
+                        arguments: c.arguments,
+                    })
+                    .collect(),
+            })
+            .collect();
+        if steps.is_empty() {
+            return Err(ModelError(format!("{file}: the script has no steps")));
+        }
+        Ok(ScriptedModel { name, prompt: script.prompt, steps: steps.into_iter() })
+    }
+}
+
+impl ScriptedModel {
+    /// The prompt the script was written for (`prompt:`), used when the
+    /// command line gives none.
+    pub fn prompt(&self) -> Option<&str> {
+        self.prompt.as_deref()
+    }
+}
+
+impl Model for ScriptedModel {
+    fn provider(&self) -> &str {
+        "scripted"
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn next_step(&mut self, _request: &ModelRequest<'_>) -> Result<ModelStep, ModelError> {
+        self.steps.next().ok_or_else(|| ModelError("the script has no more steps".into()))
+    }
+}

@@ -1,0 +1,304 @@
+//! The `cordis` command line.
+//!
+//! ```text
+//! cordis [OPTIONS] check [FILE]         validate a composition, list entries
+//! cordis [OPTIONS] tools [--json]       the tool catalog with JSON Schemas
+//! cordis [OPTIONS] run [--script FILE] [--session ID] [PROMPT]
+//! cordis [OPTIONS] session ls
+//! cordis [OPTIONS] session show ID|PATH
+//! ```
+//!
+//! Exit codes: 0 success; 1 a failed entry (`check`, or any command under
+//! `--strict`) or a failed turn; 2 bad usage or an unusable composition,
+//! script or session.
+
+mod render;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::agent::{Agent, ScriptedModel, ToolCallRequest, TurnObserver};
+use crate::loader::EntryState;
+use crate::runtime::{Host, HostOptions};
+use crate::session::{core_type_or_owned, derive_messages, Durability, Event, Session};
+use crate::tools::ToolResult;
+
+/// The example script `cordis run` uses when no `--script` is given,
+/// relative to the composition's folder.
+pub const EXAMPLE_SCRIPT: &str = "examples/plan-and-ship.script.yml";
+
+/// The cordis plugin host.
+#[derive(Debug, Parser)]
+#[command(name = "cordis", version, about = "A plugin host for agent tools, loaded through a stable ABI", long_about = None)]
+pub struct Cli {
+    /// The composition to load.
+    #[arg(short = 'c', long, global = true, default_value = "cordis.yml", value_name = "FILE")]
+    pub composition: PathBuf,
+    /// Where sessions are stored [default: .cordis/ beside the composition].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// A folder searched first for plugin libraries (repeatable).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub plugin_dir: Vec<PathBuf>,
+    /// When appended events are forced to disk.
+    #[arg(long, global = true, value_enum, default_value_t = Durability::Event)]
+    pub durability: Durability,
+    /// Refuse to run when any entry failed to load.
+    #[arg(long, global = true)]
+    pub strict: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A `cordis` command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a composition: load every entry and report its state.
+    Check {
+        /// The composition (overrides --composition).
+        file: Option<PathBuf>,
+    },
+    /// List the tools the composition registers, with their JSON Schemas.
+    Tools {
+        /// Print the catalog as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one agent turn with a scripted model, printing the plan after each
+    /// todo_write.
+    Run {
+        /// The model script [default: examples/plan-and-ship.script.yml beside the composition].
+        #[arg(long, value_name = "FILE")]
+        script: Option<PathBuf>,
+        /// Continue this session instead of starting a new one.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// The user's message [default: the script's `prompt`].
+        prompt: Option<String>,
+    },
+    /// Inspect stored sessions.
+    Session {
+        /// What to do.
+        #[command(subcommand)]
+        command: SessionCommand,
+    },
+}
+
+/// `cordis session ...`.
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// List stored sessions.
+    Ls,
+    /// Show a session's transcript and plan.
+    Show {
+        /// A session id, or a path to a session file.
+        session: String,
+    },
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("cordis: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
+    HostOptions {
+        composition: composition.to_path_buf(),
+        state_dir: cli.state_dir.clone(),
+        plugin_dirs: cli.plugin_dir.clone(),
+        durability: cli.durability,
+        in_memory,
+    }
+}
+
+/// Runs a parsed command line.
+///
+/// # Errors
+/// A message for exit code 2.
+pub fn run(cli: Cli) -> Result<ExitCode, String> {
+    match &cli.command {
+        Command::Check { file } => {
+            let file = file.clone().unwrap_or_else(|| cli.composition.clone());
+            let host = Host::boot(&options(&cli, &file, true)).map_err(|e| e.to_string())?;
+            let mut out = std::io::stdout().lock();
+            render::check(&mut out, &host);
+            let failed = host.failures().len();
+            if failed > 0 {
+                let _ = writeln!(out, "{failed} of {} entries failed", host.reports.len());
+                return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tools { json } => {
+            let host = boot_for_use(&cli, true)?;
+            let schemas = host.services.tools.schemas();
+            let mut out = std::io::stdout().lock();
+            if *json {
+                let text = serde_json::to_string_pretty(&schemas).map_err(|e| e.to_string())?;
+                let _ = writeln!(out, "{text}");
+            } else {
+                render::tools(&mut out, &schemas);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { script, session, prompt } => run_turn(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
+        Command::Session { command: SessionCommand::Ls } => {
+            let host = boot_for_use(&cli, false)?;
+            let list = host.services.sessions.list().map_err(|e| e.to_string())?;
+            let mut out = std::io::stdout().lock();
+            render::session_list(&mut out, &list, &host.state_dir);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Session { command: SessionCommand::Show { session } } => {
+            let host = boot_for_use(&cli, false)?;
+            let (s, problems) = host.services.sessions.view(session).map_err(|e| e.to_string())?;
+            let mut out = std::io::stdout().lock();
+            render::session_show(&mut out, &s, &problems, &|kind| core_type_or_owned(&host.services.events, kind));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Boots for a command that uses the host: failed entries are warnings, or
+/// fatal under `--strict`.
+fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, String> {
+    let host = Host::boot(&options(cli, &cli.composition, in_memory)).map_err(|e| e.to_string())?;
+    let failures = host.failures();
+    if !failures.is_empty() {
+        let mut err = std::io::stderr().lock();
+        for r in &failures {
+            if let EntryState::Failed(m) | EntryState::Waiting(m) = &r.state {
+                for line in m {
+                    let _ = writeln!(err, "warning: {line}");
+                }
+            }
+        }
+        if cli.strict {
+            return Err(format!("{} entries failed to load (--strict); run `cordis check` for details", failures.len()));
+        }
+    }
+    Ok(host)
+}
+
+fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: Option<&str>) -> Result<ExitCode, String> {
+    let host = boot_for_use(cli, false)?;
+    let script_path = match script {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let default = host.dir().join(EXAMPLE_SCRIPT);
+            if !default.is_file() {
+                return Err(format!("no --script given, and the example script {} does not exist", default.display()));
+            }
+            default
+        }
+    };
+    let mut model = ScriptedModel::from_file(&script_path).map_err(|e| e.to_string())?;
+    let prompt = match prompt.map(str::to_string).or_else(|| model.prompt().map(str::to_string)) {
+        Some(p) => p,
+        None => return Err(format!("no PROMPT given and the script {} has no `prompt:`", script_path.display())),
+    };
+    let sessions = &host.services.sessions;
+    let mut out = std::io::stdout().lock();
+    let session: Arc<Session> = match session_id {
+        Some(id) => {
+            let (s, problems) = sessions.open(id).map_err(|e| e.to_string())?;
+            for p in &problems {
+                eprintln!("warning: session {id}: {p}");
+            }
+            let _ = writeln!(out, "session {} (continued, {} events)", s.id(), s.len());
+            s
+        }
+        None => {
+            let cwd = std::env::current_dir().ok().map(|p| p.display().to_string());
+            let s = sessions.create(cwd).map_err(|e| e.to_string())?;
+            let _ = writeln!(out, "session {} (new)", s.id());
+            s
+        }
+    };
+    let mut observer = Printer { out: &mut out, host: &host, pending_views: Vec::new() };
+    let tools = host.services.tools.clone();
+    let mut agent = Agent::new(session.clone(), tools, &mut model);
+    let result = agent.run_turn(&prompt, &mut observer);
+    match result {
+        Ok(summary) => {
+            let _ = writeln!(
+                out,
+                "\nturn {} completed: {} steps, {} tool calls ({} failed). Continue with: cordis run --session {} --script FILE PROMPT",
+                summary.turn,
+                summary.steps,
+                summary.tool_calls,
+                summary.tool_errors,
+                session.id()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let _ = writeln!(out, "\nturn failed: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// Prints a turn as it happens.
+struct Printer<'a, W: Write> {
+    out: &'a mut W,
+    host: &'a Host,
+    pending_views: Vec<String>,
+}
+
+impl<W: Write> TurnObserver for Printer<'_, W> {
+    fn on_event(&mut self, session: &Session, event: &Event) {
+        match event.kind.as_str() {
+            "user/message" | "assistant/message" => {
+                for m in derive_messages(std::slice::from_ref(event)) {
+                    render::message(self.out, &m);
+                }
+            }
+            "tool/call" | "tool/result" | "turn/start" | "turn/end" | "step/start" | "step/end" => {}
+            kind => {
+                // A plugin event: show every projection it changes.
+                for (p, state) in session.states() {
+                    if p.folds(kind) {
+                        let view = p.render(&state);
+                        if !view.is_empty() {
+                            self.pending_views.push(view);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_tool_result(&mut self, call: &ToolCallRequest, result: &ToolResult) {
+        let title = self
+            .host
+            .services
+            .tools
+            .get(&call.name)
+            .and_then(|t| t.present_call(&call.arguments).get("title").and_then(|v| v.as_str()).map(str::to_string))
+            .unwrap_or_else(|| call.name.clone());
+        render::tool_result(self.out, &call.name, &title, result);
+        for view in std::mem::take(&mut self.pending_views) {
+            render::plan(self.out, &view);
+        }
+    }
+}

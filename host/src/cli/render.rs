@@ -1,0 +1,191 @@
+//! How the CLI prints entries, tools, turns and sessions.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use crate::loader::EntryState;
+use crate::runtime::Host;
+use crate::session::{derive_messages, LineProblem, Message, Session, SessionInfo};
+use crate::tools::{ToolResult, ToolSchema};
+
+/// `cordis check`: one line per entry, then its problems.
+pub fn check(out: &mut impl Write, host: &Host) {
+    let _ = writeln!(out, "{}: {} entries", host.composition.file, host.reports.len());
+    for r in &host.reports {
+        let indent = "  ".repeat(r.depth + 1);
+        let mut line = format!("{indent}{:<8} {} ({}) at line {}", r.state.label(), r.id, r.name, r.line);
+        if !r.effects.is_empty() {
+            line.push_str(&format!(": {}", r.effects.join(", ")));
+        }
+        let _ = writeln!(out, "{line}");
+        if let Some(lib) = &r.library {
+            let _ = writeln!(out, "{indent}         from {}", lib.display());
+        }
+        if let EntryState::Failed(messages) | EntryState::Waiting(messages) = &r.state {
+            for m in messages {
+                let _ = writeln!(out, "{indent}  error: {m}");
+            }
+        }
+    }
+}
+
+/// `cordis tools`: each tool with its description and parameter schema.
+pub fn tools(out: &mut impl Write, schemas: &[ToolSchema]) {
+    if schemas.is_empty() {
+        let _ = writeln!(out, "no tools registered");
+        return;
+    }
+    for s in schemas {
+        let _ = writeln!(out, "{}\n", s.name);
+        for line in wrap(&s.description, 78) {
+            let _ = writeln!(out, "  {line}");
+        }
+        let params = serde_json::to_string_pretty(&s.parameters).unwrap_or_default();
+        let _ = writeln!(out, "\n  parameters:");
+        for line in params.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+        let _ = writeln!(out);
+    }
+}
+
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for paragraph in text.lines() {
+        let mut line = String::new();
+        for word in paragraph.split_whitespace() {
+            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+                lines.push(std::mem::take(&mut line));
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// One message of a transcript.
+pub fn message(out: &mut impl Write, m: &Message) {
+    match m {
+        Message::User { text } => {
+            let _ = writeln!(out, "\nuser      › {}", indent_rest(text, 12));
+        }
+        Message::Assistant { text, tool_calls } => {
+            if !text.is_empty() {
+                let _ = writeln!(out, "assistant › {}", indent_rest(text, 12));
+            }
+            for c in tool_calls {
+                let _ = writeln!(out, "          → {} {}", c.name, c.arguments);
+            }
+        }
+        Message::Tool { call_id, text, is_error } => {
+            let mark = if *is_error { "tool ✗" } else { "tool" };
+            let _ = writeln!(out, "{mark:<9} › {} ({call_id})", indent_rest(text, 12));
+        }
+    }
+}
+
+fn indent_rest(text: &str, n: usize) -> String {
+    text.replace('\n', &format!("\n{}", " ".repeat(n)))
+}
+
+/// A tool call's result during `cordis run`.
+pub fn tool_result(out: &mut impl Write, name: &str, title: &str, result: &ToolResult) {
+    let mark = if result.is_error { "✗" } else { "✓" };
+    let _ = writeln!(out, "tool      › {mark} {title} [{name}]: {}", indent_rest(&result.text, 12));
+}
+
+/// A projection view (the plan) during `cordis run`.
+pub fn plan(out: &mut impl Write, view: &str) {
+    let _ = writeln!(out, "plan      ┌ {}", indent_rest(view, 10).replace("\n          ", "\n          │ "));
+}
+
+/// `cordis session ls`.
+pub fn session_list(out: &mut impl Write, list: &[SessionInfo], state_dir: &Path) {
+    if list.is_empty() {
+        let _ = writeln!(out, "no sessions in {}", state_dir.display());
+        return;
+    }
+    for s in list {
+        let mut line = format!("{}  {}  {} events", s.id, format_time(s.created_at), s.events);
+        for (key, summary) in &s.summaries {
+            line.push_str(&format!("  {key}: {summary}"));
+        }
+        if s.problems > 0 {
+            line.push_str(&format!("  ({} unreadable lines)", s.problems));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// `cordis session show`: header, problems, transcript, projections, and a
+/// count of opaque events by type.
+pub fn session_show(out: &mut impl Write, s: &Session, problems: &[LineProblem], understood: &dyn Fn(&str) -> bool) {
+    let header = s.header();
+    let (messages, count, opaque) = s.with_events(|events| {
+        let mut opaque: BTreeMap<String, usize> = BTreeMap::new();
+        for e in events {
+            if !understood(&e.kind) {
+                *opaque.entry(e.kind.clone()).or_default() += 1;
+            }
+        }
+        (derive_messages(events), events.len(), opaque)
+    });
+    let _ = writeln!(out, "session {} · created {} · {} events", header.id, format_time(header.created_at), count);
+    for p in problems {
+        let _ = writeln!(out, "  problem: {p}");
+    }
+    let _ = writeln!(out, "\ntranscript ({} messages):", messages.len());
+    for m in &messages {
+        message(out, m);
+    }
+    for (p, state) in s.states() {
+        let view = p.render(&state);
+        let _ = writeln!(out, "\n{}:", p.key);
+        if view.is_empty() {
+            let _ = writeln!(out, "  (none)");
+        } else {
+            for line in view.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+    }
+    if !opaque.is_empty() {
+        let total: usize = opaque.values().sum();
+        let parts: Vec<String> = opaque.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+        let _ = writeln!(out, "\nopaque events (kept, not understood here): {total}: {}", parts.join(", "));
+    }
+}
+
+/// Formats ms since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn format_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_times() {
+        assert_eq!(format_time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(format_time(1_785_987_077_399), "2026-08-06 03:31:17 UTC");
+    }
+}

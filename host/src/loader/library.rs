@@ -1,0 +1,376 @@
+//! Loading plugin libraries through the stable ABI, and unwrapping their
+//! exports to the plugin an entry names.
+//!
+//! Before `dlopen`, the file is checked as an ELF shared object whose
+//! program headers and loadable segments fit inside the file: mapping a
+//! truncated library succeeds, and the process then dies with `SIGBUS` on the
+//! first touch of the missing pages. Then the library is opened with
+//! `abi_stable::library::lib_header_from_path` and its root module
+//! initialised with `init_root_module` (which checks the abi_stable version,
+//! the crate version of `cordis-abi`, and the layout of every type reachable
+//! from the root module). The cached `RootModule::load_from*` is never used:
+//! it returns the first module ever loaded for the type, whatever the path.
+//! Libraries are never unloaded.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use abi_stable::library::{lib_header_from_path, LibraryError};
+use cordis_abi::{PluginDecl, PluginLibraryRef};
+use serde_json::Value;
+
+/// A loaded plugin library and its declarations.
+pub struct Library {
+    /// The file it was loaded from.
+    pub path: PathBuf,
+    /// The library's own name (`tool-todo`).
+    pub name: String,
+    /// Its plugin declarations, in the order the library lists them.
+    pub plugins: Vec<PluginDecl>,
+}
+
+impl std::fmt::Debug for Library {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.plugins.iter().map(|p| p.name.as_str()).collect();
+        f.debug_struct("Library").field("path", &self.path).field("plugins", &names).finish()
+    }
+}
+
+/// Why a library could not be loaded.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LoadError {
+    /// The file cannot be read.
+    #[error("cannot read plugin library {path}: {detail}")]
+    Unreadable {
+        /// The file.
+        path: String,
+        /// The cause.
+        detail: String,
+    },
+    /// Not an ELF shared object, or truncated.
+    #[error("{path} is not a loadable shared library: {detail}")]
+    NotSharedObject {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// `dlopen` refused it.
+    #[error("cannot open plugin library {path}: {detail}")]
+    Open {
+        /// The file.
+        path: String,
+        /// The dynamic loader's message.
+        detail: String,
+    },
+    /// A shared library without a cordis root module.
+    #[error("{path} is a shared library but not a cordis plugin library (it exports no cordis root module)")]
+    NotAPlugin {
+        /// The file.
+        path: String,
+    },
+    /// Built against an incompatible ABI.
+    #[error("plugin library {path} was built against an incompatible plugin ABI: {detail}")]
+    IncompatibleAbi {
+        /// The file.
+        path: String,
+        /// A one-line summary (the full layout report is logged at debug
+        /// level).
+        detail: String,
+    },
+    /// The library's root module failed to initialise.
+    #[error("plugin library {path} failed to initialise: {detail}")]
+    Init {
+        /// The file.
+        path: String,
+        /// The cause.
+        detail: String,
+    },
+}
+
+/// Loads libraries, once per canonical path.
+#[derive(Default)]
+pub struct LibraryCache {
+    loaded: Mutex<HashMap<PathBuf, Arc<Library>>>,
+}
+
+impl LibraryCache {
+    /// Loads the library at `path` (or returns the copy already loaded).
+    ///
+    /// # Errors
+    /// [`LoadError`] naming the path and what is wrong.
+    pub fn load(&self, path: &Path) -> Result<Arc<Library>, LoadError> {
+        let canonical = path.canonicalize().map_err(|e| LoadError::Unreadable {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        if let Some(lib) = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&canonical) {
+            return Ok(lib.clone());
+        }
+        let lib = Arc::new(load_library(&canonical)?);
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(canonical, lib.clone());
+        Ok(lib)
+    }
+}
+
+/// Loads one library file (no caching: every call maps the file again only
+/// if the dynamic loader has not seen the path before).
+///
+/// # Errors
+/// See [`LoadError`].
+pub fn load_library(path: &Path) -> Result<Library, LoadError> {
+    let shown = path.display().to_string();
+    check_elf(path)?;
+    let header = lib_header_from_path(path).map_err(|e| match e {
+        LibraryError::OpenError { err, .. } => LoadError::Open { path: shown.clone(), detail: err.to_string() },
+        LibraryError::GetSymbolError { .. } => LoadError::NotAPlugin { path: shown.clone() },
+        other => abi_error(&shown, other),
+    })?;
+    let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| abi_error(&shown, e))?;
+    let plugins: Vec<PluginDecl> = (module.plugins())().into_iter().collect();
+    let name = super::resolve::library_name_of(path);
+    Ok(Library { path: path.to_path_buf(), name, plugins })
+}
+
+fn abi_error(path: &str, e: LibraryError) -> LoadError {
+    let full = e.to_string();
+    tracing::debug!(library = path, "full ABI report:\n{full}");
+    match e {
+        LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => LoadError::IncompatibleAbi {
+            path: path.to_string(),
+            detail: format!("it uses cordis-abi {actual_version}, this host uses {expected_version}"),
+        },
+        LibraryError::AbiInstability(_) => LoadError::IncompatibleAbi {
+            path: path.to_string(),
+            detail: "the layout of its plugin interface differs from this host's (rebuild it against this host's cordis-abi; run with RUST_LOG=debug for the full layout report)".into(),
+        },
+        LibraryError::InvalidAbiHeader(_) | LibraryError::InvalidCAbi { .. } => LoadError::IncompatibleAbi {
+            path: path.to_string(),
+            detail: "it was built with an incompatible version of abi_stable".into(),
+        },
+        LibraryError::RootModule { .. } => {
+            LoadError::Init { path: path.to_string(), detail: full.lines().next().unwrap_or("").to_string() }
+        }
+        _ => LoadError::Init { path: path.to_string(), detail: full.lines().next().unwrap_or("").to_string() },
+    }
+}
+
+const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
+const PT_LOAD: u32 = 1;
+const ET_DYN: u16 = 3;
+
+/// Checks that `path` is a 64-bit little-endian ELF shared object whose
+/// program header table and every loadable segment lie inside the file.
+///
+/// # Errors
+/// [`LoadError::NotSharedObject`] or [`LoadError::Unreadable`].
+pub fn check_elf(path: &Path) -> Result<(), LoadError> {
+    let shown = path.display().to_string();
+    let bad = |detail: String| LoadError::NotSharedObject { path: shown.clone(), detail };
+    let unreadable = |e: std::io::Error| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() };
+    let mut file = File::open(path).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    let size = meta.len();
+    if size == 0 {
+        return Err(bad("the file is empty (a build may still be writing it)".into()));
+    }
+    let mut head = [0u8; 64];
+    let n = read_up_to(&mut file, &mut head).map_err(unreadable)?;
+    if n < 4 || head[..4] != ELF_MAGIC {
+        return Err(bad("it does not start with the ELF magic bytes".into()));
+    }
+    if n < 64 {
+        return Err(bad(format!("the file is {size} bytes, too short for an ELF header (truncated?)")));
+    }
+    if head[4] != 2 || head[5] != 1 {
+        return Err(bad("only 64-bit little-endian ELF libraries are supported".into()));
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]);
+    let u64_at = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap_or([0; 8]));
+    if u16_at(16) != ET_DYN {
+        return Err(bad("it is an ELF file but not a shared object".into()));
+    }
+    let phoff = u64_at(32);
+    let phentsize = u64::from(u16_at(54));
+    let phnum = u64::from(u16_at(56));
+    let table_end = phoff.saturating_add(phentsize.saturating_mul(phnum));
+    if phentsize < 56 || table_end > size {
+        return Err(bad(format!("its program headers end at byte {table_end}, past the end of the {size}-byte file (truncated?)")));
+    }
+    let mut table = vec![0u8; (phentsize * phnum) as usize];
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(phoff)).map_err(unreadable)?;
+    file.read_exact(&mut table).map_err(unreadable)?;
+    for i in 0..phnum as usize {
+        let e = &table[i * phentsize as usize..];
+        let p_type = u32::from_le_bytes(e[0..4].try_into().unwrap_or([0; 4]));
+        if p_type != PT_LOAD {
+            continue;
+        }
+        let p_offset = u64::from_le_bytes(e[8..16].try_into().unwrap_or([0; 8]));
+        let p_filesz = u64::from_le_bytes(e[32..40].try_into().unwrap_or([0; 8]));
+        let end = p_offset.saturating_add(p_filesz);
+        if end > size {
+            return Err(bad(format!(
+                "loadable segment {i} ends at byte {end}, past the end of the {size}-byte file (truncated?)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+/// Why no declaration could be picked from a library.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UnwrapError {
+    /// The library lists no plugins.
+    #[error("plugin library {path} exports no plugins")]
+    Empty {
+        /// The library file.
+        path: String,
+    },
+    /// Several declarations share a name.
+    #[error("plugin library {path} exports {count} plugins named `{name}`; export names must be unique, so none of them is loaded")]
+    Ambiguous {
+        /// The library file.
+        path: String,
+        /// The repeated name.
+        name: String,
+        /// How many share it.
+        count: usize,
+    },
+    /// The named export does not exist.
+    #[error("plugin library {path} has no export `{export}` (it exports: {available})")]
+    NoSuchExport {
+        /// The library file.
+        path: String,
+        /// The export asked for.
+        export: String,
+        /// What it has.
+        available: String,
+    },
+    /// Several exports and none named like the library.
+    #[error("plugin library {path} exports several plugins ({available}) and none is named `{library}`; pick one with `{library}/<export>`")]
+    Unspecified {
+        /// The library file.
+        path: String,
+        /// The library's name.
+        library: String,
+        /// Its exports.
+        available: String,
+    },
+    /// The picked declaration is incomplete.
+    #[error("plugin `{name}` in {path} has an incomplete declaration: {detail}")]
+    Incomplete {
+        /// The plugin.
+        name: String,
+        /// The library file.
+        path: String,
+        /// What is missing.
+        detail: String,
+    },
+}
+
+/// A declaration picked from a library, with its parsed config schema.
+#[derive(Clone)]
+pub struct Picked {
+    /// The declaration.
+    pub decl: PluginDecl,
+    /// `decl.config_schema` parsed.
+    pub config_schema: Value,
+}
+
+/// Unwraps a library's exports to one plugin: the export named `export` when
+/// given, else the one named after the library, else the only one. Refuses
+/// libraries that export two plugins under one name (a stripped decoy beside
+/// the real declaration), and declarations without a name or config schema.
+///
+/// # Errors
+/// [`UnwrapError`].
+pub fn unwrap_export(library: &Library, export: Option<&str>) -> Result<Picked, UnwrapError> {
+    let path = library.path.display().to_string();
+    if library.plugins.is_empty() {
+        return Err(UnwrapError::Empty { path });
+    }
+    let available = library.plugins.iter().map(|p| format!("`{}`", p.name)).collect::<Vec<_>>().join(", ");
+    let wanted = export.unwrap_or(&library.name);
+    let matching: Vec<&PluginDecl> = library.plugins.iter().filter(|p| p.name.as_str() == wanted).collect();
+    let decl = match (matching.len(), export) {
+        (1, _) => matching[0],
+        (n, _) if n > 1 => return Err(UnwrapError::Ambiguous { path, name: wanted.to_string(), count: n }),
+        (_, Some(export)) => return Err(UnwrapError::NoSuchExport { path, export: export.to_string(), available }),
+        (_, None) if library.plugins.len() == 1 => &library.plugins[0],
+        (_, None) => return Err(UnwrapError::Unspecified { path, library: library.name.clone(), available }),
+    };
+    let same_name = library.plugins.iter().filter(|p| p.name == decl.name).count();
+    if same_name > 1 {
+        return Err(UnwrapError::Ambiguous { path, name: decl.name.to_string(), count: same_name });
+    }
+    let incomplete = |detail: &str| UnwrapError::Incomplete {
+        name: decl.name.to_string(),
+        path: path.clone(),
+        detail: detail.to_string(),
+    };
+    if decl.name.trim().is_empty() {
+        return Err(incomplete("it has no name"));
+    }
+    let config_schema: Value = serde_json::from_str(decl.config_schema.as_str())
+        .map_err(|_| incomplete("its config schema is not JSON"))?;
+    if !config_schema.is_object() {
+        return Err(incomplete("its config schema is not a JSON Schema object"));
+    }
+    Ok(Picked { decl: decl.clone(), config_schema })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elf_checks_reject_non_libraries() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("libempty.so");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(check_elf(&empty).unwrap_err().to_string().contains("empty"));
+        let text = dir.path().join("libtext.so");
+        std::fs::write(&text, b"this is not a library\n").unwrap();
+        assert!(check_elf(&text).unwrap_err().to_string().contains("ELF magic"));
+        let exe = std::env::current_exe().unwrap();
+        // The test binary is a PIE (ET_DYN) on most Linux toolchains; either
+        // way the check must not report truncation for a complete file.
+        if let Err(e) = check_elf(&exe) {
+            assert!(!e.to_string().contains("truncated"), "{e}");
+        }
+        let bytes = std::fs::read(&exe).unwrap();
+        // Cut one byte short of the end of the last loadable segment.
+        let phoff = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
+        let phentsize = u16::from_le_bytes([bytes[54], bytes[55]]) as usize;
+        let phnum = u16::from_le_bytes([bytes[56], bytes[57]]) as usize;
+        let load_end = (0..phnum)
+            .map(|i| &bytes[phoff + i * phentsize..])
+            .filter(|e| u32::from_le_bytes(e[0..4].try_into().unwrap()) == PT_LOAD)
+            .map(|e| u64::from_le_bytes(e[8..16].try_into().unwrap()) + u64::from_le_bytes(e[32..40].try_into().unwrap()))
+            .max()
+            .unwrap() as usize;
+        let cut = dir.path().join("libcut.so");
+        std::fs::write(&cut, &bytes[..load_end - 1]).unwrap();
+        let err = check_elf(&cut).unwrap_err().to_string();
+        assert!(err.contains("past the end"), "{err}");
+    }
+}

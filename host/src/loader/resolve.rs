@@ -1,0 +1,199 @@
+//! Name resolution: what an entry's `name` refers to.
+//!
+//! - `cordis:X`, or a bare builtin name → the builtin `X`;
+//! - `./path`, `../path` or an absolute path → a library file, relative to
+//!   the composition's folder; `path/export` picks an export when `path` is
+//!   the file;
+//! - a bare `name` (or `name/export`) → `lib<name with - as _>.so`, searched
+//!   in the plugin path.
+
+use std::path::{Path, PathBuf};
+
+/// Builtin plugins: compiled into the host.
+pub const BUILTINS: [&str; 1] = ["group"];
+
+/// What a name resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A builtin plugin.
+    Builtin(String),
+    /// An export of a plugin library.
+    Library {
+        /// The library file.
+        path: PathBuf,
+        /// The export named after `/`, if any.
+        export: Option<String>,
+        /// The library's own name (`tool-todo` for `libtool_todo.so`), which
+        /// picks the default export.
+        library: String,
+    },
+}
+
+/// A name that resolves to nothing.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ResolveError {
+    /// `cordis:X` with an unknown `X`.
+    #[error("there is no builtin plugin `{0}` (builtins: {list})", list = BUILTINS.join(", "))]
+    UnknownBuiltin(String),
+    /// A path that names no file.
+    #[error("no plugin library at {path} (resolved from `{name}` against {base})")]
+    NoSuchFile {
+        /// The name as written.
+        name: String,
+        /// The resolved path.
+        path: String,
+        /// The folder it was resolved against.
+        base: String,
+    },
+    /// A bare name found nowhere in the plugin path.
+    #[error("no plugin library {file} for `{name}`; searched {searched}. Build it (`cargo build --release`), pass --plugin-dir, or name the file with a ./relative path")]
+    NotFound {
+        /// The name as written.
+        name: String,
+        /// The file name searched for.
+        file: String,
+        /// The folders searched.
+        searched: String,
+    },
+    /// A name that is not a valid plugin name.
+    #[error("`{0}` is not a valid plugin name: use letters, digits, `-`, `_` and `.`, optionally `/export`, or a ./relative path")]
+    InvalidName(String),
+}
+
+/// The folders searched for bare names, in order.
+#[derive(Debug, Clone, Default)]
+pub struct PluginPath {
+    /// Each folder, with where it came from (`--plugin-dir`, ...).
+    pub dirs: Vec<(PathBuf, &'static str)>,
+}
+
+impl PluginPath {
+    /// The standard search path: `--plugin-dir` folders, `CORDIS_PLUGIN_PATH`
+    /// (colon-separated), `target/release` and `target/debug` beside the
+    /// composition, then the folder of the host executable.
+    pub fn standard(plugin_dirs: &[PathBuf], composition_dir: &Path) -> PluginPath {
+        let mut dirs: Vec<(PathBuf, &'static str)> = plugin_dirs.iter().map(|d| (d.clone(), "--plugin-dir")).collect();
+        if let Some(env) = std::env::var_os("CORDIS_PLUGIN_PATH") {
+            dirs.extend(std::env::split_paths(&env).filter(|p| !p.as_os_str().is_empty()).map(|p| (p, "CORDIS_PLUGIN_PATH")));
+        }
+        dirs.push((composition_dir.join("target").join("release"), "beside the composition"));
+        dirs.push((composition_dir.join("target").join("debug"), "beside the composition"));
+        if let Some(exe_dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+            dirs.push((exe_dir, "the cordis executable's folder"));
+        }
+        PluginPath { dirs }
+    }
+}
+
+/// The file name a bare library name maps to: `lib<name with - as _>.so`.
+pub fn library_file_name(name: &str) -> String {
+    format!("{}{}{}", std::env::consts::DLL_PREFIX, name.replace('-', "_"), std::env::consts::DLL_SUFFIX)
+}
+
+/// Resolves an entry's `name`.
+///
+/// # Errors
+/// [`ResolveError`] when the name is malformed or names nothing.
+pub fn resolve(name: &str, composition_dir: &Path, plugin_path: &PluginPath) -> Result<Target, ResolveError> {
+    if name.contains('\0') {
+        return Err(ResolveError::InvalidName(name.replace('\0', "\\0")));
+    }
+    if let Some(builtin) = name.strip_prefix("cordis:") {
+        return if BUILTINS.contains(&builtin) {
+            Ok(Target::Builtin(builtin.to_string()))
+        } else {
+            Err(ResolveError::UnknownBuiltin(builtin.to_string()))
+        };
+    }
+    if BUILTINS.contains(&name) {
+        return Ok(Target::Builtin(name.to_string()));
+    }
+    if name.starts_with("./") || name.starts_with("../") || Path::new(name).is_absolute() {
+        return resolve_path(name, composition_dir);
+    }
+    let (library, export) = match name.split_once('/') {
+        Some((lib, export)) => (lib, Some(export)),
+        None => (name, None),
+    };
+    let valid = |s: &str| {
+        !s.is_empty() && !s.starts_with('.') && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    if !valid(library) || export.is_some_and(|e| !valid(e)) {
+        return Err(ResolveError::InvalidName(name.to_string()));
+    }
+    let file = library_file_name(library);
+    for (dir, _) in &plugin_path.dirs {
+        let candidate = dir.join(&file);
+        if candidate.is_file() {
+            return Ok(Target::Library { path: candidate, export: export.map(str::to_string), library: library.to_string() });
+        }
+    }
+    let searched = plugin_path
+        .dirs
+        .iter()
+        .map(|(d, from)| format!("{} ({from})", d.display()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(ResolveError::NotFound { name: name.to_string(), file, searched })
+}
+
+fn resolve_path(name: &str, composition_dir: &Path) -> Result<Target, ResolveError> {
+    let full = composition_dir.join(name);
+    let (path, export) = if full.is_file() {
+        (full, None)
+    } else {
+        match name.rsplit_once('/') {
+            Some((lib, export)) if !export.is_empty() && composition_dir.join(lib).is_file() => {
+                (composition_dir.join(lib), Some(export.to_string()))
+            }
+            _ => {
+                return Err(ResolveError::NoSuchFile {
+                    name: name.to_string(),
+                    path: full.display().to_string(),
+                    base: composition_dir.display().to_string(),
+                })
+            }
+        }
+    };
+    let library = library_name_of(&path);
+    Ok(Target::Library { path, export, library })
+}
+
+/// The library's own name from its file: `libtool_todo.so` → `tool-todo`.
+pub fn library_name_of(path: &Path) -> String {
+    let stem = path.file_name().and_then(|s| s.to_str()).unwrap_or_default();
+    let stem = stem.strip_prefix(std::env::consts::DLL_PREFIX).unwrap_or(stem);
+    let stem = stem.split(std::env::consts::DLL_SUFFIX).next().unwrap_or(stem);
+    stem.replace('_', "-")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_and_names() {
+        let pp = PluginPath::default();
+        assert_eq!(resolve("cordis:group", Path::new("."), &pp).unwrap(), Target::Builtin("group".into()));
+        assert!(matches!(resolve("cordis:nope", Path::new("."), &pp), Err(ResolveError::UnknownBuiltin(_))));
+        assert!(matches!(resolve("../../etc", Path::new("/nonexistent"), &pp), Err(ResolveError::NoSuchFile { .. })));
+        assert!(matches!(resolve("a/../b", Path::new("."), &pp), Err(ResolveError::InvalidName(_))));
+        assert!(matches!(resolve("bad\0name", Path::new("."), &pp), Err(ResolveError::InvalidName(_))));
+        assert!(matches!(resolve("tool-todo", Path::new("."), &pp), Err(ResolveError::NotFound { .. })));
+    }
+
+    #[test]
+    fn finds_library_in_plugin_path_and_export() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(library_file_name("tool-todo")), b"x").unwrap();
+        let pp = PluginPath { dirs: vec![(dir.path().to_path_buf(), "--plugin-dir")] };
+        match resolve("tool-todo/tool-todo", Path::new("."), &pp).unwrap() {
+            Target::Library { export, library, .. } => {
+                assert_eq!(export.as_deref(), Some("tool-todo"));
+                assert_eq!(library, "tool-todo");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(library_name_of(Path::new("/x/libtool_todo.so")), "tool-todo");
+    }
+}

@@ -1,0 +1,5 @@
+//! The `cordis` command.
+
+fn main() -> std::process::ExitCode {
+    cordis_host::cli::main()
+}

@@ -1,0 +1,120 @@
+//! The `projections` service: folds of session events into small states.
+//!
+//! A plugin registers a projection (`key`, `types`, `init`, `apply`,
+//! `version`); the host keeps one state per open session and projection,
+//! calls the plugin only for the event types it lists, and re-folds from the
+//! log when a projection is registered (or re-registered with another
+//! version, as after a reload).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use cordis_abi::ffi::ProjectionBox;
+
+use crate::context::Owner;
+
+/// A registered projection.
+pub struct RegisteredProjection {
+    /// The state's key, e.g. `todos`.
+    pub key: String,
+    /// The fold's version.
+    pub version: u32,
+    /// The event types it folds.
+    pub types: HashSet<String>,
+    /// The initial state, JSON text.
+    pub init: String,
+    /// Who registered it.
+    pub owner: Owner,
+    projection: ProjectionBox,
+    token: u64,
+}
+
+impl RegisteredProjection {
+    /// Folds one event into `state`.
+    ///
+    /// # Errors
+    /// The plugin's message; the caller keeps the previous state.
+    pub fn apply(&self, state: &str, event_type: &str, data: &str) -> Result<String, String> {
+        self.projection.apply(state.into(), event_type.into(), data.into()).into_result().map(Into::into).map_err(Into::into)
+    }
+
+    /// The state as a multi-line view (empty: nothing to show).
+    pub fn render(&self, state: &str) -> String {
+        self.projection.render(state.into()).into()
+    }
+
+    /// The state as a one-line summary (empty: nothing to show).
+    pub fn summary(&self, state: &str) -> String {
+        self.projection.summary(state.into()).into()
+    }
+
+    /// A number unique to this registration: a fold made under another
+    /// registration (an older version, a reloaded library) is stale.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Whether this projection folds `event_type`.
+    pub fn folds(&self, event_type: &str) -> bool {
+        self.types.contains(event_type)
+    }
+}
+
+/// The projection registry.
+#[derive(Default)]
+pub struct Projections {
+    by_key: RwLock<BTreeMap<String, Arc<RegisteredProjection>>>,
+}
+
+impl Projections {
+    /// Registers `projection` for `owner`; returns its key and a token for
+    /// [`Projections::unregister`].
+    ///
+    /// # Errors
+    /// When the key is empty or already registered.
+    pub fn register(&self, projection: ProjectionBox, owner: Owner, token: u64) -> Result<Arc<RegisteredProjection>, String> {
+        let key: String = projection.key().into();
+        if key.is_empty() {
+            return Err("a projection needs a non-empty key".into());
+        }
+        let registered = Arc::new(RegisteredProjection {
+            version: projection.version(),
+            types: projection.types().into_iter().map(String::from).collect(),
+            init: projection.init().into(),
+            key: key.clone(),
+            owner,
+            projection,
+            token,
+        });
+        if serde_json::from_str::<serde_json::Value>(&registered.init).is_err() {
+            return Err(format!("projection `{key}` has an initial state that is not JSON"));
+        }
+        let mut by_key = self.by_key.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = by_key.get(&key) {
+            return Err(format!("a projection `{key}` is already registered by {}", existing.owner));
+        }
+        by_key.insert(key, registered.clone());
+        Ok(registered)
+    }
+
+    /// Removes the projection registered under `token`; returns whether it
+    /// was removed.
+    pub fn unregister(&self, key: &str, token: u64) -> bool {
+        let mut by_key = self.by_key.write().unwrap_or_else(|e| e.into_inner());
+        if by_key.get(key).is_some_and(|p| p.token == token) {
+            by_key.remove(key);
+            return true;
+        }
+        false
+    }
+
+    /// Every registered projection, by key.
+    pub fn all(&self) -> Vec<Arc<RegisteredProjection>> {
+        self.by_key.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    /// The projection with `key`.
+    pub fn get(&self, key: &str) -> Option<Arc<RegisteredProjection>> {
+        self.by_key.read().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
+    }
+}

@@ -1,0 +1,76 @@
+//! Booting a host: a composition, its services and its applied entries.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::context::Services;
+use crate::loader::{Composition, CompositionError, EntryReport, Loader, PluginPath};
+use crate::session::{Durability, Store, StoreError};
+
+/// How to boot.
+#[derive(Debug, Clone, Default)]
+pub struct HostOptions {
+    /// The composition file.
+    pub composition: PathBuf,
+    /// Where sessions live; default `.cordis/` beside the composition.
+    pub state_dir: Option<PathBuf>,
+    /// Extra plugin folders searched first (`--plugin-dir`).
+    pub plugin_dirs: Vec<PathBuf>,
+    /// When appended events are synced.
+    pub durability: Durability,
+    /// Keep sessions in memory (no state directory is created).
+    pub in_memory: bool,
+}
+
+/// Booting failed as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    /// The composition could not be read.
+    #[error(transparent)]
+    Composition(#[from] CompositionError),
+    /// The state directory could not be opened.
+    #[error("state directory: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// A booted host.
+pub struct Host {
+    /// The composition it booted from.
+    pub composition: Composition,
+    /// Its services.
+    pub services: Arc<Services>,
+    /// The loader holding the applied entries.
+    pub loader: Loader,
+    /// One report per entry.
+    pub reports: Vec<EntryReport>,
+    /// The state directory (even when sessions are in memory).
+    pub state_dir: PathBuf,
+}
+
+impl Host {
+    /// Reads the composition and applies its entries.
+    ///
+    /// # Errors
+    /// [`BootError`] when the composition as a whole is unusable or the state
+    /// directory cannot be created; entry failures are in `reports`.
+    pub fn boot(options: &HostOptions) -> Result<Host, BootError> {
+        let composition = Composition::read(&options.composition)?;
+        let state_dir = options.state_dir.clone().unwrap_or_else(|| composition.dir.join(".cordis"));
+        let store = if options.in_memory { None } else { Some(Store::open(&state_dir)?) };
+        let services = Arc::new(Services::new(store, options.durability));
+        let plugin_path = PluginPath::standard(&options.plugin_dirs, &composition.dir);
+        let loader = Loader::new(services.clone(), plugin_path);
+        let reports = loader.load(&composition);
+        Ok(Host { composition, services, loader, reports, state_dir })
+    }
+
+    /// Reports of entries that failed or wait.
+    pub fn failures(&self) -> Vec<&EntryReport> {
+        self.reports.iter().filter(|r| r.state.is_failure()).collect()
+    }
+
+    /// The composition's folder.
+    pub fn dir(&self) -> &Path {
+        &self.composition.dir
+    }
+}

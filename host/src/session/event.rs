@@ -1,0 +1,202 @@
+//! The session log's records: the header line and the event envelope.
+//!
+//! File format (shared with the TypeScript harness this design grew out of):
+//! line 1 is a header `{"type":"session","version":0,"id",...}`, each further
+//! line one event `{"seq","time","type","data"}`, with `"surfaceOp"` (and, in
+//! imported logs, `"sourceEventSeqs"`) on surface events. `seq` counts from 0
+//! and `time` is milliseconds since the Unix epoch.
+
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// Core event types, owned by the host.
+pub mod core {
+    /// A turn begins: `{turn}`.
+    pub const TURN_START: &str = "turn/start";
+    /// A turn ends: `{turn, reason: {kind}}`.
+    pub const TURN_END: &str = "turn/end";
+    /// A model step begins: `{turn, step}`.
+    pub const STEP_START: &str = "step/start";
+    /// A model step ends: `{turn, step}`.
+    pub const STEP_END: &str = "step/end";
+    /// The user's message (surface).
+    pub const USER_MESSAGE: &str = "user/message";
+    /// The model's message (surface).
+    pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+    /// A tool call about to run: `{turn, step, callId, name, arguments}`.
+    pub const TOOL_CALL: &str = "tool/call";
+    /// A tool's result (surface).
+    pub const TOOL_RESULT: &str = "tool/result";
+
+    /// Every core type.
+    pub const ALL: [&str; 8] =
+        [TURN_START, TURN_END, STEP_START, STEP_END, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT];
+
+    /// Whether `t` is a core type.
+    pub fn is_core(t: &str) -> bool {
+        ALL.contains(&t)
+    }
+
+    /// Core types that may only be appended inside an open turn.
+    pub fn needs_turn(t: &str) -> bool {
+        matches!(t, STEP_START | STEP_END | ASSISTANT_MESSAGE | TOOL_CALL | TOOL_RESULT | TURN_END)
+    }
+
+    /// Core types that are surface events (yield an LLM message).
+    pub fn is_surface(t: &str) -> bool {
+        matches!(t, USER_MESSAGE | ASSISTANT_MESSAGE | TOOL_RESULT)
+    }
+}
+
+/// The header line of a session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always `session`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Format version; 0.
+    pub version: u64,
+    /// The session id.
+    pub id: String,
+    /// Creation time, ms since the epoch.
+    #[serde(rename = "createdAt", default)]
+    pub created_at: u64,
+    /// The working folder of the session, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Other header keys, kept as they were.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Header {
+    /// A header for a new session.
+    pub fn new(id: &str, cwd: Option<String>) -> Header {
+        Header { kind: "session".into(), version: 0, id: id.to_string(), created_at: now_ms(), cwd, extra: Map::new() }
+    }
+}
+
+/// One event of a session log.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// Position in the log, from 0.
+    pub seq: u64,
+    /// Append time, ms since the epoch.
+    pub time: u64,
+    /// The event type, e.g. `tool/call`, `todo/write`.
+    pub kind: String,
+    /// The event's data, byte for byte as written.
+    pub data: Box<RawValue>,
+    /// `append` on surface events.
+    pub surface_op: Option<String>,
+    /// Seqs of the events a surface event was built from (imported logs).
+    pub source_event_seqs: Option<Vec<u64>>,
+}
+
+impl Event {
+    /// The envelope as one JSON line, with the trailing newline.
+    pub fn to_line(&self) -> String {
+        let mut line = String::with_capacity(self.data.get().len() + self.kind.len() + 64);
+        let _ = write!(line, "{{\"seq\":{},\"time\":{},\"type\":", self.seq, self.time);
+        push_json_str(&mut line, &self.kind);
+        line.push_str(",\"data\":");
+        line.push_str(self.data.get());
+        if let Some(seqs) = &self.source_event_seqs {
+            line.push_str(",\"sourceEventSeqs\":[");
+            for (i, s) in seqs.iter().enumerate() {
+                if i > 0 {
+                    line.push(',');
+                }
+                let _ = write!(line, "{s}");
+            }
+            line.push(']');
+        }
+        if let Some(op) = &self.surface_op {
+            line.push_str(",\"surfaceOp\":");
+            push_json_str(&mut line, op);
+        }
+        line.push_str("}\n");
+        line
+    }
+
+    /// The data parsed as a JSON value.
+    pub fn data_value(&self) -> Value {
+        serde_json::from_str(self.data.get()).unwrap_or(Value::Null)
+    }
+}
+
+fn push_json_str(out: &mut String, s: &str) {
+    match serde_json::to_string(s) {
+        Ok(q) => out.push_str(&q),
+        Err(_) => out.push_str("\"\""),
+    }
+}
+
+/// The envelope keys an event line may carry.
+pub const ENVELOPE_KEYS: [&str; 6] = ["seq", "time", "type", "data", "surfaceOp", "sourceEventSeqs"];
+
+/// An event line as read, before `seq`/`time` defaults are filled in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    /// `seq`, when the line has one.
+    pub seq: Option<u64>,
+    /// `time`, when the line has one.
+    pub time: Option<u64>,
+    /// The event type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The data.
+    pub data: Option<Box<RawValue>>,
+    /// Surface marker.
+    #[serde(rename = "surfaceOp")]
+    pub surface_op: Option<String>,
+    /// Source seqs of a surface event.
+    #[serde(rename = "sourceEventSeqs")]
+    pub source_event_seqs: Option<Vec<u64>>,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// The JSON `null` as raw data.
+pub fn raw_null() -> Box<RawValue> {
+    #[allow(clippy::expect_used)]
+    RawValue::from_string("null".into()).expect("`null` is valid JSON")
+}
+
+/// Serializes `value` as raw data.
+pub fn to_raw(value: &impl Serialize) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| raw_null())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_round_trips_data_bytes() {
+        let data = RawValue::from_string("{\"a\": [1, 2],  \"b\":\"\\u2028\"}".into()).unwrap();
+        let e = Event {
+            seq: 3,
+            time: 7,
+            kind: "x/y".into(),
+            data,
+            surface_op: Some("append".into()),
+            source_event_seqs: Some(vec![1, 2]),
+        };
+        let line = e.to_line();
+        assert_eq!(
+            line,
+            "{\"seq\":3,\"time\":7,\"type\":\"x/y\",\"data\":{\"a\": [1, 2],  \"b\":\"\\u2028\"},\"sourceEventSeqs\":[1,2],\"surfaceOp\":\"append\"}\n"
+        );
+        let back: Envelope = serde_json::from_str(line.trim_end()).unwrap();
+        assert_eq!(back.data.unwrap().get(), e.data.get());
+    }
+}

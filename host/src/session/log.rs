@@ -1,0 +1,367 @@
+//! One session: its events in memory, the append pipeline, and the
+//! projection states folded from it.
+//!
+//! Append pipeline (DESIGN §7): who may append the type (the host appends
+//! core types, a plugin only the types it owns) → the owner's validator →
+//! turn enclosure (execution events only inside an open turn) → durable
+//! write → listeners (projection folds).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::event::{core, now_ms, to_raw, Event, Header};
+use super::owners::EventTypes;
+use super::store::{parse_data, LineProblem, ReadLog, StoreError, Writer};
+use crate::context::Owner;
+use crate::projection::{Projections, RegisteredProjection};
+
+/// Who is appending.
+#[derive(Debug, Clone)]
+pub enum Appender {
+    /// The host itself (agent loop, import).
+    Host,
+    /// A plugin, through a tool call of the session's agent.
+    Plugin(Owner),
+}
+
+/// An append was refused; nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    /// A plugin tried to append a core type.
+    #[error("`{0}` is a core event type; plugins append only the types they own")]
+    CoreType(String),
+    /// Nobody owns the type.
+    #[error("no loaded plugin owns event type `{0}`")]
+    Unowned(String),
+    /// Someone else owns the type.
+    #[error("event type `{kind}` is owned by {owner}, not by {by}")]
+    NotOwner {
+        /// The type.
+        kind: String,
+        /// Its owner.
+        owner: String,
+        /// Who tried.
+        by: String,
+    },
+    /// The owner's validator refused the data.
+    #[error("{kind} rejected by {owner}: {reason}")]
+    Invalid {
+        /// The type.
+        kind: String,
+        /// The owner.
+        owner: String,
+        /// Why.
+        reason: String,
+    },
+    /// An execution event outside a turn.
+    #[error("`{0}` may only be appended inside an open turn")]
+    OutsideTurn(String),
+    /// `turn/start` while a turn is open.
+    #[error("turn {0} is still open; it must end before another starts")]
+    TurnOpen(u64),
+    /// The data is not JSON.
+    #[error("{0}")]
+    NotJson(String),
+    /// The session was opened for reading only.
+    #[error("session `{0}` is open read-only")]
+    ReadOnly(String),
+    /// The durable write failed; the event is not in the log.
+    #[error("the event could not be written: {0}")]
+    Write(#[from] StoreError),
+}
+
+struct FoldState {
+    token: u64,
+    state: String,
+}
+
+struct State {
+    header: Header,
+    events: Vec<Event>,
+    rejected: HashSet<u64>,
+    open_turn: Option<u64>,
+    turns: u64,
+    writer: Option<Writer>,
+    read_only: bool,
+    folds: BTreeMap<String, FoldState>,
+}
+
+/// One event-sourced session.
+pub struct Session {
+    id: String,
+    inner: Mutex<State>,
+    types: Arc<EventTypes>,
+    projections: Arc<Projections>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// How a session is backed.
+pub enum Backing {
+    /// Appends go to this file.
+    File(Writer),
+    /// Appends stay in memory.
+    Memory,
+    /// Appends are refused.
+    ReadOnly,
+}
+
+impl Session {
+    /// A new, empty session.
+    pub fn new(header: Header, backing: Backing, types: Arc<EventTypes>, projections: Arc<Projections>) -> Session {
+        let (writer, read_only) = match backing {
+            Backing::File(w) => (Some(w), false),
+            Backing::Memory => (None, false),
+            Backing::ReadOnly => (None, true),
+        };
+        Session {
+            id: header.id.clone(),
+            inner: Mutex::new(State {
+                header,
+                events: Vec::new(),
+                rejected: HashSet::new(),
+                open_turn: None,
+                turns: 0,
+                writer,
+                read_only,
+                folds: BTreeMap::new(),
+            }),
+            types,
+            projections,
+        }
+    }
+
+    /// Rebuilds a session from a log read from disk: re-checks every event of
+    /// an owned type with its owner's validator (a rejected event is kept in
+    /// the log, reported, and left out of projections), keeps events of types
+    /// nobody owns as opaque, and folds the projections.
+    pub fn replay(
+        log: ReadLog,
+        backing: Backing,
+        types: Arc<EventTypes>,
+        projections: Arc<Projections>,
+    ) -> (Session, Vec<LineProblem>) {
+        let ReadLog { header, events, lines, mut problems, .. } = log;
+        let session = Session::new(header, backing, types, projections);
+        {
+            let mut st = session.lock();
+            for (event, line) in events.into_iter().zip(lines) {
+                if let Some(owned) = session.types.get(&event.kind) {
+                    if let Err(reason) = owned.validate(event.data.get()) {
+                        problems.push(LineProblem {
+                            line,
+                            message: format!("{} rejected by {} on replay: {reason}", event.kind, owned.owner),
+                        });
+                        st.rejected.insert(event.seq);
+                    }
+                }
+                match event.kind.as_str() {
+                    core::TURN_START => {
+                        st.turns += 1;
+                        st.open_turn = Some(st.turns);
+                    }
+                    core::TURN_END => st.open_turn = None,
+                    _ => {}
+                }
+                st.events.push(event);
+            }
+            problems.sort_by_key(|p| p.line);
+        }
+        (session, problems)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The header.
+    pub fn header(&self) -> Header {
+        self.lock().header.clone()
+    }
+
+    /// A copy of every event.
+    pub fn events(&self) -> Vec<Event> {
+        self.lock().events.clone()
+    }
+
+    /// Runs `f` over the events without copying them.
+    pub fn with_events<R>(&self, f: impl FnOnce(&[Event]) -> R) -> R {
+        f(&self.lock().events)
+    }
+
+    /// The number of events.
+    pub fn len(&self) -> usize {
+        self.lock().events.len()
+    }
+
+    /// Whether the log has no events.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The open turn's number, if a turn is open.
+    pub fn open_turn(&self) -> Option<u64> {
+        self.lock().open_turn
+    }
+
+    /// The number the next turn will get.
+    pub fn next_turn(&self) -> u64 {
+        self.lock().turns + 1
+    }
+
+    /// Appends an event whose data is JSON text.
+    ///
+    /// # Errors
+    /// [`AppendError`]; nothing is written.
+    pub fn append_text(&self, kind: &str, data: &str, by: Appender) -> Result<u64, AppendError> {
+        let raw = parse_data(data).map_err(AppendError::NotJson)?;
+        self.append(kind, raw, by).map(|e| e.seq)
+    }
+
+    /// Appends an event whose data is any serializable value.
+    ///
+    /// # Errors
+    /// [`AppendError`]; nothing is written.
+    pub fn append_value(&self, kind: &str, data: &impl Serialize, by: Appender) -> Result<Event, AppendError> {
+        self.append(kind, to_raw(data), by)
+    }
+
+    /// Appends one event through the pipeline; returns it as written.
+    ///
+    /// # Errors
+    /// [`AppendError`]; nothing is written.
+    pub fn append(&self, kind: &str, data: Box<RawValue>, by: Appender) -> Result<Event, AppendError> {
+        let is_core = core::is_core(kind);
+        let owned = if is_core { None } else { self.types.get(kind) };
+        match (&by, is_core, &owned) {
+            (Appender::Plugin(_), true, _) => return Err(AppendError::CoreType(kind.to_string())),
+            (_, false, None) => return Err(AppendError::Unowned(kind.to_string())),
+            (Appender::Plugin(who), false, Some(o)) if o.owner.fiber != who.fiber => {
+                return Err(AppendError::NotOwner {
+                    kind: kind.to_string(),
+                    owner: o.owner.to_string(),
+                    by: who.to_string(),
+                })
+            }
+            _ => {}
+        }
+        if let Some(o) = &owned {
+            o.validate(data.get()).map_err(|reason| AppendError::Invalid {
+                kind: kind.to_string(),
+                owner: o.owner.to_string(),
+                reason,
+            })?;
+        }
+        let mut st = self.lock();
+        if st.read_only {
+            return Err(AppendError::ReadOnly(self.id.clone()));
+        }
+        match kind {
+            core::TURN_START => {
+                if let Some(open) = st.open_turn {
+                    return Err(AppendError::TurnOpen(open));
+                }
+            }
+            _ if (core::needs_turn(kind) || !is_core) && st.open_turn.is_none() => {
+                return Err(AppendError::OutsideTurn(kind.to_string()))
+            }
+            _ => {}
+        }
+        let seq = st.events.last().map_or(0, |e| e.seq + 1);
+        let event = Event {
+            seq,
+            time: now_ms(),
+            kind: kind.to_string(),
+            data,
+            surface_op: core::is_surface(kind).then(|| "append".to_string()),
+            source_event_seqs: None,
+        };
+        if let Some(writer) = st.writer.as_mut() {
+            writer.append(event.to_line().as_bytes())?;
+        }
+        match kind {
+            core::TURN_START => {
+                st.turns += 1;
+                st.open_turn = Some(st.turns);
+            }
+            core::TURN_END => {
+                st.open_turn = None;
+                if let Some(writer) = st.writer.as_mut() {
+                    writer.end_turn()?;
+                }
+            }
+            _ => {}
+        }
+        st.events.push(event.clone());
+        for p in self.projections.all() {
+            if !p.folds(kind) {
+                continue;
+            }
+            let current = st.folds.get(&p.key).filter(|f| f.token == p_token(&p)).map(|f| f.state.clone());
+            match current {
+                Some(state) => match p.apply(&state, kind, event.data.get()) {
+                    Ok(next) => {
+                        st.folds.insert(p.key.clone(), FoldState { token: p_token(&p), state: next });
+                    }
+                    Err(e) => tracing::warn!(projection = %p.key, seq, "projection kept its state: {e}"),
+                },
+                None => refold(&mut st, &p),
+            }
+        }
+        Ok(event)
+    }
+
+    /// The current state of projection `key` (JSON text), folding it from the
+    /// log first if it was registered or changed since the last fold.
+    pub fn state(&self, key: &str) -> Option<String> {
+        let p = self.projections.get(key)?;
+        let mut st = self.lock();
+        if st.folds.get(key).is_none_or(|f| f.token != p_token(&p)) {
+            refold(&mut st, &p);
+        }
+        st.folds.get(key).map(|f| f.state.clone())
+    }
+
+    /// Every registered projection's current state, by key.
+    pub fn states(&self) -> Vec<(Arc<RegisteredProjection>, String)> {
+        self.projections
+            .all()
+            .into_iter()
+            .filter_map(|p| {
+                let state = self.state(&p.key)?;
+                Some((p, state))
+            })
+            .collect()
+    }
+}
+
+fn p_token(p: &RegisteredProjection) -> u64 {
+    p.token()
+}
+
+/// Folds `p` over the whole log (skipping events rejected on replay).
+fn refold(st: &mut State, p: &RegisteredProjection) {
+    let mut state = p.init.clone();
+    for event in &st.events {
+        if !p.folds(&event.kind) || st.rejected.contains(&event.seq) {
+            continue;
+        }
+        match p.apply(&state, &event.kind, event.data.get()) {
+            Ok(next) => state = next,
+            Err(e) => tracing::warn!(projection = %p.key, seq = event.seq, "projection skipped an event: {e}"),
+        }
+    }
+    st.folds.insert(p.key.clone(), FoldState { token: p_token(p), state });
+}

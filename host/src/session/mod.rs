@@ -1,0 +1,165 @@
+//! The `sessions` service: event-sourced session logs, durable on disk.
+//!
+//! - [`event`]: the header and event envelope, and the core event types;
+//! - [`log`]: one session, its append pipeline and projection states;
+//! - [`store`]: the JSONL files, locking, durability and torn tails;
+//! - [`messages`]: `deriveMessages()`, the LLM history from surface events.
+
+pub mod event;
+pub mod log;
+pub mod messages;
+pub mod owners;
+pub mod store;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use event::{Event, Header};
+pub use log::{AppendError, Appender, Backing, Session};
+pub use messages::{derive_messages, Message};
+pub use owners::EventTypes;
+pub use store::{Durability, LineProblem, Store, StoreError};
+
+use crate::projection::Projections;
+
+/// A short description of one stored session.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    /// The id.
+    pub id: String,
+    /// Creation time, ms since the epoch.
+    pub created_at: u64,
+    /// Number of events.
+    pub events: usize,
+    /// Time of the last event, ms since the epoch (0 when none).
+    pub last_time: u64,
+    /// One-line summaries of the projections that have something to say.
+    pub summaries: Vec<(String, String)>,
+    /// Lines that could not be read.
+    pub problems: usize,
+}
+
+/// The sessions service.
+pub struct Sessions {
+    store: Option<Store>,
+    durability: Durability,
+    types: Arc<EventTypes>,
+    projections: Arc<Projections>,
+}
+
+impl Sessions {
+    /// Sessions stored under `store` (or kept in memory when `None`).
+    pub fn new(store: Option<Store>, durability: Durability, types: Arc<EventTypes>, projections: Arc<Projections>) -> Sessions {
+        Sessions { store, durability, types, projections }
+    }
+
+    /// The store, if sessions are durable.
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref()
+    }
+
+    /// Creates a session with a fresh id.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the file cannot be created.
+    pub fn create(&self, cwd: Option<String>) -> Result<Arc<Session>, StoreError> {
+        let id = format!("s-{}", uuid::Uuid::new_v4().simple());
+        self.create_with_id(&id, cwd)
+    }
+
+    /// Creates a session with the given id.
+    ///
+    /// # Errors
+    /// [`StoreError::BadId`], [`StoreError::Exists`], I/O errors.
+    pub fn create_with_id(&self, id: &str, cwd: Option<String>) -> Result<Arc<Session>, StoreError> {
+        store::check_id(id)?;
+        let header = Header::new(id, cwd);
+        let backing = match &self.store {
+            Some(store) => Backing::File(store.create(&header, self.durability)?),
+            None => Backing::Memory,
+        };
+        Ok(Arc::new(Session::new(header, backing, self.types.clone(), self.projections.clone())))
+    }
+
+    /// Opens stored session `id` for appending (locks its file, cuts a torn
+    /// tail) and replays it. Returns the problems found while reading.
+    ///
+    /// # Errors
+    /// [`StoreError`]: unknown id, locked by another process, bad header.
+    pub fn open(&self, id: &str) -> Result<(Arc<Session>, Vec<LineProblem>), StoreError> {
+        let Some(store) = &self.store else {
+            return Err(StoreError::NotFound { id: id.to_string(), dir: "memory".into() });
+        };
+        let (writer, log) = store.open_for_append(id, self.durability)?;
+        let (session, problems) = Session::replay(log, Backing::File(writer), self.types.clone(), self.projections.clone());
+        Ok((Arc::new(session), problems))
+    }
+
+    /// Reads a session for viewing, without locking: `what` is a stored id or
+    /// a path to a session file.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub fn view(&self, what: &str) -> Result<(Session, Vec<LineProblem>), StoreError> {
+        let as_path = Path::new(what);
+        let path = if what.contains('/') || what.ends_with(".jsonl") {
+            as_path.to_path_buf()
+        } else {
+            match &self.store {
+                Some(store) => {
+                    let p = store.path_of(what)?;
+                    if !p.exists() {
+                        return Err(StoreError::NotFound { id: what.to_string(), dir: store.dir().display().to_string() });
+                    }
+                    p
+                }
+                None => return Err(StoreError::NotFound { id: what.to_string(), dir: "memory".into() }),
+            }
+        };
+        let mut log = store::read_file(&path)?;
+        if let Some((line, _)) = log.torn.take() {
+            log.problems.push(LineProblem { line, message: "torn last line (the writer stopped mid-line)".into() });
+        }
+        Ok(Session::replay(log, Backing::ReadOnly, self.types.clone(), self.projections.clone()))
+    }
+
+    /// Every stored session, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the folder cannot be listed.
+    pub fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let Some(store) = &self.store else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for id in store.ids()? {
+            match self.view(&id) {
+                Ok((session, problems)) => {
+                    let header = session.header();
+                    let (events, last_time) = session.with_events(|e| (e.len(), e.last().map_or(0, |e| e.time)));
+                    let summaries = session
+                        .states()
+                        .into_iter()
+                        .map(|(p, state)| (p.key.clone(), p.summary(&state)))
+                        .filter(|(_, s)| !s.is_empty())
+                        .collect();
+                    out.push(SessionInfo {
+                        id,
+                        created_at: header.created_at,
+                        events,
+                        last_time,
+                        summaries,
+                        problems: problems.len(),
+                    });
+                }
+                Err(e) => tracing::warn!("skipping session {id}: {e}"),
+            }
+        }
+        out.sort_by_key(|s| (s.created_at, s.id.clone()));
+        Ok(out)
+    }
+}
+
+/// Whether events of `kind` are understood here: a core type or a type a
+/// loaded plugin owns. Anything else is kept and replayed as opaque.
+pub fn core_type_or_owned(types: &EventTypes, kind: &str) -> bool {
+    event::core::is_core(kind) || types.get(kind).is_some()
+}

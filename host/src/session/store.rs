@@ -1,0 +1,501 @@
+//! Durable session files: one JSONL file per session under
+//! `<state dir>/sessions/`.
+//!
+//! - Each event is written with one `write` of its whole line to a file
+//!   opened in append mode, then synced according to [`Durability`].
+//! - A file is locked (`flock`, exclusive) by the one process appending to
+//!   it; a second process is refused with a clear message.
+//! - A torn last line (a crash mid-write) is reported and cut before the next
+//!   append: nothing acknowledged is lost, since an acknowledged event is a
+//!   complete line.
+//! - Reading keeps every good line and reports each bad one with its line
+//!   number; the file is never rewritten, only a torn tail is cut.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::value::RawValue;
+
+use super::event::{raw_null, Envelope, Event, Header, ENVELOPE_KEYS};
+
+/// When appended events are forced to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Durability {
+    /// `fdatasync` after every event (the default): an acknowledged event
+    /// survives a power loss.
+    #[default]
+    Event,
+    /// `fdatasync` at the end of each turn: a crash of the process loses
+    /// nothing (the kernel has the data), a power loss may lose the current
+    /// turn.
+    Turn,
+    /// Never sync; the kernel writes back when it likes.
+    None,
+}
+
+/// Errors of the session store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A session id that could escape the sessions folder or is malformed.
+    #[error("invalid session id `{0}`: use 1-128 letters, digits, `-`, `_` or `.`, not starting with `.`")]
+    BadId(String),
+    /// No such session.
+    #[error("no session `{id}` in {dir}")]
+    NotFound {
+        /// The id.
+        id: String,
+        /// The sessions folder.
+        dir: String,
+    },
+    /// The session exists already.
+    #[error("session `{0}` already exists")]
+    Exists(String),
+    /// Another process holds the session.
+    #[error("session `{id}` is open in another process (its file {path} is locked); close that process first")]
+    Locked {
+        /// The id.
+        id: String,
+        /// The file.
+        path: String,
+    },
+    /// The file's header is unusable.
+    #[error("{path}:1: not a session file: {detail}")]
+    BadHeader {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An I/O failure.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io { path: path.display().to_string(), source }
+}
+
+/// A problem with one line of a session file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineProblem {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for LineProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// A session file as read.
+#[derive(Debug)]
+pub struct ReadLog {
+    /// The header (line 1).
+    pub header: Header,
+    /// Every good event, in file order.
+    pub events: Vec<Event>,
+    /// 1-based line of each event in `events`.
+    pub lines: Vec<usize>,
+    /// Every bad line.
+    pub problems: Vec<LineProblem>,
+    /// A last line with no newline: `(line, byte offset where it starts)`.
+    pub torn: Option<(usize, u64)>,
+}
+
+/// Checks a session id: 1-128 characters of `[A-Za-z0-9._-]`, not starting
+/// with `.` (so no `..`, no `/`, no NUL, no absolute path).
+///
+/// # Errors
+/// [`StoreError::BadId`].
+pub fn check_id(id: &str) -> Result<(), StoreError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::BadId(id.escape_debug().to_string()))
+    }
+}
+
+/// The folder of session files.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating, mode `0700`) `<state_dir>/sessions`.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] when the folder cannot be created.
+    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+        let dir = state_dir.join("sessions");
+        create_private_dir(state_dir)?;
+        create_private_dir(&dir)?;
+        Ok(Store { dir })
+    }
+
+    /// The sessions folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of session `id`.
+    ///
+    /// # Errors
+    /// [`StoreError::BadId`].
+    pub fn path_of(&self, id: &str) -> Result<PathBuf, StoreError> {
+        check_id(id)?;
+        Ok(self.dir.join(format!("{id}.jsonl")))
+    }
+
+    /// Creates the file of a new session (mode `0600`), locks it and writes
+    /// its header.
+    ///
+    /// # Errors
+    /// [`StoreError::Exists`], [`StoreError::Io`].
+    pub fn create(&self, header: &Header, durability: Durability) -> Result<Writer, StoreError> {
+        let path = self.path_of(&header.id)?;
+        let mut options = OpenOptions::new();
+        options.append(true).create_new(true).read(true);
+        set_private_mode(&mut options);
+        let file = options.open(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                StoreError::Exists(header.id.clone())
+            } else {
+                StoreError::Io { path: path.display().to_string(), source: e }
+            }
+        })?;
+        let mut writer = Writer::locked(file, &path, &header.id, durability)?;
+        let mut line = serde_json::to_string(header).map_err(|e| StoreError::BadHeader {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        line.push('\n');
+        writer.write_line(line.as_bytes())?;
+        writer.sync()?;
+        sync_dir(&self.dir);
+        Ok(writer)
+    }
+
+    /// Opens session `id` for appending: locks the file, reads it, and cuts a
+    /// torn last line (reported in the returned log's `problems`).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`], [`StoreError::Locked`], [`StoreError::BadHeader`], [`StoreError::Io`].
+    pub fn open_for_append(&self, id: &str, durability: Durability) -> Result<(Writer, ReadLog), StoreError> {
+        let path = self.path_of(id)?;
+        let file = OpenOptions::new().read(true).append(true).open(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                StoreError::NotFound { id: id.to_string(), dir: self.dir.display().to_string() }
+            } else {
+                StoreError::Io { path: path.display().to_string(), source: e }
+            }
+        })?;
+        let writer = Writer::locked(file, &path, id, durability)?;
+        let mut log = read_file(&path)?;
+        if let Some((line, offset)) = log.torn {
+            writer.file.set_len(offset).map_err(io(&path))?;
+            writer.file.sync_all().map_err(io(&path))?;
+            log.problems.push(LineProblem {
+                line,
+                message: "torn last line (the writer stopped mid-line); cut before the next append".into(),
+            });
+            log.torn = None;
+        }
+        Ok((writer, log))
+    }
+
+    /// Every session file's id, sorted.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    pub fn ids(&self) -> Result<Vec<String>, StoreError> {
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io(&self.dir))? {
+            let entry = entry.map_err(io(&self.dir))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(id) = name.strip_suffix(".jsonl") {
+                if check_id(id).is_ok() {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir).map_err(io(dir))
+}
+
+fn set_private_mode(options: &mut OpenOptions) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// The appending end of one session file; holds the file's lock.
+#[derive(Debug)]
+pub struct Writer {
+    file: File,
+    path: PathBuf,
+    durability: Durability,
+    unsynced: bool,
+}
+
+impl Writer {
+    fn locked(file: File, path: &Path, id: &str, durability: Durability) -> Result<Writer, StoreError> {
+        match file.try_lock() {
+            Ok(()) => Ok(Writer { file, path: path.to_path_buf(), durability, unsynced: false }),
+            Err(fs::TryLockError::WouldBlock) => {
+                Err(StoreError::Locked { id: id.to_string(), path: path.display().to_string() })
+            }
+            Err(fs::TryLockError::Error(e)) => Err(StoreError::Io { path: path.display().to_string(), source: e }),
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one whole line with a single write, then syncs per the
+    /// durability setting.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`]; the event must then be treated as not written.
+    pub fn append(&mut self, line: &[u8]) -> Result<(), StoreError> {
+        self.write_line(line)?;
+        match self.durability {
+            Durability::Event => self.sync(),
+            Durability::Turn | Durability::None => {
+                self.unsynced = true;
+                Ok(())
+            }
+        }
+    }
+
+    fn write_line(&mut self, line: &[u8]) -> Result<(), StoreError> {
+        // `write_all` on a file opened with O_APPEND: one write(2) for any
+        // line a regular file accepts whole, which is every line we write.
+        self.file.write_all(line).map_err(io(&self.path))
+    }
+
+    /// Marks the end of a turn: syncs under [`Durability::Turn`].
+    ///
+    /// # Errors
+    /// [`StoreError::Io`].
+    pub fn end_turn(&mut self) -> Result<(), StoreError> {
+        if self.durability == Durability::Turn && self.unsynced {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), StoreError> {
+        self.file.sync_data().map_err(io(&self.path))?;
+        self.unsynced = false;
+        Ok(())
+    }
+}
+
+/// Reads a session file without locking it: every good line, each bad line
+/// reported with its number, and a torn last line noted (not cut).
+///
+/// # Errors
+/// [`StoreError::Io`] or [`StoreError::BadHeader`] when line 1 is not a
+/// session header.
+pub fn read_file(path: &Path) -> Result<ReadLog, StoreError> {
+    let bytes = fs::read(path).map_err(io(path))?;
+    parse_log(&bytes, path)
+}
+
+/// Parses the bytes of a session file (see [`read_file`]).
+///
+/// # Errors
+/// [`StoreError::BadHeader`].
+pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
+    let shown = path.display().to_string();
+    let mut problems = Vec::new();
+    let mut events: Vec<Event> = Vec::new();
+    let mut lines = Vec::new();
+    let mut torn = None;
+    let mut header: Option<Header> = None;
+    let mut offset = 0usize;
+    let mut line_no = 0usize;
+    let mut next_seq = 0u64;
+    while offset < bytes.len() {
+        line_no += 1;
+        let (raw, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+            Some(n) => (&bytes[offset..offset + n], true),
+            None => (&bytes[offset..], false),
+        };
+        let start = offset;
+        offset += raw.len() + usize::from(complete);
+        if !complete {
+            torn = Some((line_no, start as u64));
+            break;
+        }
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if header.is_none() {
+            let parsed = std::str::from_utf8(raw)
+                .map_err(|e| e.to_string())
+                .and_then(|text| serde_json::from_str::<Header>(text).map_err(|e| e.to_string()))
+                .and_then(|h| if h.kind == "session" { Ok(h) } else { Err(format!("type is `{}`, expected `session`", h.kind)) });
+            match parsed {
+                Ok(h) => {
+                    header = Some(h);
+                    continue;
+                }
+                Err(detail) => return Err(StoreError::BadHeader { path: shown, detail }),
+            }
+        }
+        if raw.iter().all(|b| b.is_ascii_whitespace()) {
+            if !raw.is_empty() {
+                problems.push(LineProblem { line: line_no, message: "blank line".into() });
+            }
+            continue;
+        }
+        if raw.contains(&0) {
+            problems.push(LineProblem { line: line_no, message: "the line contains NUL bytes".into() });
+            continue;
+        }
+        let text = match std::str::from_utf8(raw) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(LineProblem { line: line_no, message: format!("not UTF-8 text: {e}") });
+                continue;
+            }
+        };
+        match serde_json::from_str::<Envelope>(text) {
+            Ok(env) => {
+                let seq = env.seq.unwrap_or(next_seq);
+                next_seq = seq + 1;
+                events.push(Event {
+                    seq,
+                    time: env.time.unwrap_or(0),
+                    kind: env.kind,
+                    data: env.data.unwrap_or_else(raw_null),
+                    surface_op: env.surface_op,
+                    source_event_seqs: env.source_event_seqs,
+                });
+                lines.push(line_no);
+            }
+            Err(e) => problems.push(LineProblem { line: line_no, message: describe_bad_event(text, &e) }),
+        }
+    }
+    let header = match header {
+        Some(h) => h,
+        None if torn.is_some() => {
+            return Err(StoreError::BadHeader { path: shown, detail: "the header line is incomplete".into() })
+        }
+        None => return Err(StoreError::BadHeader { path: shown, detail: "the file is empty".into() }),
+    };
+    Ok(ReadLog { header, events, lines, problems, torn })
+}
+
+fn describe_bad_event(text: &str, e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    if message.contains("unknown field") {
+        return format!("{message} (event envelope keys are {})", ENVELOPE_KEYS.join(", "));
+    }
+    if message.contains("trailing characters") && text.contains("}{") {
+        return format!("two records glued on one line ({message})");
+    }
+    format!("not a valid event: {message}")
+}
+
+/// A parsed data text, or the error that says why it is not JSON.
+///
+/// # Errors
+/// The JSON parser's message.
+pub fn parse_data(text: &str) -> Result<Box<RawValue>, String> {
+    serde_json::from_str::<Box<RawValue>>(text).map_err(|e| format!("event data is not JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_good_lines_and_reports_bad_ones() {
+        let text = concat!(
+            "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1}\n",
+            "{\"seq\":0,\"time\":1,\"type\":\"a\",\"data\":{}}\n",
+            "{\"seq\":1,\"time\":1,\"type\":\"b\",\"data\":{}}{\"seq\":2,\"type\":\"c\",\"data\":{}}\n",
+            "\0\0\0\n",
+            "{\"seq\":1,\"time\":1,\"type\":\"b\",\"data\":{\"x\":\"\\r\u{2028}\u{85}\"},\"bogus\":1}\n",
+            "{\"seq\":1,\"time\":2,\"type\":\"b\",\"data\":{\"x\":1}}\r\n",
+            "{\"seq\":2,\"ti",
+        );
+        let log = parse_log(text.as_bytes(), Path::new("s.jsonl")).unwrap();
+        assert_eq!(log.events.len(), 2);
+        assert_eq!(log.lines, vec![2, 6]);
+        let lines: Vec<usize> = log.problems.iter().map(|p| p.line).collect();
+        assert_eq!(lines, vec![3, 4, 5]);
+        assert!(log.problems[0].message.contains("glued"));
+        assert!(log.problems[2].message.contains("unknown field"));
+        assert_eq!(log.torn, Some((7, (text.len() - "{\"seq\":2,\"ti".len()) as u64)));
+    }
+
+    #[test]
+    fn ids_cannot_escape() {
+        for bad in ["", "../x", "/abs", "a/b", ".hidden", "a\0b", &"x".repeat(129)] {
+            assert!(check_id(bad).is_err(), "{bad:?}");
+        }
+        check_id("s-2026.11_30").unwrap();
+    }
+
+    #[test]
+    fn second_writer_is_refused_and_torn_tail_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let header = Header::new("abc", None);
+        let mut w = store.create(&header, Durability::Event).unwrap();
+        w.append(b"{\"seq\":0,\"time\":1,\"type\":\"a\",\"data\":{}}\n").unwrap();
+        assert!(matches!(store.open_for_append("abc", Durability::Event), Err(StoreError::Locked { .. })));
+        w.append(b"{\"seq\":1,\"ti").unwrap();
+        drop(w);
+        let (_, log) = store.open_for_append("abc", Durability::Event).unwrap();
+        assert_eq!(log.events.len(), 1);
+        assert_eq!(log.problems.len(), 1);
+        assert!(log.problems[0].message.contains("torn"));
+        let after = fs::read_to_string(store.path_of("abc").unwrap()).unwrap();
+        assert!(after.ends_with("\"data\":{}}\n"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(store.path_of("abc").unwrap()).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+}

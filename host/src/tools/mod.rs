@@ -1,0 +1,214 @@
+//! The `tools` service: the registry of model-facing tools and the execute
+//! pipeline.
+//!
+//! Pipeline for one call (DESIGN §6): look the tool up (an unknown name is an
+//! error result) → cap the argument text at [`MAX_ARGUMENT_BYTES`] → hand the
+//! raw text to the tool, whose SDK side parses it once, requires an object,
+//! checks the parameter schema (every violation, with its path, in one
+//! error) and runs the typed tool → any failure becomes
+//! `{isError: true, text: "Error: ..."}`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use abi_stable::{sabi_trait::TD_Opaque, std_types::{RErr, ROk, RResult, RStr, RString}};
+use cordis_abi::ffi::{ExecContext, ExecContext_TO, ToolBox};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::context::Owner;
+use crate::session::{Appender, Session};
+
+/// The largest argument text a tool call may carry, in bytes (1 MiB). Larger
+/// calls are rejected before any plugin code runs.
+pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSchema {
+    /// The name the model calls.
+    pub name: String,
+    /// The model-facing description.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// The result of one call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// The text for the model; `Error: ...` on failure.
+    pub text: String,
+    /// The structured value on success.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+}
+
+impl ToolResult {
+    /// An error result with text `Error: <message>`.
+    pub fn error(message: impl std::fmt::Display) -> ToolResult {
+        ToolResult { is_error: true, text: format!("Error: {message}"), value: None }
+    }
+}
+
+/// One call to execute.
+#[derive(Debug, Clone)]
+pub struct ToolCall<'a> {
+    /// The model's id for the call.
+    pub id: &'a str,
+    /// The tool's name.
+    pub name: &'a str,
+    /// The raw JSON text of the arguments, as the model sent it.
+    pub arguments: &'a str,
+}
+
+/// A registered tool.
+pub struct RegisteredTool {
+    /// Its schema, read once at registration.
+    pub schema: ToolSchema,
+    /// Who registered it.
+    pub owner: Owner,
+    token: u64,
+    tool: ToolBox,
+}
+
+impl RegisteredTool {
+    /// The tool's card for a call (`presentCall`), as JSON.
+    pub fn present_call(&self, arguments: &str) -> Value {
+        let text = self.tool.present_call(arguments.into());
+        serde_json::from_str(text.as_str()).unwrap_or(Value::Null)
+    }
+}
+
+/// A registration failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RegisterError {
+    /// The name is taken.
+    #[error("a tool named `{name}` is already registered by {owner}")]
+    Duplicate {
+        /// The name.
+        name: String,
+        /// Who has it.
+        owner: String,
+    },
+    /// The tool's declared schema is unusable.
+    #[error("tool `{name}` declares parameters that are not a JSON Schema object")]
+    BadSchema {
+        /// The name.
+        name: String,
+    },
+    /// The name is empty or malformed.
+    #[error("tool name `{0}` is invalid: use 1-64 letters, digits, `_` or `-`")]
+    BadName(String),
+}
+
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+/// The tool registry.
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: RwLock<BTreeMap<String, Arc<RegisteredTool>>>,
+}
+
+impl ToolRegistry {
+    /// Registers `tool` for `owner`; returns a token for [`ToolRegistry::unregister`].
+    ///
+    /// # Errors
+    /// [`RegisterError`] on a duplicate name, a bad name or a bad schema.
+    pub fn register(&self, tool: ToolBox, owner: Owner) -> Result<(String, u64), RegisterError> {
+        let name = tool.name().to_string();
+        if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(RegisterError::BadName(name));
+        }
+        let parameters: Value = serde_json::from_str(tool.parameters().as_str()).unwrap_or(Value::Null);
+        if !parameters.is_object() {
+            return Err(RegisterError::BadSchema { name });
+        }
+        let description = tool.description().to_string();
+        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = tools.get(&name) {
+            return Err(RegisterError::Duplicate { name, owner: existing.owner.to_string() });
+        }
+        let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let schema = ToolSchema { name: name.clone(), description, parameters };
+        tools.insert(name.clone(), Arc::new(RegisteredTool { schema, owner, token, tool }));
+        Ok((name, token))
+    }
+
+    /// Removes the tool registered under `token` (no-op if it is gone).
+    pub fn unregister(&self, name: &str, token: u64) {
+        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        if tools.get(name).is_some_and(|t| t.token == token) {
+            tools.remove(name);
+        }
+    }
+
+    /// Every tool's schema, sorted by name.
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner()).values().map(|t| t.schema.clone()).collect()
+    }
+
+    /// The registered tool named `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<RegisteredTool>> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    /// Executes one call. `session` is the calling agent's session, if an
+    /// agent is calling; the tool may append its owned event types to it.
+    pub fn execute(&self, call: &ToolCall<'_>, session: Option<&Session>) -> ToolResult {
+        let Some(tool) = self.get(call.name) else {
+            let known: Vec<String> = self.schemas().into_iter().map(|s| s.name).collect();
+            let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+            return ToolResult::error(format!("unknown tool `{}` (available tools: {list})", call.name));
+        };
+        if call.arguments.len() > MAX_ARGUMENT_BYTES {
+            return ToolResult::error(format!(
+                "invalid arguments: {} bytes is over the limit of {MAX_ARGUMENT_BYTES} bytes for one call",
+                call.arguments.len()
+            ));
+        }
+        let scope = CallScope { call_id: call.id, session, owner: &tool.owner };
+        let outcome = tool.tool.execute(call.arguments.into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
+        let value = match outcome.value.into_option() {
+            Some(text) => match serde_json::from_str(text.as_str()) {
+                Ok(v) => Some(v),
+                Err(e) => return ToolResult::error(format!("tool `{}` returned a value that is not JSON: {e}", call.name)),
+            },
+            None => None,
+        };
+        ToolResult { is_error: outcome.is_error, text: outcome.text.into(), value }
+    }
+}
+
+/// What a tool sees of the call it executes: the call id and, when an agent
+/// is calling, that agent's session (appends restricted to the types the
+/// tool's plugin owns).
+struct CallScope<'a> {
+    call_id: &'a str,
+    session: Option<&'a Session>,
+    owner: &'a Owner,
+}
+
+impl ExecContext for CallScope<'_> {
+    fn call_id(&self) -> RString {
+        self.call_id.into()
+    }
+
+    fn has_session(&self) -> bool {
+        self.session.is_some()
+    }
+
+    fn append(&self, event_type: RStr<'_>, data: RStr<'_>) -> RResult<u64, RString> {
+        let Some(session) = self.session else {
+            return RErr("no agent session owns this call".into());
+        };
+        match session.append_text(event_type.as_str(), data.as_str(), Appender::Plugin(self.owner.clone())) {
+            Ok(seq) => ROk(seq),
+            Err(e) => RErr(e.to_string().into()),
+        }
+    }
+}
