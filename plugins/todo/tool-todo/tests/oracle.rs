@@ -1,6 +1,6 @@
 //! Agreement with the reference TypeScript implementation.
 //!
-//! `tests/data/oracle/` holds a copy of `shared/oracle/cases/`: `calls.jsonl`
+//! `tests/data/oracle/` (at the workspace root) holds a copy of `shared/oracle/cases/`: `calls.jsonl`
 //! (varied calls) and the reference's outputs under both policies. For every
 //! call we run the same pipeline as the tool's `execute` (the SDK's
 //! `parse_arguments` against our schema, then `execute_call`, whose first
@@ -16,9 +16,9 @@ use cordis_abi::sdk::parse_arguments;
 use serde_json::Value;
 use tool_todo::{execute_call, tool, validate_call, Policy, TodoArgs, TodoSink, TodoWrite};
 
-const CALLS: &str = include_str!("data/oracle/calls.jsonl");
-const EXPECTED_PARALLEL: &str = include_str!("data/oracle/expected-parallel.jsonl");
-const EXPECTED_SINGLE: &str = include_str!("data/oracle/expected-single.jsonl");
+const CALLS: &str = include_str!("../../../../tests/data/oracle/calls.jsonl");
+const EXPECTED_PARALLEL: &str = include_str!("../../../../tests/data/oracle/expected-parallel.jsonl");
+const EXPECTED_SINGLE: &str = include_str!("../../../../tests/data/oracle/expected-single.jsonl");
 
 fn lines(text: &str) -> Vec<Value> {
     text.lines()

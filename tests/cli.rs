@@ -1,0 +1,100 @@
+//! The `cordis` binary as a new user meets it: the README's main job in a
+//! fresh folder, and the three mistakes an operator makes first.
+
+use cordis_tests::{repo_root, text, Scratch};
+
+fn with_repo_example(scratch: &Scratch) {
+    std::fs::copy(repo_root().join("cordis.yml"), scratch.path().join("cordis.yml")).unwrap();
+    std::fs::create_dir_all(scratch.path().join("examples")).unwrap();
+    std::fs::copy(
+        repo_root().join("examples/plan-and-ship.script.yml"),
+        scratch.path().join("examples/plan-and-ship.script.yml"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_main_job_runs_with_no_arguments() {
+    let scratch = Scratch::new();
+    with_repo_example(&scratch);
+    let check = scratch.cordis(&["check"]);
+    let (out, err) = text(&check);
+    assert!(check.status.success(), "{out}\n{err}");
+    assert!(out.contains("loaded   tool-todo (tool-todo)"), "{out}");
+
+    let run = scratch.cordis(&["run"]);
+    let (out, err) = text(&run);
+    assert!(run.status.success(), "{out}\n{err}");
+    // The plan is printed after each todo_write, including parallel work.
+    assert!(out.contains("plan      ┌ 2 in progress · 1 pending"), "{out}");
+    assert!(out.contains("│ ● watch the background build"), "{out}");
+    assert!(out.contains("plan      ┌ 4 completed"), "{out}");
+    // The scripted mistake is reported and corrected.
+    assert!(out.contains("$.todos must be an array, got the string"), "{out}");
+    assert!(out.contains("turn 1 completed: 6 steps, 5 tool calls (1 failed)"), "{out}");
+
+    let ls = scratch.cordis(&["session", "ls"]);
+    let (listed, _) = text(&ls);
+    assert!(listed.contains("todos: 4/4 completed"), "{listed}");
+
+    let tools = scratch.cordis(&["tools", "--json"]);
+    let (json, _) = text(&tools);
+    let catalog: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(catalog[0]["name"], "todo_write");
+    assert_eq!(catalog[0]["parameters"]["required"][0], "todos");
+}
+
+fn check_fails_with(scratch: &Scratch, composition: &str, expected: &[&str]) {
+    scratch.composition(composition);
+    let out = scratch.cordis(&["check"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    for e in expected {
+        assert!(stdout.contains(e), "expected {e:?} in:\n{stdout}");
+    }
+}
+
+#[test]
+fn broken_compositions_say_exactly_what_to_fix() {
+    let scratch = Scratch::new();
+    check_fails_with(
+        &scratch,
+        "- id: tool-todo\n  name: tool-todo\n",
+        &["failed   tool-todo", "cordis.yml:1: entry tool-todo: $.allowParallelInProgress is required"],
+    );
+    check_fails_with(
+        &scratch,
+        "- id: tool-todo\n  name: tool-todo\n  config:\n    allowParalelInProgress: true\n",
+        &[
+            "cordis.yml:4: entry tool-todo: $.allowParalelInProgress is not an allowed key (allowed: allowParallelInProgress)",
+            "cordis.yml:3: entry tool-todo: $.allowParallelInProgress is required",
+        ],
+    );
+    check_fails_with(
+        &scratch,
+        "- id: tool-todo\n  name: ./build/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n",
+        &["cordis.yml:2: entry tool-todo: no plugin library at", "build/libtool_todo.so"],
+    );
+    check_fails_with(
+        &scratch,
+        "- id: tool-todo\n  name: tool-todoo\n  config:\n    allowParallelInProgress: true\n",
+        &["cordis.yml:2: entry tool-todo: no plugin library libtool_todoo.so for `tool-todoo`; searched"],
+    );
+}
+
+#[test]
+fn unusable_compositions_exit_2_with_line_and_column() {
+    let scratch = Scratch::new();
+    for (text_, expected) in [
+        ("", "the composition is empty"),
+        ("tool-todo: {}\n", "cordis.yml:1:1: expected a list of entries"),
+        ("- name: a\n\tconfig: {}\n", "cordis.yml:2:"),
+        ("- name: a\n  name: b\n", "cordis.yml:2:3: duplicate key `name`"),
+    ] {
+        scratch.composition(text_);
+        let out = scratch.cordis(&["check"]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{text_:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains(expected), "{text_:?}: expected {expected:?} in {stderr}");
+    }
+}

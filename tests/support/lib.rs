@@ -1,0 +1,162 @@
+//! Shared helpers for the workspace-level tests in `tests/`.
+//!
+//! The tests load the real compiled plugin libraries through the real loader
+//! and drive the real `cordis` binary; nothing is built by hand. The
+//! libraries come from the cargo target folder the test binary runs from
+//! (`target/<profile>/`, or `deps/` beneath it, whichever copy is newer).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cordis_host::{Host, HostOptions};
+use tempfile::TempDir;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>`: the folder holding the test binary's `deps/`.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let deps = exe.parent().expect("the test binary lives in a folder");
+    deps.parent().expect("deps/ has a parent").to_path_buf()
+}
+
+/// The compiled plugin library for crate `name` (`tool-todo` →
+/// `libtool_todo.so`), the newer of the uplifted and the `deps/` copy.
+///
+/// # Panics
+/// When neither exists: build the workspace first.
+pub fn library(name: &str) -> PathBuf {
+    let file = cordis_host::loader::resolve::library_file_name(name);
+    let candidates = [target_dir().join(&file), target_dir().join("deps").join(&file)];
+    let newest = candidates
+        .iter()
+        .filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p.clone())))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p);
+    newest.unwrap_or_else(|| panic!("{file} is not built; run `cargo build --workspace` first (looked in {})", target_dir().display()))
+}
+
+/// A folder holding every compiled plugin library the tests use, as a
+/// plugin path for `--plugin-dir`.
+pub fn plugin_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("cordis-test-plugins-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create the plugin folder");
+        for name in ["tool-todo", "fixture-decoy", "fixture-faulty"] {
+            let src = library(name);
+            let dst = dir.join(src.file_name().expect("a file name"));
+            // A symbolic link: never a copy written over a hard link to the
+            // build's own file.
+            std::os::unix::fs::symlink(&src, &dst).expect("link a plugin library");
+        }
+        dir
+    })
+    .clone()
+}
+
+/// The `cordis` binary.
+///
+/// # Panics
+/// When it is missing or older than the host's sources: `cargo test` does
+/// not rebuild binaries of other packages, so run `cargo build --workspace`
+/// first (the README's test command does).
+pub fn cordis_exe() -> PathBuf {
+    let exe = target_dir().join(format!("cordis{}", std::env::consts::EXE_SUFFIX));
+    assert!(exe.is_file(), "{} is not built; run `cargo build --workspace` first", exe.display());
+    let built = std::fs::metadata(&exe).and_then(|m| m.modified()).expect("the binary has an mtime");
+    for dir in ["host/src", "abi/src"] {
+        if let Some(newer) = newest_file(&repo_root().join(dir)).filter(|(t, _)| *t > built) {
+            panic!("{} is older than {}; run `cargo build --workspace` first", exe.display(), newer.1.display());
+        }
+    }
+    exe
+}
+
+fn newest_file(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let candidate = if path.is_dir() {
+            newest_file(&path)
+        } else {
+            entry.metadata().ok().and_then(|m| m.modified().ok()).map(|t| (t, path))
+        };
+        if let Some(c) = candidate {
+            if newest.as_ref().is_none_or(|n| c.0 > n.0) {
+                newest = Some(c);
+            }
+        }
+    }
+    newest
+}
+
+/// A scratch folder with a composition in it.
+pub struct Scratch {
+    /// The folder (removed on drop).
+    pub dir: TempDir,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch::new()
+    }
+}
+
+impl Scratch {
+    /// An empty scratch folder.
+    pub fn new() -> Scratch {
+        Scratch { dir: tempfile::tempdir().expect("create a temp folder") }
+    }
+
+    /// The folder's path.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `cordis.yml` and returns its path.
+    pub fn composition(&self, text: &str) -> PathBuf {
+        let path = self.path().join("cordis.yml");
+        std::fs::write(&path, text).expect("write cordis.yml");
+        path
+    }
+
+    /// Options that load `cordis.yml` here with the compiled plugins on the
+    /// plugin path.
+    pub fn options(&self, in_memory: bool) -> HostOptions {
+        HostOptions {
+            composition: self.path().join("cordis.yml"),
+            state_dir: Some(self.path().join(".cordis")),
+            plugin_dirs: vec![plugin_dir()],
+            in_memory,
+            ..HostOptions::default()
+        }
+    }
+
+    /// Writes `text` as `cordis.yml` and boots a host on it.
+    pub fn boot(&self, text: &str, in_memory: bool) -> Host {
+        self.composition(text);
+        Host::boot(&self.options(in_memory)).expect("the composition boots")
+    }
+
+    /// Runs the real `cordis` binary here with the compiled plugins on the
+    /// plugin path.
+    pub fn cordis(&self, args: &[&str]) -> Output {
+        Command::new(cordis_exe())
+            .args(args)
+            .current_dir(self.path())
+            .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run cordis")
+    }
+}
+
+/// Stdout and stderr of a finished command, for assertions and messages.
+pub fn text(output: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
