@@ -78,7 +78,7 @@ fn broken_compositions_say_exactly_what_to_fix() {
     check_fails_with(
         &scratch,
         "- id: tool-todo\n  name: tool-todoo\n  config:\n    allowParallelInProgress: true\n",
-        &["cordis.yml:2: entry tool-todo: no plugin library libtool_todoo.so for `tool-todoo`; searched"],
+        &["cordis.yml:2: entry tool-todo: no plugin library libtool_todoo.so for `tool-todoo` (did you mean `tool-todo`?); searched"],
     );
 }
 

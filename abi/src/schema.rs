@@ -78,11 +78,13 @@ impl Checker {
             for (rank, violation) in describe(&self.schema, schema_path, &segments, error.kind(), error.instance()) {
                 // Checks on a property's value sort with the object holding
                 // the property, so one object's violations stay together.
-                let container = match (rank, segments.last()) {
-                    (1, Some(Segment::Key(_))) => segments[..segments.len() - 1].to_vec(),
-                    _ => segments.clone(),
+                let (container, order) = match (rank, segments.last()) {
+                    (1, Some(Segment::Key(key))) => {
+                        (segments[..segments.len() - 1].to_vec(), property_order(&self.schema, schema_path, key))
+                    }
+                    _ => (segments.clone(), 0),
                 };
-                found.push((SortKey { container, rank }, violation));
+                found.push((SortKey { container, rank, order }, violation));
             }
         }
         found.sort_by(|a, b| a.0.cmp(&b.0));
@@ -178,6 +180,23 @@ fn is_identifier(key: &str) -> bool {
 struct SortKey {
     container: Vec<Segment>,
     rank: u8,
+    /// For checks on a property's value: the property's position in the
+    /// schema, so violations follow the schema's order, not the input's.
+    order: usize,
+}
+
+/// The position of property `key` in the `properties` of the object schema
+/// whose keyword failed at `schema_path` (0 when it cannot be found).
+fn property_order(schema: &Value, schema_path: &str, key: &str) -> usize {
+    let escaped = key.replace('~', "~0").replace('/', "~1");
+    let needle = format!("/properties/{escaped}");
+    let Some(at) = schema_path.rfind(&needle) else { return 0 };
+    schema
+        .pointer(&schema_path[..at])
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .and_then(|props| props.keys().position(|k| k == key))
+        .unwrap_or(0)
 }
 
 /// Splits a JSON pointer into segments, using the instance to tell array
@@ -398,6 +417,13 @@ mod tests {
                 "$.todos[1].content is required",
             ]
         );
+    }
+
+    #[test]
+    fn value_checks_follow_schema_order_not_input_order() {
+        let v = checker().violations(&json!({"todos": [{"status": "done", "content": 5}]}));
+        let paths: Vec<&str> = v.iter().map(|v| v.path.as_str()).collect();
+        assert_eq!(paths, vec!["$.todos[0].content", "$.todos[0].status"]);
     }
 
     #[test]

@@ -103,7 +103,23 @@ extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>)
 /// sorted by name. Used by [`export_library!`](crate::export_library).
 pub fn library_root() -> PluginLibraryRef {
     use abi_stable::prefix_type::PrefixTypeTrait;
+    quiet_panics();
     PluginLibrary { plugins: collect_plugins }.leak_into_prefix()
+}
+
+thread_local! {
+    static LAST_PANIC_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Inside a plugin library (which carries its own copy of `std`), replaces
+/// the default panic hook, which prints to the host's stderr, with one that
+/// records where the panic happened; [`guard`] puts that place in the error
+/// it returns, so the host reports the panic once, as an error.
+fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+        LAST_PANIC_AT.with(|slot| *slot.borrow_mut() = at);
+    }));
 }
 
 extern "C" fn collect_plugins() -> RVec<PluginDecl> {
@@ -122,7 +138,11 @@ extern "C" fn collect_plugins() -> RVec<PluginDecl> {
 pub fn guard<T>(plugin: &str, entry: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
-        Err(payload) => Err(format!("plugin {plugin} panicked in {entry}: {}", panic_message(&*payload))),
+        Err(payload) => {
+            let at = LAST_PANIC_AT.with(|slot| slot.borrow_mut().take());
+            let at = at.map(|a| format!(" (at {a})")).unwrap_or_default();
+            Err(format!("plugin {plugin} panicked in {entry}: {}{at}", panic_message(&*payload)))
+        }
     }
 }
 

@@ -46,7 +46,7 @@ pub enum ResolveError {
         base: String,
     },
     /// A bare name found nowhere in the plugin path.
-    #[error("no plugin library {file} for `{name}`; searched {searched}. Build it (`cargo build --release`), pass --plugin-dir, or name the file with a ./relative path")]
+    #[error("no plugin library {file} for `{name}`{hint}; searched {searched}. Build it (`cargo build --release`), pass --plugin-dir, or name the file with a ./relative path")]
     NotFound {
         /// The name as written.
         name: String,
@@ -54,6 +54,8 @@ pub enum ResolveError {
         file: String,
         /// The folders searched.
         searched: String,
+        /// ` (did you mean `x`?)` when a library with a close name exists.
+        hint: String,
     },
     /// A name that is not a valid plugin name.
     #[error("`{0}` is not a valid plugin name: use letters, digits, `-`, `_` and `.`, optionally `/export`, or a ./relative path")]
@@ -134,7 +136,45 @@ pub fn resolve(name: &str, composition_dir: &Path, plugin_path: &PluginPath) -> 
         .map(|(d, from)| format!("{} ({from})", d.display()))
         .collect::<Vec<_>>()
         .join(", ");
-    Err(ResolveError::NotFound { name: name.to_string(), file, searched })
+    let hint = closest_library(library, plugin_path).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default();
+    Err(ResolveError::NotFound { name: name.to_string(), file, searched, hint })
+}
+
+/// The library in the plugin path whose name is closest to `wanted`, if it
+/// is within two edits.
+fn closest_library(wanted: &str, plugin_path: &PluginPath) -> Option<String> {
+    let mut best: Option<(usize, String)> = None;
+    for (dir, _) in &plugin_path.dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let Some(file) = file.to_str() else { continue };
+            let Some(stem) = file.strip_prefix(std::env::consts::DLL_PREFIX).and_then(|f| f.strip_suffix(std::env::consts::DLL_SUFFIX)) else {
+                continue;
+            };
+            let candidate = stem.replace('_', "-");
+            let d = edit_distance(&wanted.replace('_', "-"), &candidate);
+            if d <= 2 && best.as_ref().is_none_or(|(b, _)| d < *b) {
+                best = Some((d, candidate));
+            }
+        }
+    }
+    best.map(|(_, name)| name)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 fn resolve_path(name: &str, composition_dir: &Path) -> Result<Target, ResolveError> {
@@ -195,5 +235,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(library_name_of(Path::new("/x/libtool_todo.so")), "tool-todo");
+        let typo = resolve("tool-todoo", Path::new("."), &pp).unwrap_err().to_string();
+        assert!(typo.contains("(did you mean `tool-todo`?)"), "{typo}");
     }
 }
