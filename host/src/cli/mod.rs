@@ -6,6 +6,8 @@
 //! cordis [OPTIONS] run [--script FILE] [--session ID] [PROMPT]
 //! cordis [OPTIONS] session ls
 //! cordis [OPTIONS] session show ID|PATH
+//! cordis [OPTIONS] session import PATH [--id ID]
+//! cordis [OPTIONS] session export ID|PATH [-o FILE]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failed entry (`check`, or any command under
@@ -99,6 +101,24 @@ pub enum SessionCommand {
         /// A session id, or a path to a session file.
         session: String,
     },
+    /// Copy a session log (ours, or one written by the TypeScript harness)
+    /// into the state directory as a new session; the source is not touched.
+    Import {
+        /// The session file to copy.
+        path: PathBuf,
+        /// The new session's id [default: the log's own id when valid, else a fresh one].
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Write a session's log (header and every event, packed chunk rows
+    /// expanded) to stdout or a file.
+    Export {
+        /// A session id, or a path to a session file.
+        session: String,
+        /// Write here instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// Runs the command line; returns the process exit code.
@@ -166,6 +186,42 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             let list = host.services.sessions.list().map_err(|e| e.to_string())?;
             let mut out = std::io::stdout().lock();
             render::session_list(&mut out, &list, &host.state_dir);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Session { command: SessionCommand::Import { path, id } } => {
+            let host = boot_for_use(&cli, false)?;
+            let report = host.services.sessions.import(path, id.as_deref()).map_err(|e| e.to_string())?;
+            let mut out = std::io::stdout().lock();
+            for p in &report.problems {
+                let _ = writeln!(out, "{}:{}: {}", path.display(), p.line, p.message);
+            }
+            let _ = writeln!(
+                out,
+                "imported {} as session {}: {} events ({} opaque), {} lines skipped; continue with: cordis run --session {} --script FILE PROMPT",
+                path.display(),
+                report.id,
+                report.events,
+                report.opaque,
+                report.problems.len(),
+                report.id
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Session { command: SessionCommand::Export { session, output } } => {
+            let host = boot_for_use(&cli, false)?;
+            let (s, problems) = host.services.sessions.view(session).map_err(|e| e.to_string())?;
+            for p in &problems {
+                eprintln!("warning: {session}: {p}");
+            }
+            let mut text = serde_json::to_string(&s.header()).map_err(|e| e.to_string())?;
+            text.push('\n');
+            s.with_events(|events| events.iter().for_each(|e| text.push_str(&e.to_line())));
+            match output {
+                Some(file) => std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))?,
+                None => {
+                    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Session { command: SessionCommand::Show { session } } => {

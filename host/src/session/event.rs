@@ -136,8 +136,9 @@ fn push_json_str(out: &mut String, s: &str) {
     }
 }
 
-/// The envelope keys an event line may carry.
-pub const ENVELOPE_KEYS: [&str; 6] = ["seq", "time", "type", "data", "surfaceOp", "sourceEventSeqs"];
+/// The envelope keys an event line may carry (`seq0`/`time0` only on packed
+/// chunk rows).
+pub const ENVELOPE_KEYS: [&str; 8] = ["seq", "time", "type", "data", "surfaceOp", "sourceEventSeqs", "seq0", "time0"];
 
 /// An event line as read, before `seq`/`time` defaults are filled in.
 #[derive(Debug, Deserialize)]
@@ -158,6 +159,10 @@ pub struct Envelope {
     /// Source seqs of a surface event.
     #[serde(rename = "sourceEventSeqs")]
     pub source_event_seqs: Option<Vec<u64>>,
+    /// First seq of a packed chunk row.
+    pub seq0: Option<u64>,
+    /// First time of a packed chunk row.
+    pub time0: Option<u64>,
 }
 
 /// Milliseconds since the Unix epoch.

@@ -9,6 +9,7 @@ pub mod event;
 pub mod log;
 pub mod messages;
 pub mod owners;
+pub mod packed;
 pub mod store;
 
 use std::path::Path;
@@ -37,6 +38,22 @@ pub struct SessionInfo {
     pub summaries: Vec<(String, String)>,
     /// Lines that could not be read.
     pub problems: usize,
+}
+
+/// What an import did.
+#[derive(Debug, Clone)]
+pub struct ImportReport {
+    /// The id the session got.
+    pub id: String,
+    /// The file written.
+    pub path: std::path::PathBuf,
+    /// Events imported.
+    pub events: usize,
+    /// Events of types no loaded plugin owns, kept as opaque.
+    pub opaque: usize,
+    /// Lines that could not be read, and events an owner's validator
+    /// rejected (not imported), each with its line in the source.
+    pub problems: Vec<LineProblem>,
 }
 
 /// The sessions service.
@@ -121,6 +138,57 @@ impl Sessions {
             log.problems.push(LineProblem { line, message: "torn last line (the writer stopped mid-line)".into() });
         }
         Ok(Session::replay(log, Backing::ReadOnly, self.types.clone(), self.projections.clone()))
+    }
+
+    /// Copies the session log at `source` (ours, or one written by the
+    /// TypeScript harness) into the store as a new session, never touching
+    /// the source. Packed chunk rows are expanded; events of owned types
+    /// are checked by their owner's validator and left out, with their line,
+    /// when rejected; unreadable lines are reported; everything else,
+    /// opaque events included, is copied with its data byte for byte.
+    ///
+    /// The new session's id is `id`, else the source header's id when it is a
+    /// valid id, else a fresh one.
+    ///
+    /// # Errors
+    /// [`StoreError`]: no store, an unreadable source, an id already taken.
+    pub fn import(&self, source: &Path, id: Option<&str>) -> Result<ImportReport, StoreError> {
+        let Some(store) = &self.store else {
+            return Err(StoreError::NotFound { id: source.display().to_string(), dir: "memory".into() });
+        };
+        let mut log = store::read_file(source)?;
+        let mut problems = std::mem::take(&mut log.problems);
+        if let Some((line, _)) = log.torn {
+            problems.push(LineProblem { line, message: "torn last line (the writer stopped mid-line); not imported".into() });
+        }
+        let mut header = log.header;
+        header.id = match id {
+            Some(id) => {
+                store::check_id(id)?;
+                id.to_string()
+            }
+            None if store::check_id(&header.id).is_ok() => header.id,
+            None => format!("s-{}", uuid::Uuid::new_v4().simple()),
+        };
+        let mut events = Vec::with_capacity(log.events.len());
+        let mut opaque = 0;
+        for (event, line) in log.events.into_iter().zip(log.lines) {
+            if let Some(owned) = self.types.get(&event.kind) {
+                if let Err(reason) = owned.validate(event.data.get()) {
+                    problems.push(LineProblem {
+                        line,
+                        message: format!("{} rejected by {}, not imported: {reason}", event.kind, owned.owner),
+                    });
+                    continue;
+                }
+            } else if !event::core::is_core(&event.kind) {
+                opaque += 1;
+            }
+            events.push(event);
+        }
+        problems.sort_by_key(|p| p.line);
+        let path = store.write_whole(&header, &events)?;
+        Ok(ImportReport { id: header.id, path, events: events.len(), opaque, problems })
     }
 
     /// Every stored session, oldest first.

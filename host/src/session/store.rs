@@ -189,6 +189,38 @@ impl Store {
         Ok(writer)
     }
 
+    /// Writes a whole session at once (an import): creates the file (mode
+    /// `0600`, refusing an existing id), writes the header and every event,
+    /// and syncs it before returning.
+    ///
+    /// # Errors
+    /// [`StoreError::Exists`], [`StoreError::Io`].
+    pub fn write_whole(&self, header: &Header, events: &[Event]) -> Result<PathBuf, StoreError> {
+        let path = self.path_of(&header.id)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        set_private_mode(&mut options);
+        let file = options.open(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                StoreError::Exists(header.id.clone())
+            } else {
+                StoreError::Io { path: path.display().to_string(), source: e }
+            }
+        })?;
+        let bad_header = |e: serde_json::Error| StoreError::BadHeader { path: path.display().to_string(), detail: e.to_string() };
+        let mut out = std::io::BufWriter::new(&file);
+        serde_json::to_writer(&mut out, header).map_err(bad_header)?;
+        out.write_all(b"\n").map_err(io(&path))?;
+        for event in events {
+            out.write_all(event.to_line().as_bytes()).map_err(io(&path))?;
+        }
+        out.flush().map_err(io(&path))?;
+        drop(out);
+        file.sync_all().map_err(io(&path))?;
+        sync_dir(&self.dir);
+        Ok(path)
+    }
+
     /// Opens session `id` for appending: locks the file, reads it, and cuts a
     /// torn last line (reported in the returned log's `problems`).
     ///
@@ -397,6 +429,19 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
             }
         };
         match serde_json::from_str::<Envelope>(text) {
+            Ok(env) if super::packed::is_packed(&env.kind) => {
+                let data = env.data.as_ref().map_or("null", |d| d.get());
+                match super::packed::expand(&env.kind, data, env.seq0, env.time0, next_seq) {
+                    Ok(expanded) => {
+                        if let Some(last) = expanded.last() {
+                            next_seq = last.seq + 1;
+                        }
+                        lines.extend(std::iter::repeat_n(line_no, expanded.len()));
+                        events.extend(expanded);
+                    }
+                    Err(message) => problems.push(LineProblem { line: line_no, message }),
+                }
+            }
             Ok(env) => {
                 let seq = env.seq.unwrap_or(next_seq);
                 next_seq = seq + 1;
