@@ -77,6 +77,8 @@ pub fn message(out: &mut impl Write, m: &Message) {
         Message::Assistant { text, tool_calls } => {
             if !text.is_empty() {
                 let _ = writeln!(out, "assistant › {}", indent_rest(text, 12));
+            } else if !tool_calls.is_empty() {
+                let _ = writeln!(out, "assistant › (calls {})", tool_calls.len());
             }
             for c in tool_calls {
                 let _ = writeln!(out, "          → {} {}", c.name, c.arguments);
