@@ -13,6 +13,7 @@
 //!   `deriveMessages()`;
 //! - [`projection`]: folds of session events into small states;
 //! - [`agent`]: the agent loop, the model trait and the scripted model;
+//! - [`hmr`]: hot reload of the composition and plugin libraries (`cordis dev`);
 //! - [`runtime`]: booting a host from a composition;
 //! - [`cli`]: the `cordis` command.
 //!
@@ -22,6 +23,7 @@
 pub mod agent;
 pub mod cli;
 pub mod context;
+pub mod hmr;
 pub mod loader;
 pub mod projection;
 pub mod runtime;

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::context::Services;
-use crate::loader::{Composition, CompositionError, EntryReport, Loader, PluginPath};
+use crate::loader::{Composition, CompositionError, EntryReport, LibraryCache, Loader, PluginPath};
 use crate::session::{Durability, Store, StoreError};
 
 /// How to boot.
@@ -20,6 +20,9 @@ pub struct HostOptions {
     pub durability: Durability,
     /// Keep sessions in memory (no state directory is created).
     pub in_memory: bool,
+    /// Load every library from a private, content-named copy in this folder
+    /// (`cordis dev`), never from the file a build rewrites.
+    pub library_copies: Option<PathBuf>,
 }
 
 /// Booting failed as a whole.
@@ -59,7 +62,11 @@ impl Host {
         let store = if options.in_memory { None } else { Some(Store::open(&state_dir)?) };
         let services = Arc::new(Services::new(store, options.durability));
         let plugin_path = PluginPath::standard(&options.plugin_dirs, &composition.dir);
-        let loader = Loader::new(services.clone(), plugin_path);
+        let cache = match &options.library_copies {
+            Some(dir) => LibraryCache::with_copies(dir.clone()),
+            None => LibraryCache::default(),
+        };
+        let loader = Loader::with_cache(services.clone(), plugin_path, cache);
         let reports = loader.load(&composition);
         Ok(Host { composition, services, loader, reports, state_dir })
     }

@@ -140,37 +140,11 @@ impl<'m> Agent<'m> {
                 }}),
             )?;
             for call in &answer.tool_calls {
-                self.append(
-                    obs,
-                    "tool/call",
-                    json!({"turn": turn, "step": step, "callId": call.id, "name": call.name, "arguments": call.arguments}),
-                )?;
-                let before = self.session.len();
-                let result = self.tools.execute(
-                    &ToolCall { id: &call.id, name: &call.name, arguments: &call.arguments },
-                    Some(&self.session),
-                );
-                // Events the tool appended (e.g. todo/write) are reported
-                // after the fact, in order.
-                let appended: Vec<Event> = self.session.with_events(|all| all[before.min(all.len())..].to_vec());
-                for e in &appended {
-                    obs.on_event(&self.session, e);
-                }
+                let result = call_tool(&self.session, &self.tools, turn, step, call, obs)?;
                 summary.tool_calls += 1;
                 if result.is_error {
                     summary.tool_errors += 1;
                 }
-                obs.on_tool_result(call, &result);
-                self.append(
-                    obs,
-                    "tool/result",
-                    json!({"turn": turn, "step": step, "message": {
-                        "source": {"kind": "tool", "callId": call.id},
-                        "content": [{"type": "tool-result", "toolCallId": call.id, "content": [{"type": "text", "text": result.text}], "isError": result.is_error}],
-                        "role": "user",
-                        "id": new_id(),
-                    }}),
-                )?;
             }
             self.append(obs, "step/end", json!({"turn": turn, "step": step}))?;
             if answer.tool_calls.is_empty() {
@@ -179,6 +153,47 @@ impl<'m> Agent<'m> {
             }
         }
     }
+}
+
+/// Runs one tool call inside an open turn, recording it: `tool/call`, the
+/// events the tool appends (e.g. `todo/write`), then `tool/result`.
+///
+/// # Errors
+/// [`AppendError`] when the log refuses the call or result event.
+pub fn call_tool(
+    session: &Arc<Session>,
+    tools: &ToolRegistry,
+    turn: u64,
+    step: u32,
+    call: &ToolCallRequest,
+    obs: &mut dyn TurnObserver,
+) -> Result<ToolResult, AppendError> {
+    let record = |obs: &mut dyn TurnObserver, kind: &str, data: serde_json::Value| -> Result<(), AppendError> {
+        let event = session.append_value(kind, &data, Appender::Host)?;
+        obs.on_event(session, &event);
+        Ok(())
+    };
+    record(obs, "tool/call", json!({"turn": turn, "step": step, "callId": call.id, "name": call.name, "arguments": call.arguments}))?;
+    let before = session.len();
+    let result = tools.execute(&ToolCall { id: &call.id, name: &call.name, arguments: &call.arguments }, Some(session));
+    // Events the tool appended (e.g. todo/write) are reported after the
+    // fact, in order.
+    let appended: Vec<Event> = session.with_events(|all| all[before.min(all.len())..].to_vec());
+    for e in &appended {
+        obs.on_event(session, e);
+    }
+    obs.on_tool_result(call, &result);
+    record(
+        obs,
+        "tool/result",
+        json!({"turn": turn, "step": step, "message": {
+            "source": {"kind": "tool", "callId": call.id},
+            "content": [{"type": "tool-result", "toolCallId": call.id, "content": [{"type": "text", "text": result.text}], "isError": result.is_error}],
+            "role": "user",
+            "id": new_id(),
+        }}),
+    )?;
+    Ok(result)
 }
 
 fn new_id() -> String {

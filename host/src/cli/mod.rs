@@ -4,6 +4,7 @@
 //! cordis [OPTIONS] check [FILE]         validate a composition, list entries
 //! cordis [OPTIONS] tools [--json]       the tool catalog with JSON Schemas
 //! cordis [OPTIONS] run [--script FILE] [--session ID] [PROMPT]
+//! cordis [OPTIONS] dev [FILE] [--session ID]
 //! cordis [OPTIONS] session ls
 //! cordis [OPTIONS] session show ID|PATH
 //! cordis [OPTIONS] session import PATH [--id ID]
@@ -83,6 +84,15 @@ pub enum Command {
         /// The user's message [default: the script's `prompt`].
         prompt: Option<String>,
     },
+    /// Start the composition, then reload it and its plugin libraries as
+    /// they change; drive it with commands on stdin (`help` lists them).
+    Dev {
+        /// The composition (overrides --composition).
+        file: Option<PathBuf>,
+        /// Continue this session instead of starting a new one.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+    },
     /// Inspect stored sessions.
     Session {
         /// What to do.
@@ -147,6 +157,7 @@ fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
         plugin_dirs: cli.plugin_dir.clone(),
         durability: cli.durability,
         in_memory,
+        library_copies: None,
     }
 }
 
@@ -180,6 +191,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Dev { file, session } => dev(&cli, file.as_deref(), session.as_deref()),
         Command::Run { script, session, prompt } => run_turn(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
         Command::Session { command: SessionCommand::Ls } => {
             let host = boot_for_use(&cli, false)?;
@@ -232,6 +244,39 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitCode, String> {
+    let file = file.map(Path::to_path_buf).unwrap_or_else(|| cli.composition.clone());
+    let dev = crate::hmr::DevHost::boot(options(cli, &file, false), crate::hmr::DevOptions::default()).map_err(|e| e.to_string())?;
+    {
+        let mut err = std::io::stderr().lock();
+        render::check(&mut err, &dev.host);
+    }
+    if cli.strict && !dev.host.failures().is_empty() {
+        return Err("entries failed to load (--strict)".into());
+    }
+    let sessions = &dev.host.services.sessions;
+    let session = match session_id {
+        Some(id) => {
+            let (s, problems) = sessions.open(id).map_err(|e| e.to_string())?;
+            for p in &problems {
+                eprintln!("warning: session {id}: {p}");
+            }
+            s
+        }
+        None => sessions.create(std::env::current_dir().ok().map(|p| p.display().to_string())).map_err(|e| e.to_string())?,
+    };
+    let dev = Arc::new(dev);
+    crate::hmr::watch(dev.clone())?;
+    eprintln!(
+        "cordis dev: watching {} and {} plugin libraries; session {}; commands on stdin (`help`)",
+        dev.composition_path().display(),
+        dev.library_sources().len(),
+        session.id()
+    );
+    crate::hmr::console::run(&dev, &session, std::io::stdin().lock(), std::io::stdout().lock());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Boots for a command that uses the host: failed entries are warnings, or

@@ -7,7 +7,7 @@
 //! problems with one entry (an unknown key, a missing `name`) fail only that
 //! entry, so the others still load.
 
-use std::cell::OnceCell;
+use std::sync::OnceLock;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ pub struct Composition {
     pub text: String,
     /// Top-level entries in file order.
     pub entries: Vec<Entry>,
-    positions: OnceCell<Positions>,
+    positions: OnceLock<Positions>,
 }
 
 /// One entry of a composition.
@@ -185,7 +185,7 @@ impl Composition {
             }
         };
         let mut composition =
-            Composition { file: file.clone(), dir, text, entries: Vec::new(), positions: OnceCell::new() };
+            Composition { file: file.clone(), dir, text, entries: Vec::new(), positions: OnceLock::new() };
         let items = match doc {
             Yaml::Null => return Err(CompositionError::Empty { file }),
             Yaml::Sequence(items) => items,

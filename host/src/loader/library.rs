@@ -24,8 +24,12 @@ use serde_json::Value;
 
 /// A loaded plugin library and its declarations.
 pub struct Library {
-    /// The file it was loaded from.
+    /// The file it was loaded from (in `cordis dev`, a private copy).
     pub path: PathBuf,
+    /// The file the composition names (canonical).
+    pub source: PathBuf,
+    /// Hash of the file's content, when it was loaded from a copy.
+    pub hash: Option<u64>,
     /// The library's own name (`tool-todo`).
     pub name: String,
     /// Its plugin declarations, in the order the library lists them.
@@ -92,36 +96,132 @@ pub enum LoadError {
 }
 
 /// Loads libraries, once per canonical path.
+///
+/// With a copy folder (`cordis dev`), every library is loaded from a private
+/// copy named after its content hash, never from the file a build may be
+/// rewriting: `dlopen` returns the image it already mapped for a path it has
+/// seen, and a library file rewritten in place under a running process can
+/// crash it.
 #[derive(Default)]
 pub struct LibraryCache {
     loaded: Mutex<HashMap<PathBuf, Arc<Library>>>,
+    copies: Option<PathBuf>,
 }
 
 impl LibraryCache {
-    /// Loads the library at `path` (or returns the copy already loaded).
+    /// A cache that loads every library from a content-named copy in `dir`.
+    pub fn with_copies(dir: PathBuf) -> LibraryCache {
+        LibraryCache { loaded: Mutex::default(), copies: Some(dir) }
+    }
+
+    /// Loads the library at `path` (or returns the one already loaded).
     ///
     /// # Errors
     /// [`LoadError`] naming the path and what is wrong.
     pub fn load(&self, path: &Path) -> Result<Arc<Library>, LoadError> {
-        let canonical = path.canonicalize().map_err(|e| LoadError::Unreadable {
-            path: path.display().to_string(),
-            detail: e.to_string(),
-        })?;
-        if let Some(lib) = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&canonical) {
+        let source = canonical(path)?;
+        if let Some(lib) = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&source) {
             return Ok(lib.clone());
         }
-        let lib = Arc::new(load_library(&canonical)?);
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(canonical, lib.clone());
+        self.load_fresh(&source)
+    }
+
+    /// Loads the current content of `source` again, if it changed: returns
+    /// `None` when its content hash equals the loaded copy's.
+    ///
+    /// # Errors
+    /// [`LoadError`]; the library loaded before stays in the cache.
+    pub fn reload(&self, source: &Path) -> Result<Option<Arc<Library>>, LoadError> {
+        let source = canonical(source)?;
+        let current = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&source).cloned();
+        if let (Some(current), Some(_)) = (&current, &self.copies) {
+            let bytes = read_checked(&source)?;
+            if current.hash == Some(content_hash(&bytes)) {
+                return Ok(None);
+            }
+        }
+        self.load_fresh(&source).map(Some)
+    }
+
+    /// The loaded library for `source`, if any.
+    pub fn get(&self, source: &Path) -> Option<Arc<Library>> {
+        let source = source.canonicalize().ok()?;
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&source).cloned()
+    }
+
+    /// Forgets `source`'s entry and records `lib` as its loaded library.
+    pub fn set(&self, lib: Arc<Library>) {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(lib.source.clone(), lib);
+    }
+
+    fn load_fresh(&self, source: &Path) -> Result<Arc<Library>, LoadError> {
+        let name = super::resolve::library_name_of(source);
+        let lib = match &self.copies {
+            None => load_library_named(source, &name)?,
+            Some(dir) => {
+                let bytes = read_checked(source)?;
+                let hash = content_hash(&bytes);
+                let copy = dir.join(format!("{name}-{hash:016x}{}", std::env::consts::DLL_SUFFIX));
+                if !copy.exists() {
+                    write_copy(&copy, &bytes).map_err(|e| LoadError::Unreadable {
+                        path: copy.display().to_string(),
+                        detail: format!("cannot write the private copy: {e}"),
+                    })?;
+                }
+                let mut lib = load_library_named(&copy, &name)?;
+                lib.source = source.to_path_buf();
+                lib.hash = Some(hash);
+                lib
+            }
+        };
+        let lib = Arc::new(lib);
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
         Ok(lib)
     }
 }
 
-/// Loads one library file (no caching: every call maps the file again only
-/// if the dynamic loader has not seen the path before).
+fn canonical(path: &Path) -> Result<PathBuf, LoadError> {
+    path.canonicalize().map_err(|e| LoadError::Unreadable { path: path.display().to_string(), detail: e.to_string() })
+}
+
+/// Reads a library file after checking it is a complete ELF shared object.
+fn read_checked(path: &Path) -> Result<Vec<u8>, LoadError> {
+    check_elf(path)?;
+    let bytes = std::fs::read(path).map_err(|e| LoadError::Unreadable { path: path.display().to_string(), detail: e.to_string() })?;
+    Ok(bytes)
+}
+
+/// A 64-bit hash of a library's bytes, used to name its private copy.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: stable across runs, enough to tell builds apart.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+fn write_copy(copy: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = copy.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, copy)
+}
+
+/// Loads one library file, named after its file (`libtool_todo.so` →
+/// `tool-todo`). The dynamic loader maps a path once: loading a path it has
+/// seen returns the image already mapped.
 ///
 /// # Errors
 /// See [`LoadError`].
 pub fn load_library(path: &Path) -> Result<Library, LoadError> {
+    load_library_named(path, &super::resolve::library_name_of(path))
+}
+
+/// Loads one library file; `name` is the library's own name, which picks its
+/// default export.
+///
+/// # Errors
+/// See [`LoadError`].
+pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError> {
     let shown = path.display().to_string();
     check_elf(path)?;
     let header = lib_header_from_path(path).map_err(|e| match e {
@@ -131,8 +231,7 @@ pub fn load_library(path: &Path) -> Result<Library, LoadError> {
     })?;
     let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| abi_error(&shown, e))?;
     let plugins: Vec<PluginDecl> = (module.plugins())().into_iter().collect();
-    let name = super::resolve::library_name_of(path);
-    Ok(Library { path: path.to_path_buf(), name, plugins })
+    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins })
 }
 
 fn abi_error(path: &str, e: LibraryError) -> LoadError {
@@ -197,8 +296,17 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
         return Err(bad("it is an ELF file but not a shared object".into()));
     }
     let phoff = u64_at(32);
+    let shoff = u64_at(40);
     let phentsize = u64::from(u16_at(54));
     let phnum = u64::from(u16_at(56));
+    let shentsize = u64::from(u16_at(58));
+    let shnum = u64::from(u16_at(60));
+    // Linkers write the section header table last: a file cut anywhere
+    // before its end (a build still writing it) fails here.
+    let sections_end = shoff.saturating_add(shentsize.saturating_mul(shnum));
+    if shoff != 0 && sections_end > size {
+        return Err(bad(format!("its section headers end at byte {sections_end}, past the end of the {size}-byte file (truncated, or still being written?)")));
+    }
     let table_end = phoff.saturating_add(phentsize.saturating_mul(phnum));
     if phentsize < 56 || table_end > size {
         return Err(bad(format!("its program headers end at byte {table_end}, past the end of the {size}-byte file (truncated?)")));

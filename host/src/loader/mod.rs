@@ -90,6 +90,19 @@ pub struct Active {
     pub library: Arc<Library>,
     /// The declaration applied.
     pub picked: Picked,
+    /// The export the entry's name picked (`lib/export`), if any.
+    pub export: Option<String>,
+    /// The config applied, after defaults.
+    pub config: Value,
+}
+
+/// Everything checked about an entry before `apply`: resolved, loaded,
+/// unwrapped, config validated, `inject` satisfied.
+pub struct Prepared {
+    library: Arc<Library>,
+    picked: Picked,
+    export: Option<String>,
+    config: Value,
 }
 
 /// Applies composition entries against the host's services.
@@ -103,7 +116,18 @@ pub struct Loader {
 impl Loader {
     /// A loader whose bare names search `plugin_path`.
     pub fn new(services: Arc<Services>, plugin_path: PluginPath) -> Loader {
-        Loader { services, libraries: LibraryCache::default(), plugin_path, active: Mutex::new(BTreeMap::new()) }
+        Loader::with_cache(services, plugin_path, LibraryCache::default())
+    }
+
+    /// A loader that loads libraries through `libraries` (e.g. from private
+    /// copies, for hot reload).
+    pub fn with_cache(services: Arc<Services>, plugin_path: PluginPath, libraries: LibraryCache) -> Loader {
+        Loader { services, libraries, plugin_path, active: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// The library cache.
+    pub fn libraries(&self) -> &LibraryCache {
+        &self.libraries
     }
 
     /// The services entries are applied against.
@@ -157,7 +181,7 @@ impl Loader {
         }
         match self.apply(c, entry) {
             Ok(active) => {
-                report.library = Some(active.library.path.clone());
+                report.library = Some(active.library.source.clone());
                 report.effects = active.fiber.effects();
                 self.active.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.id.clone(), active);
             }
@@ -172,6 +196,17 @@ impl Loader {
     /// The entry's failed or waiting state, with messages naming file, line
     /// and entry.
     pub fn apply(&self, c: &Composition, entry: &Entry) -> Result<Active, EntryState> {
+        let prepared = self.prepare(c, entry, None)?;
+        self.apply_prepared(c, entry, prepared)
+    }
+
+    /// Everything before `apply`: resolve the name, load the library (or use
+    /// `library`, a freshly reloaded one), unwrap the export, validate the
+    /// config, check `inject`.
+    ///
+    /// # Errors
+    /// As [`Loader::apply`].
+    pub fn prepare(&self, c: &Composition, entry: &Entry, library: Option<Arc<Library>>) -> Result<Prepared, EntryState> {
         let at = |path: &[Step]| format!("{}: entry {}", c.locate(path), entry.id);
         let mut name_path = entry.path.clone();
         name_path.push(Step::Key("name".into()));
@@ -184,7 +219,10 @@ impl Loader {
             }
             Target::Library { path, export, .. } => (path, export),
         };
-        let library = self.libraries.load(&path).map_err(|e| fail(&name_path, e.to_string()))?;
+        let library = match library {
+            Some(lib) => lib,
+            None => self.libraries.load(&path).map_err(|e| fail(&name_path, e.to_string()))?,
+        };
         let picked = library::unwrap_export(&library, export.as_deref()).map_err(|e| fail(&name_path, e.to_string()))?;
         let decl_name = picked.decl.name.to_string();
 
@@ -212,25 +250,112 @@ impl Loader {
             return Err(EntryState::Failed(messages));
         }
 
-        let inject: Vec<String> = picked.decl.inject.iter().map(|s| s.to_string()).collect();
-        let missing: Vec<String> = inject
+        let missing: Vec<String> = picked
+            .decl
+            .inject
             .iter()
-            .filter(|s| !self.services.provides(s))
+            .filter(|s| !self.services.provides(s.as_str()))
             .map(|s| format!("{}: waiting for service `{s}`, which nothing provides (services: tools, sessions, projections)", at(&entry.path)))
             .collect();
         if !missing.is_empty() {
             return Err(EntryState::Waiting(missing));
         }
+        Ok(Prepared { library, picked, export, config })
+    }
 
+    /// Runs a prepared entry's `apply` in a fresh fiber; on failure every
+    /// effect it registered is disposed.
+    ///
+    /// # Errors
+    /// The entry's failed state.
+    pub fn apply_prepared(&self, c: &Composition, entry: &Entry, prepared: Prepared) -> Result<Active, EntryState> {
+        let Prepared { library, picked, export, config } = prepared;
+        self.run_apply(entry, library, picked, export, config)
+            .map_err(|e| EntryState::Failed(vec![format!("{}: entry {}: {e}", c.locate(&entry.path), entry.id)]))
+    }
+
+    fn run_apply(&self, entry: &Entry, library: Arc<Library>, picked: Picked, export: Option<String>, config: Value) -> Result<Active, String> {
+        let decl_name = picked.decl.name.to_string();
+        let inject: Vec<String> = picked.decl.inject.iter().map(|s| s.to_string()).collect();
         let fiber = Arc::new(Fiber::new(&decl_name, &entry.id));
         let ctx = FiberContext { fiber: &fiber, services: &self.services, inject: &inject };
         let config_text = config.to_string();
         let outcome = (picked.decl.apply)(HostContext_TO::from_ptr(&ctx, TD_Opaque), config_text.as_str().into());
         if let Err(e) = outcome.into_result() {
             fiber.dispose();
-            return Err(fail(&entry.path, format!("plugin {decl_name} failed to apply: {e}")));
+            return Err(format!("plugin {decl_name} failed to apply: {e}"));
         }
-        Ok(Active { entry: entry.clone(), fiber, library, picked })
+        Ok(Active { entry: entry.clone(), fiber, library, picked, export, config })
+    }
+
+    /// Swaps live entries for new versions, atomically for tool calls: calls
+    /// in flight finish first, calls arriving meanwhile wait. Every old fiber
+    /// is disposed, then every new version applied; if any `apply` fails,
+    /// the new fibers are disposed and the old versions applied again, so
+    /// the old version keeps serving. Entries in `new` that were not live
+    /// are added; ids in `remove` are disposed.
+    ///
+    /// # Errors
+    /// The first failure, naming the entry; nothing changed.
+    pub fn swap(&self, c: &Composition, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<(), String> {
+        let _calls = self.services.tools.exclusive();
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let mut old: Vec<Active> = Vec::new();
+        for id in new.iter().map(|(e, _)| &e.id).chain(remove.iter()) {
+            if let Some(a) = active.remove(id) {
+                a.fiber.dispose();
+                old.push(a);
+            }
+        }
+        let mut applied: Vec<Active> = Vec::new();
+        let mut failure = None;
+        for (entry, prepared) in new {
+            match self.apply_prepared(c, &entry, prepared) {
+                Ok(a) => applied.push(a),
+                Err(state) => {
+                    failure = Some(match state {
+                        EntryState::Failed(m) | EntryState::Waiting(m) => m.join("; "),
+                        other => format!("entry {}: {}", entry.id, other.label()),
+                    });
+                    break;
+                }
+            }
+        }
+        if let Some(failure) = failure {
+            for a in applied.into_iter().rev() {
+                a.fiber.dispose();
+            }
+            for a in old {
+                let id = a.entry.id.clone();
+                match self.run_apply(&a.entry, a.library.clone(), a.picked.clone(), a.export.clone(), a.config.clone()) {
+                    Ok(restored) => {
+                        self.libraries.set(a.library.clone());
+                        active.insert(id, restored);
+                    }
+                    Err(e) => tracing::error!("entry {id}: the previous version could not be applied again: {e}"),
+                }
+            }
+            return Err(failure);
+        }
+        for a in applied {
+            active.insert(a.entry.id.clone(), a);
+        }
+        Ok(())
+    }
+
+    /// Ids and libraries (source files) of the live entries.
+    pub fn live_libraries(&self) -> Vec<(String, PathBuf)> {
+        self.active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(id, a)| (id.clone(), a.library.source.clone()))
+            .collect()
+    }
+
+    /// The entry as applied for live entry `id`.
+    pub fn live_entry(&self, id: &str) -> Option<Entry> {
+        self.with_active(id, |a| a.entry.clone())
     }
 
     /// Disposes the fiber of entry `id`; returns whether one was live.

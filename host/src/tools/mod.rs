@@ -112,6 +112,11 @@ static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
 #[derive(Default)]
 pub struct ToolRegistry {
     tools: RwLock<BTreeMap<String, Arc<RegisteredTool>>>,
+    /// Held shared by every call for its whole duration and exclusively by
+    /// a swap (hot reload): calls in flight finish on the version that
+    /// started them, calls that arrive during a swap wait for it, and no
+    /// call sees a half-registered set of tools.
+    gate: RwLock<()>,
 }
 
 impl ToolRegistry {
@@ -157,9 +162,16 @@ impl ToolRegistry {
         self.tools.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
     }
 
+    /// Blocks calls until the guard is dropped, after the calls in flight
+    /// have finished. Used while fibers are swapped.
+    pub fn exclusive(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.gate.write().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Executes one call. `session` is the calling agent's session, if an
     /// agent is calling; the tool may append its owned event types to it.
     pub fn execute(&self, call: &ToolCall<'_>, session: Option<&Session>) -> ToolResult {
+        let _in_flight = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let Some(tool) = self.get(call.name) else {
             let known: Vec<String> = self.schemas().into_iter().map(|s| s.name).collect();
             let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };

@@ -1,0 +1,99 @@
+//! The line protocol that drives a running `cordis dev` (for tests and for
+//! people): one command per line on stdin, one JSON line per answer on
+//! stdout. Notices about reloads go to stderr.
+//!
+//! | command | answer |
+//! | --- | --- |
+//! | `call NAME ARGS` | runs tool NAME with the raw argument text ARGS as the dev session's agent (opening a turn if none is open): `{"isError","text","value"}` |
+//! | `plan` | every projection's state for the dev session: `{"todos": ...}` |
+//! | `tools` | `[{"name","description"}]` |
+//! | `status` | `{"reloads", "entries": [{"id","plugin","fiber","library","copy","config"}]}` |
+//! | `end` | ends the open turn: `{"ended": N}` |
+//! | `help` | `{"commands": [...]}` |
+//!
+//! The first line printed is `{"ready": true, "session": ID, "pid": PID}`.
+
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::DevHost;
+use crate::agent::{call_tool, Quiet, ToolCallRequest};
+use crate::session::{Appender, Session};
+
+/// Runs the console until `input` ends.
+pub fn run(dev: &Arc<DevHost>, session: &Arc<Session>, input: impl BufRead, mut output: impl Write) {
+    let _ = writeln!(output, "{}", json!({"ready": true, "session": session.id(), "pid": std::process::id()}));
+    let _ = output.flush();
+    let mut step = 0u32;
+    for line in input.lines() {
+        let Ok(line) = line else { break };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let answer = answer(dev, session, line, &mut step);
+        let _ = writeln!(output, "{answer}");
+        let _ = output.flush();
+    }
+}
+
+fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32) -> Value {
+    let (command, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    match command {
+        "call" => {
+            let (name, arguments) = rest.trim_start().split_once(char::is_whitespace).unwrap_or((rest.trim(), ""));
+            if name.is_empty() {
+                return json!({"error": "usage: call NAME ARGS"});
+            }
+            let turn = match session.open_turn() {
+                Some(t) => t,
+                None => {
+                    let t = session.next_turn();
+                    if let Err(e) = session.append_value("turn/start", &json!({"turn": t}), Appender::Host) {
+                        return json!({"error": e.to_string()});
+                    }
+                    *step = 0;
+                    t
+                }
+            };
+            *step += 1;
+            let call = ToolCallRequest { id: format!("dev_{turn}_{step}"), name: name.to_string(), arguments: arguments.to_string() };
+            let run = || -> Result<Value, crate::session::AppendError> {
+                session.append_value("step/start", &json!({"turn": turn, "step": *step}), Appender::Host)?;
+                let result = call_tool(session, &dev.host.services.tools, turn, *step, &call, &mut Quiet)?;
+                session.append_value("step/end", &json!({"turn": turn, "step": *step}), Appender::Host)?;
+                Ok(json!({"isError": result.is_error, "text": result.text, "value": result.value}))
+            };
+            run().unwrap_or_else(|e| json!({"error": e.to_string()}))
+        }
+        "plan" => {
+            let states: serde_json::Map<String, Value> = session
+                .states()
+                .into_iter()
+                .map(|(p, state)| (p.key.clone(), serde_json::from_str(&state).unwrap_or(Value::Null)))
+                .collect();
+            Value::Object(states)
+        }
+        "tools" => Value::Array(
+            dev.host
+                .services
+                .tools
+                .schemas()
+                .into_iter()
+                .map(|s| json!({"name": s.name, "description": s.description}))
+                .collect(),
+        ),
+        "status" => dev.status(),
+        "end" => match session.open_turn() {
+            Some(t) => match session.append_value("turn/end", &json!({"turn": t, "reason": {"kind": "completed"}}), Appender::Host) {
+                Ok(_) => json!({"ended": t}),
+                Err(e) => json!({"error": e.to_string()}),
+            },
+            None => json!({"error": "no turn is open"}),
+        },
+        "help" => json!({"commands": ["call NAME ARGS", "plan", "tools", "status", "end", "help"]}),
+        other => json!({"error": format!("unknown command `{other}` (try `help`)")}),
+    }
+}

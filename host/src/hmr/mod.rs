@@ -1,0 +1,314 @@
+//! Hot reload for `cordis dev` (DESIGN §9).
+//!
+//! - The composition is watched: entries are diffed by `id`, and only
+//!   entries whose `name`, `config` or `disabled` changed are applied again;
+//!   new entries are added and removed ones disposed. A change that fails
+//!   validation leaves the running fiber as it was and says why, with the
+//!   line.
+//! - Every loaded library file is watched. Once the file is complete and
+//!   stable (same size and mtime across the debounce, ELF headers and
+//!   sections inside the file), it is copied to a content-named file under
+//!   `<state dir>/hmr/`, loaded and checked there, applied for every entry
+//!   that uses it, and only then are the old fibers disposed. If anything
+//!   fails, the old version keeps serving. Unchanged content does nothing.
+//! - Swaps hold the tool registry's gate: calls in flight finish on the old
+//!   version, calls arriving meanwhile wait.
+//! - Sessions, their logs and other plugins are untouched; projections of a
+//!   reloaded plugin are folded again from the log on next use.
+//!
+//! A library can never be unloaded (`abi_stable` leaks it by design), so each
+//! reload keeps one more mapping of a library alive; the number of reloads is
+//! capped by [`DevOptions::max_reloads`].
+
+pub mod console;
+mod watch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::loader::{library, Composition, Entry, EntryState, Prepared};
+use crate::runtime::{BootError, Host, HostOptions};
+
+pub use watch::watch;
+
+/// Settings of a dev host.
+#[derive(Debug, Clone)]
+pub struct DevOptions {
+    /// How long changes must be quiet before they are handled.
+    pub debounce: Duration,
+    /// How long a changed library may take to become complete.
+    pub settle_timeout: Duration,
+    /// Reloads after which library changes are refused (each leaks a
+    /// mapping); restart `cordis dev` to reset.
+    pub max_reloads: u64,
+}
+
+impl Default for DevOptions {
+    fn default() -> Self {
+        DevOptions { debounce: Duration::from_millis(150), settle_timeout: Duration::from_secs(60), max_reloads: 500 }
+    }
+}
+
+/// What one handled change did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing to do (same content, or no entry changed).
+    Unchanged,
+    /// These entries were applied again (or added or removed).
+    Reloaded(Vec<String>),
+    /// Nothing changed, for this reason.
+    Refused(String),
+}
+
+/// A host that reloads its composition and libraries while it runs.
+pub struct DevHost {
+    /// The host.
+    pub host: Host,
+    composition: Mutex<Composition>,
+    options: DevOptions,
+    reloads: AtomicU64,
+    log: Mutex<Vec<String>>,
+}
+
+impl DevHost {
+    /// Boots `options` with private library copies under
+    /// `<state dir>/hmr/`, removing copies left by earlier runs first.
+    ///
+    /// # Errors
+    /// [`BootError`].
+    pub fn boot(mut options: HostOptions, dev: DevOptions) -> Result<DevHost, BootError> {
+        let composition_dir = options.composition.parent().map(Path::to_path_buf).unwrap_or_default();
+        let composition_dir = if composition_dir.as_os_str().is_empty() { PathBuf::from(".") } else { composition_dir };
+        let state_dir = options.state_dir.clone().unwrap_or_else(|| composition_dir.join(".cordis"));
+        let copies = state_dir.join("hmr");
+        clean_copies(&copies);
+        std::fs::create_dir_all(&copies).map_err(|source| {
+            BootError::Store(crate::session::StoreError::Io { path: copies.display().to_string(), source })
+        })?;
+        options.library_copies = Some(copies);
+        options.state_dir = Some(state_dir);
+        let host = Host::boot(&options)?;
+        let composition = Composition::read(&options.composition)?;
+        Ok(DevHost { host, composition: Mutex::new(composition), options: dev, reloads: AtomicU64::new(0), log: Mutex::new(Vec::new()) })
+    }
+
+    /// The number of reloads applied so far.
+    pub fn reloads(&self) -> u64 {
+        self.reloads.load(Ordering::SeqCst)
+    }
+
+    /// Messages about handled changes, oldest first.
+    pub fn messages(&self) -> Vec<String> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn note(&self, message: String) {
+        eprintln!("cordis dev: {message}");
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).push(message);
+    }
+
+    /// The composition file.
+    pub fn composition_path(&self) -> PathBuf {
+        PathBuf::from(&self.composition.lock().unwrap_or_else(|e| e.into_inner()).file)
+    }
+
+    /// The library files (sources, not copies) live entries use.
+    pub fn library_sources(&self) -> Vec<PathBuf> {
+        let mut sources: Vec<PathBuf> = self.host.loader.live_libraries().into_iter().map(|(_, p)| p).collect();
+        sources.sort();
+        sources.dedup();
+        sources
+    }
+
+    /// Re-reads the composition and applies what changed.
+    pub fn composition_changed(&self) -> Outcome {
+        let path = self.composition_path();
+        let next = match Composition::read(&path) {
+            Ok(c) => c,
+            Err(e) => return self.refuse(format!("the composition was not reloaded: {e}")),
+        };
+        let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
+        collect_enabled(&next.entries, false, &mut wanted);
+        let live: Vec<String> = self.host.loader.active_ids();
+        let remove: Vec<String> = live.iter().filter(|id| !wanted.contains_key(*id)).cloned().collect();
+        let mut prepared: Vec<(Entry, Prepared)> = Vec::new();
+        let mut problems = Vec::new();
+        for (id, entry) in &wanted {
+            if let Some(current) = self.host.loader.live_entry(id) {
+                if current.name == entry.name && current.config == entry.config {
+                    continue;
+                }
+            }
+            if !entry.problems.is_empty() {
+                problems.extend(entry.problems.iter().cloned());
+                continue;
+            }
+            match self.host.loader.prepare(&next, entry, None) {
+                Ok(p) => prepared.push((entry.clone(), p)),
+                Err(EntryState::Failed(m) | EntryState::Waiting(m)) => problems.extend(m),
+                Err(_) => {}
+            }
+        }
+        for p in &problems {
+            self.note(format!("{p} (the running version is kept)"));
+        }
+        if prepared.is_empty() && remove.is_empty() {
+            *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
+            return if problems.is_empty() { Outcome::Unchanged } else { Outcome::Refused(problems.join("\n")) };
+        }
+        let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
+        match self.host.loader.swap(&next, prepared, &remove) {
+            Ok(()) => {
+                *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
+                self.reloads.fetch_add(1, Ordering::SeqCst);
+                self.note(format!("composition reloaded: {}", touched.join(", ")));
+                Outcome::Reloaded(touched)
+            }
+            Err(e) => self.refuse(format!("the composition change was not applied ({e}); the running version is kept")),
+        }
+    }
+
+    /// Loads the new content of library `source` and swaps every entry
+    /// that uses it.
+    pub fn library_changed(&self, source: &Path) -> Outcome {
+        if self.reloads() >= self.options.max_reloads {
+            return self.refuse(format!(
+                "{} was not reloaded: {} reloads reached the limit (each keeps a library mapping alive); restart cordis dev",
+                source.display(),
+                self.options.max_reloads
+            ));
+        }
+        let loader = &self.host.loader;
+        let users: Vec<String> =
+            loader.live_libraries().into_iter().filter(|(_, p)| p == source).map(|(id, _)| id).collect();
+        if users.is_empty() {
+            return Outcome::Unchanged;
+        }
+        let old = loader.libraries().get(source);
+        let fresh = match loader.libraries().reload(source) {
+            Ok(None) => return Outcome::Unchanged,
+            Ok(Some(lib)) => lib,
+            Err(e) => return self.refuse(format!("{e}; the previous version keeps serving")),
+        };
+        let composition = self.composition.lock().unwrap_or_else(|e| e.into_inner());
+        let mut prepared = Vec::new();
+        for id in &users {
+            let Some(entry) = loader.live_entry(id) else { continue };
+            match loader.prepare(&composition, &entry, Some(fresh.clone())) {
+                Ok(p) => prepared.push((entry, p)),
+                Err(EntryState::Failed(m) | EntryState::Waiting(m)) => {
+                    if let Some(old) = old {
+                        loader.libraries().set(old);
+                    }
+                    return self.refuse(format!("{}; the previous version keeps serving", m.join("; ")));
+                }
+                Err(_) => {}
+            }
+        }
+        match loader.swap(&composition, prepared, &[]) {
+            Ok(()) => {
+                self.reloads.fetch_add(1, Ordering::SeqCst);
+                self.note(format!("reloaded {} for {}", source.display(), users.join(", ")));
+                Outcome::Reloaded(users)
+            }
+            Err(e) => {
+                if let Some(old) = old {
+                    loader.libraries().set(old);
+                }
+                self.refuse(format!("{e}; the previous version keeps serving"))
+            }
+        }
+    }
+
+    fn refuse(&self, message: String) -> Outcome {
+        self.note(message.clone());
+        Outcome::Refused(message)
+    }
+
+    /// The live entries, their plugin and library, as JSON.
+    pub fn status(&self) -> Value {
+        let loader = &self.host.loader;
+        let entries: Vec<Value> = loader
+            .active_ids()
+            .into_iter()
+            .filter_map(|id| {
+                loader.with_active(&id, |a| {
+                    serde_json::json!({
+                        "id": id,
+                        "plugin": a.picked.decl.name.as_str(),
+                        "fiber": a.fiber.owner().fiber,
+                        "library": a.library.source.display().to_string(),
+                        "copy": a.library.path.display().to_string(),
+                        "config": a.config,
+                    })
+                })
+            })
+            .collect();
+        serde_json::json!({"reloads": self.reloads(), "entries": entries})
+    }
+}
+
+/// Enabled, problem-free or not, non-group entries by id (a disabled group
+/// disables its children).
+fn collect_enabled(entries: &[Entry], parent_disabled: bool, out: &mut BTreeMap<String, Entry>) {
+    for e in entries {
+        let disabled = parent_disabled || e.disabled;
+        if e.group {
+            collect_enabled(&e.children, disabled, out);
+        } else if !disabled {
+            out.insert(e.id.clone(), e.clone());
+        }
+    }
+}
+
+/// Removes private library copies left by earlier runs.
+fn clean_copies(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let _ = std::fs::remove_file(entry.path());
+    }
+}
+
+/// Waits until `path` stops changing (the same size and mtime across
+/// `quiet`), then checks it is a complete library (ELF headers, segments and
+/// sections inside the file).
+///
+/// # Errors
+/// When the settled file is not a complete library (a later change is
+/// handled again), or it keeps changing past `timeout`.
+pub fn wait_until_complete(path: &Path, quiet: Duration, timeout: Duration) -> Result<(), String> {
+    let start = std::time::Instant::now();
+    let stamp = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.len(), m.modified().ok()));
+    loop {
+        let before = stamp(path);
+        std::thread::sleep(quiet);
+        let after = stamp(path);
+        match (&before, &after) {
+            (Some(b), Some(a)) if b == a => return library::check_elf(path).map_err(|e| e.to_string()),
+            (None, None) => return Err(format!("{} was removed", path.display())),
+            _ => {}
+        }
+        if start.elapsed() > timeout {
+            return Err(format!("{} was still changing after {:?}", path.display(), timeout));
+        }
+    }
+}
+
+/// A map from watched file paths to what they are.
+pub(crate) fn targets(dev: &DevHost) -> HashMap<PathBuf, bool> {
+    let mut map = HashMap::new();
+    let comp = dev.composition_path();
+    map.insert(comp.canonicalize().unwrap_or(comp), true);
+    for lib in dev.library_sources() {
+        map.insert(lib, false);
+    }
+    map
+}
+
+/// A handle that keeps the dev host's state alive across threads.
+pub type Shared = Arc<DevHost>;

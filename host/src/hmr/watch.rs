@@ -1,0 +1,91 @@
+//! The watcher thread of `cordis dev`: file events → debounced changes →
+//! reloads.
+//!
+//! Folders are watched rather than files, since builds delete and recreate
+//! library files (cargo links a fresh file, then hard-links it into place).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use notify::{RecursiveMode, Watcher};
+
+use super::{targets, wait_until_complete, DevHost};
+
+/// Starts watching the composition and every loaded library; changes are
+/// handled on a background thread until the process exits.
+///
+/// # Errors
+/// When the watcher cannot be created.
+pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
+    let (tx, rx) = mpsc::channel::<PathBuf>();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if let Ok(event) = res {
+            for path in event.paths {
+                let _ = tx.send(path);
+            }
+        }
+    })
+    .map_err(|e| format!("cannot watch files: {e}"))?;
+    let mut watched: HashSet<PathBuf> = HashSet::new();
+    sync_watches(&dev, &mut watcher, &mut watched);
+    std::thread::Builder::new()
+        .name("cordis-dev-watch".into())
+        .spawn(move || {
+            let debounce = dev.options.debounce;
+            while let Ok(first) = rx.recv() {
+                let mut changed: HashSet<PathBuf> = HashSet::from([first]);
+                while let Ok(more) = rx.recv_timeout(debounce) {
+                    changed.insert(more);
+                }
+                handle(&dev, &changed);
+                sync_watches(&dev, &mut watcher, &mut watched);
+            }
+        })
+        .map_err(|e| format!("cannot start the watcher thread: {e}"))?;
+    Ok(())
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn handle(dev: &DevHost, changed: &HashSet<PathBuf>) {
+    let changed: HashSet<PathBuf> = changed.iter().map(|p| canonical(p)).collect();
+    let targets = targets(dev);
+    let mut composition = false;
+    let mut libraries = Vec::new();
+    for (path, is_composition) in &targets {
+        if changed.contains(path) {
+            if *is_composition {
+                composition = true;
+            } else {
+                libraries.push(path.clone());
+            }
+        }
+    }
+    if composition {
+        dev.composition_changed();
+    }
+    for lib in libraries {
+        match wait_until_complete(&lib, dev.options.debounce, dev.options.settle_timeout) {
+            Ok(()) => {
+                dev.library_changed(&lib);
+            }
+            Err(e) => dev.note(format!("{e}; the previous version keeps serving")),
+        }
+    }
+}
+
+fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched: &mut HashSet<PathBuf>) {
+    for (path, _) in targets(dev) {
+        let Some(dir) = path.parent().map(Path::to_path_buf) else { continue };
+        if watched.insert(dir.clone()) {
+            if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                dev.note(format!("cannot watch {}: {e}", dir.display()));
+                watched.remove(&dir);
+            }
+        }
+    }
+}

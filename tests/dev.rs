@@ -1,0 +1,328 @@
+//! `cordis dev`: hot reload of plugin libraries and of the composition,
+//! driven through the dev console (stdin/stdout) of the real binary.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cordis_tests::{cordis_exe, library, plugin_dir, Scratch};
+use serde_json::{json, Value};
+
+/// A running `cordis dev`.
+struct Dev {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    session: String,
+}
+
+impl Dev {
+    fn start(dir: &Path, env: &[(&str, &str)]) -> Dev {
+        let mut cmd = Command::new(cordis_exe());
+        cmd.arg("dev")
+            .current_dir(dir)
+            .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start cordis dev");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = stderr.clone();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let ready: Value = serde_json::from_str(&first).unwrap_or_else(|_| panic!("not ready: {first:?} {:?}", stderr.lock().unwrap()));
+        assert_eq!(ready["ready"], true);
+        let session = ready["session"].as_str().unwrap().to_string();
+        Dev { child, stdin, stdout, stderr, session }
+    }
+
+    fn send(&mut self, line: &str) -> Value {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap_or_else(|_| panic!("bad answer {answer:?} to {line:?}; stderr: {:?}", self.stderr()))
+    }
+
+    fn call(&mut self, tool: &str, args: &str) -> Value {
+        self.send(&format!("call {tool} {args}"))
+    }
+
+    fn version(&mut self) -> String {
+        self.call("version", "{}")["text"].as_str().unwrap().to_string()
+    }
+
+    fn reloads(&mut self) -> u64 {
+        self.send("status")["reloads"].as_u64().unwrap()
+    }
+
+    fn fiber(&mut self, id: &str) -> u64 {
+        let status = self.send("status");
+        status["entries"].as_array().unwrap().iter().find(|e| e["id"] == id).unwrap()["fiber"].as_u64().unwrap()
+    }
+
+    fn stderr(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until `reloads` reaches `n`; then waits out a quiet period and
+    /// checks no further reload happened.
+    fn expect_reloads(&mut self, n: u64) {
+        let start = Instant::now();
+        while self.reloads() < n {
+            assert!(start.elapsed() < Duration::from_secs(30), "no reload {n} after 30 s; stderr: {:?}", self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(700));
+        assert_eq!(self.reloads(), n, "exactly one reload per change; stderr: {:?}", self.stderr());
+    }
+
+    /// Waits until stderr has a line containing `text`.
+    fn expect_notice(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(line) = self.stderr().into_iter().find(|l| l.contains(text)) {
+                return line;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "no notice {text:?}; stderr: {:?}", self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn setup(scratch: &Scratch, todo_parallel: bool) -> PathBuf {
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let lib = plugins.join("libversioned.so");
+    std::fs::copy(library("fixture-versioned-a"), &lib).unwrap();
+    std::fs::copy(library("tool-todo"), plugins.join("libtool_todo.so")).unwrap();
+    scratch.composition(&format!(
+        "- id: v\n  name: ./plugins/libversioned.so\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: {todo_parallel}\n"
+    ));
+    lib
+}
+
+fn build_bytes(version: char) -> Vec<u8> {
+    std::fs::read(library(&format!("fixture-versioned-{}", version.to_ascii_lowercase()))).unwrap()
+}
+
+fn write_in_chunks(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(path).unwrap();
+    for chunk in bytes.chunks(bytes.len() / 5 + 1) {
+        f.write_all(chunk).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn delete_and_recreate(path: &Path, bytes: &[u8]) {
+    std::fs::remove_file(path).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn atomic_rename(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[test]
+fn library_swaps_reload_once_and_answer_the_new_build() {
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(dev.version(), "A");
+    let todo_fiber = dev.fiber("todo");
+    let plan_args = r#"{"todos": [{"content": "swap builds", "status": "in_progress"}]}"#;
+    assert_eq!(dev.call("todo_write", plan_args)["isError"], false);
+    let rss_before = dev.rss_kib();
+
+    let writers: [(&str, fn(&Path, &[u8])); 3] =
+        [("chunks", write_in_chunks), ("delete and recreate", delete_and_recreate), ("atomic rename", atomic_rename)];
+    let mut reloads = 0;
+    for (how, write) in writers {
+        for target in ['B', 'A', 'B'] {
+            write(&lib, &build_bytes(target));
+            reloads += 1;
+            dev.expect_reloads(reloads);
+            assert_eq!(dev.version(), target.to_string(), "after {how} to {target}");
+        }
+        // Back to A for the next writer.
+        atomic_rename(&lib, &build_bytes('A'));
+        reloads += 1;
+        dev.expect_reloads(reloads);
+        assert_eq!(dev.version(), "A");
+    }
+    // Unchanged content does nothing.
+    atomic_rename(&lib, &build_bytes('A'));
+    std::thread::sleep(Duration::from_millis(900));
+    assert_eq!(dev.reloads(), reloads);
+
+    // The session, its plan and the other plugin are untouched.
+    assert_eq!(dev.fiber("todo"), todo_fiber);
+    assert_eq!(dev.send("plan")["todos"], json!([{"content": "swap builds", "status": "in_progress"}]));
+    let rss_after = dev.rss_kib();
+    eprintln!(
+        "memory: {} KiB resident before, {} KiB after {reloads} reloads: {} KiB per reload",
+        rss_before,
+        rss_after,
+        rss_after.saturating_sub(rss_before) / reloads
+    );
+}
+
+#[test]
+fn broken_builds_leave_the_previous_version_serving() {
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let b = build_bytes('B');
+    let mut dev = Dev::start(scratch.path(), &[("CORDIS_FIXTURE_FAIL", "B")]);
+    assert_eq!(dev.version(), "A");
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        ("truncated", b[..b.len() / 2].to_vec(), "past the end"),
+        ("zero bytes", Vec::new(), "the file is empty"),
+        ("text", b"not a library\n".to_vec(), "ELF magic"),
+        ("apply fails", b.clone(), "build B refuses to apply"),
+    ];
+    for (what, bytes, notice) in cases {
+        atomic_rename(&lib, &bytes);
+        let line = dev.expect_notice(notice);
+        assert!(line.contains("keeps serving"), "{what}: {line}");
+        assert_eq!(dev.version(), "A", "{what}");
+        assert_eq!(dev.reloads(), 0, "{what}");
+    }
+    drop(dev);
+
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[("CORDIS_FIXTURE_PANIC", "B")]);
+    atomic_rename(&lib, &b);
+    let line = dev.expect_notice("panicked in apply");
+    assert!(line.contains("plugin versioned panicked in apply: build B panics"), "{line}");
+    assert_eq!(dev.version(), "A");
+    assert_eq!(dev.reloads(), 0);
+}
+
+#[test]
+fn calls_in_flight_finish_on_their_version_and_log_once() {
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    // A slow call is running when the new build lands.
+    writeln!(dev.stdin, r#"call slow_version {{"ms": 1500}}"#).unwrap();
+    dev.stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    atomic_rename(&lib, &build_bytes('B'));
+    let mut answer = String::new();
+    dev.stdout.read_line(&mut answer).unwrap();
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["text"], "A", "the call finishes on the version that started it");
+    dev.expect_reloads(1);
+    assert_eq!(dev.version(), "B");
+
+    // todo_write calls while tool-todo itself is reloaded: each successful
+    // call appends exactly one todo/write.
+    let todo_lib = scratch.path().join("plugins/libtool_todo.so");
+    let mut bytes = std::fs::read(&todo_lib).unwrap();
+    let mut ok = 0;
+    for i in 0..40 {
+        if i == 10 || i == 25 {
+            bytes.extend_from_slice(b"trailing bytes make a new build");
+            atomic_rename(&todo_lib, &bytes);
+        }
+        let args = format!(r#"{{"todos": [{{"content": "step {i}", "status": "in_progress"}}]}}"#);
+        let result = dev.call("todo_write", &args);
+        assert_eq!(result["isError"], false, "{result}");
+        ok += 1;
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    dev.expect_reloads(3);
+    let log = std::fs::read_to_string(scratch.path().join(".cordis/sessions").join(format!("{}.jsonl", dev.session))).unwrap();
+    let count = |kind: &str| log.lines().filter(|l| l.contains(&format!("\"type\":\"{kind}\""))).count();
+    assert_eq!(count("versioned/work"), 1);
+    assert_eq!(count("todo/write"), ok);
+    assert_eq!(count("tool/result"), ok + 2);
+}
+
+#[test]
+fn composition_edits_restart_only_the_touched_entry() {
+    let scratch = Scratch::new();
+    setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    let two_active = r#"{"todos": [{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}]}"#;
+    assert_eq!(dev.call("todo_write", two_active)["isError"], false);
+    let plan = dev.send("plan")["todos"].clone();
+    let v_fiber = dev.fiber("v");
+    let todo_fiber = dev.fiber("todo");
+    let composition = |parallel: &str, extra: &str| {
+        format!("- id: v\n  name: ./plugins/libversioned.so\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: {parallel}\n{extra}")
+    };
+
+    // true → false: the description and the accepted input change together.
+    scratch.composition(&composition("false", ""));
+    dev.expect_reloads(1);
+    assert_eq!(dev.fiber("v"), v_fiber, "the untouched entry keeps its fiber");
+    assert_ne!(dev.fiber("todo"), todo_fiber);
+    let tools = dev.send("tools");
+    let description = tools.as_array().unwrap().iter().find(|t| t["name"] == "todo_write").unwrap()["description"].clone();
+    assert!(description.as_str().unwrap().contains("at most one todo `in_progress`"), "{description}");
+    let refused = dev.call("todo_write", two_active);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(dev.send("plan")["todos"], plan, "the plan logged under the old policy survives");
+
+    // false → true.
+    scratch.composition(&composition("true", ""));
+    dev.expect_reloads(2);
+    assert_eq!(dev.call("todo_write", two_active)["isError"], false);
+
+    // An invalid value changes nothing and says why, with the line.
+    let todo_fiber = dev.fiber("todo");
+    scratch.composition(&composition("maybe", ""));
+    let notice = dev.expect_notice("must be a boolean");
+    assert!(notice.contains("cordis.yml:6: entry todo: $.allowParallelInProgress"), "{notice}");
+    assert_eq!(dev.reloads(), 2);
+    assert_eq!(dev.fiber("todo"), todo_fiber);
+
+    // Add an entry, then remove it.
+    scratch.composition(&composition("true", "- id: echo\n  name: fixture-faulty/echo\n"));
+    dev.expect_reloads(3);
+    assert_eq!(dev.call("echo", r#"{"text": "hi"}"#)["text"], "hi");
+    assert_eq!(dev.fiber("todo"), todo_fiber);
+    scratch.composition(&composition("true", ""));
+    dev.expect_reloads(4);
+    assert_eq!(dev.call("echo", r#"{"text": "hi"}"#)["isError"], true);
+    assert_eq!(dev.fiber("v"), v_fiber);
+    assert_eq!(dev.version(), "A");
+}
