@@ -1,0 +1,177 @@
+//! The in-process figures, each beside its baseline, with criterion.
+//!
+//! Run through `bench/run.sh` (which builds the plugin libraries in release
+//! first and then prints the table), or alone:
+//! `cargo bench -p cordis-bench --features criterion --bench figures`.
+//! `CORDIS_BENCH_QUICK=1` takes fewer and shorter samples.
+//!
+//! Benchmark ids (read back by `cordis-bench report`):
+//! - `tool_call/{ours,direct,direct_execute}/{5,50,500}`
+//! - `durable_append/{ours,raw}`
+//! - `replay/{ours,serde_value}/{10000,100000,1000000}`
+//! - `resume/ours/{10000,100000,1000000}`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use cordis_bench::inproc::{self, AppendBed, Direct, Kept, RawAppend, Resume, ToolCallBed};
+use cordis_bench::{paths, workload};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
+
+fn quick() -> bool {
+    std::env::var_os("CORDIS_BENCH_QUICK").is_some_and(|v| v != "0")
+}
+
+/// Scales a measurement time down in quick mode.
+fn secs(full: u64) -> Duration {
+    if quick() {
+        Duration::from_millis(full * 200)
+    } else {
+        Duration::from_secs(full)
+    }
+}
+
+fn samples(full: usize) -> usize {
+    if quick() {
+        10
+    } else {
+        full
+    }
+}
+
+fn or_die<T>(r: Result<T, String>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Tool-call sizes.
+const ITEMS: [usize; 3] = [5, 50, 500];
+
+fn tool_call(c: &mut Criterion) {
+    let todo = or_die(paths::library("tool-todo"));
+    let dir = or_die(paths::scratch("tool-call", true));
+    let mut bed = or_die(ToolCallBed::new(&dir, &todo));
+    let direct = Direct::new();
+    let kept = Kept::default();
+    let mut group = c.benchmark_group("tool_call");
+    group.sample_size(samples(100)).measurement_time(secs(4)).warm_up_time(secs(1));
+    for n in ITEMS {
+        let args = workload::todo_arguments(n);
+        let first = bed.call(&args);
+        assert!(!first.is_error, "the benchmark call must succeed: {}", first.text);
+        or_die(direct.validate(&args));
+        group.bench_with_input(BenchmarkId::new("ours", n), &args, |b, args| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut left = iters as usize;
+                while left > 0 {
+                    or_die(bed.rotate());
+                    let k = left.min(bed.room());
+                    let start = Instant::now();
+                    for _ in 0..k {
+                        black_box(bed.call(black_box(args)));
+                    }
+                    total += start.elapsed();
+                    left -= k;
+                }
+                total
+            });
+        });
+        group.bench_with_input(BenchmarkId::new("direct", n), &args, |b, args| {
+            b.iter(|| black_box(direct.validate(black_box(args))));
+        });
+        group.bench_with_input(BenchmarkId::new("direct_execute", n), &args, |b, args| {
+            b.iter(|| black_box(direct.execute(black_box(args), &kept)));
+        });
+    }
+    group.finish();
+}
+
+fn durable_append(c: &mut Criterion) {
+    let todo = or_die(paths::library("tool-todo"));
+    let dir = or_die(paths::scratch("append", true));
+    let bed = or_die(AppendBed::new(&dir, &todo));
+    or_die(bed.append());
+    let line = bed.line();
+    let mut raw = or_die(RawAppend::new(&dir.join("raw.jsonl"), &line));
+    let mut group = c.benchmark_group("durable_append");
+    group.sample_size(samples(40)).measurement_time(secs(5)).warm_up_time(secs(1));
+    group.bench_function("ours", |b| b.iter(|| or_die(bed.append())));
+    group.bench_function("raw", |b| b.iter(|| raw.append().unwrap_or_else(|e| panic!("raw append: {e}"))));
+    group.finish();
+}
+
+/// Log lengths for replay and resume.
+pub const EVENTS: [usize; 3] = [10_000, 100_000, 1_000_000];
+
+fn replay_and_resume(c: &mut Criterion) {
+    let todo = or_die(paths::library("tool-todo"));
+    let dir = or_die(paths::scratch("replay", true));
+    let replay_host = or_die(inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None));
+    let resume_dir = dir.join("resume");
+    std::fs::create_dir_all(&resume_dir).unwrap_or_else(|e| panic!("{e}"));
+    let mut logs = Vec::new();
+    for n in EVENTS {
+        let id = format!("log-{n}");
+        let store = Resume::path_in(&resume_dir, &id);
+        std::fs::create_dir_all(store.parent().unwrap_or(&resume_dir)).unwrap_or_else(|e| panic!("{e}"));
+        let facts = workload::write_session_log(&store, &id, n).unwrap_or_else(|e| panic!("{e}"));
+        let plan = or_die(inproc::replay_to_plan(&replay_host, &store));
+        let expected: serde_json::Value = facts.plan.clone();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&plan).ok(), Some(expected), "replayed plan");
+        logs.push((n, id, store));
+    }
+    let resume = {
+        let mut by_n = Vec::new();
+        for (n, id, _) in &logs {
+            by_n.push((*n, or_die(Resume::new(&resume_dir, &todo, id))));
+        }
+        by_n
+    };
+
+    let mut group = c.benchmark_group("replay");
+    group.sampling_mode(SamplingMode::Flat).warm_up_time(secs(1));
+    for (n, _, path) in &logs {
+        let (count, time) = sizes(*n);
+        group.sample_size(count).measurement_time(time);
+        group.bench_with_input(BenchmarkId::new("ours", n), path, |b, path| {
+            b.iter(|| black_box(or_die(inproc::replay_to_plan(&replay_host, path))));
+        });
+        group.bench_with_input(BenchmarkId::new("serde_value", n), path, |b, path| {
+            b.iter(|| black_box(or_die(inproc::parse_as_values(path))));
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("resume");
+    group.sampling_mode(SamplingMode::Flat).warm_up_time(secs(1));
+    for (n, r) in &resume {
+        let (count, time) = sizes(*n);
+        group.sample_size(count).measurement_time(time);
+        group.bench_with_input(BenchmarkId::new("ours", n), r, |b, r| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    let session = or_die(r.run());
+                    total += start.elapsed();
+                    drop(session);
+                    r.reset().unwrap_or_else(|e| panic!("reset: {e}"));
+                }
+                total
+            });
+        });
+    }
+    group.finish();
+}
+
+/// Samples and measurement time for a log of `n` events.
+fn sizes(n: usize) -> (usize, Duration) {
+    match n {
+        n if n <= 10_000 => (samples(50), secs(4)),
+        n if n <= 100_000 => (samples(20), secs(8)),
+        _ => (10, if quick() { Duration::from_secs(8) } else { Duration::from_secs(25) }),
+    }
+}
+
+criterion_group!(benches, tool_call, durable_append, replay_and_resume);
+criterion_main!(benches);

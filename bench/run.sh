@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every benchmark and prints one table of ratios against baselines
+# measured in the same run (see the README's "Figures" section).
+#
+#   bench/run.sh            the full run (about 10 minutes on 2 cores)
+#   bench/run.sh --quick    fewer and shorter samples, to try it out
+#
+# stdout gets only the table (also written to
+# target/release/bench-scratch/figures.md); progress and criterion's own
+# report go to stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
+esac
+
+# The binaries and plugin libraries the figures load, optimised.
+cargo build --release --workspace >&2
+
+# In-process figures. Old samples are removed first, so the table can only
+# show figures measured by this run.
+rm -rf target/criterion/tool_call target/criterion/durable_append target/criterion/replay target/criterion/resume
+CORDIS_BENCH_QUICK=$quick cargo bench -p cordis-bench --features criterion --bench figures >&2
+
+# Whole-process figures, the reference oracle, and the table.
+if [ "$quick" = 1 ]; then
+  exec ./target/release/cordis-bench --runs 10 --rss-runs 3 --oracle-calls 2000 --oracle-runs 1
+else
+  exec ./target/release/cordis-bench
+fi

@@ -1,0 +1,708 @@
+//! The benchmark runner: measures the whole-process figures (boot, memory),
+//! runs the reference oracle, reads the in-process figures criterion
+//! measured, and prints one table of ratios against baselines measured in
+//! the same run. `bench/run.sh` runs criterion and then this.
+//!
+//! ```text
+//! cordis-bench [--runs N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]
+//! cordis-bench --smoke      every figure once, tiny sizes, no criterion, no oracle: checks it all still runs
+//! cordis-bench --profile tool_call|direct|replay|resume [SIZE] [SECONDS]
+//!                           repeat one in-process workload (for `perf record` or callgrind)
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use cordis_bench::criterion_results;
+use cordis_bench::inproc::{self, AppendBed, Direct, Kept, RawAppend, Resume, ToolCallBed};
+use cordis_bench::paths;
+use cordis_bench::process::{interleaved, Program};
+use cordis_bench::stats::{format_value, Shown, Summary, Unit};
+use cordis_bench::workload;
+use serde_json::Value;
+
+struct Options {
+    smoke: bool,
+    runs: usize,
+    rss_runs: usize,
+    criterion: PathBuf,
+    oracle: Option<PathBuf>,
+    oracle_calls: usize,
+    oracle_runs: usize,
+    out: Option<PathBuf>,
+}
+
+fn parse_options() -> Result<Options, String> {
+    let mut o = Options {
+        smoke: false,
+        runs: 30,
+        rss_runs: 5,
+        criterion: criterion_results::default_dir(&paths::target_dir()),
+        oracle: Some(paths::repo_root().join("..").join("shared").join("oracle")),
+        oracle_calls: 10_000,
+        oracle_runs: 3,
+        out: Some(paths::target_dir().join("bench-scratch").join("figures.md")),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        match a.as_str() {
+            "--smoke" => o.smoke = true,
+            "--runs" => o.runs = number(&value("--runs")?)?,
+            "--rss-runs" => o.rss_runs = number(&value("--rss-runs")?)?,
+            "--criterion" => o.criterion = PathBuf::from(value("--criterion")?),
+            "--oracle" => {
+                let v = value("--oracle")?;
+                o.oracle = if v == "none" { None } else { Some(PathBuf::from(v)) };
+            }
+            "--oracle-calls" => o.oracle_calls = number(&value("--oracle-calls")?)?,
+            "--oracle-runs" => o.oracle_runs = number(&value("--oracle-runs")?)?,
+            "--out" => o.out = Some(PathBuf::from(value("--out")?)),
+            "-h" | "--help" => {
+                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other} (see --help)")),
+        }
+    }
+    if o.smoke {
+        o.runs = 1;
+        o.rss_runs = 1;
+        o.oracle = None;
+        o.out = None;
+    }
+    Ok(o)
+}
+
+fn number(s: &str) -> Result<usize, String> {
+    s.parse().ok().filter(|n| *n > 0).ok_or_else(|| format!("expected a positive number, got {s}"))
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--profile") {
+        if let Err(e) = profile_loop(&argv[2..]) {
+            eprintln!("cordis-bench: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let options = match parse_options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("cordis-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    match run(&options) {
+        Ok(report) => {
+            println!("{report}");
+            if let Some(out) = &options.out {
+                match std::fs::write(out, &report) {
+                    Ok(()) => eprintln!("cordis-bench: table written to {}", out.display()),
+                    Err(e) => eprintln!("cordis-bench: cannot write {}: {e}", out.display()),
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("cordis-bench: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Every measured quantity, by name.
+#[derive(Default)]
+struct Figures {
+    /// Seconds (per process, per call, per event, per replay).
+    time: BTreeMap<String, Summary>,
+    /// Bytes of peak RSS.
+    rss: BTreeMap<String, Summary>,
+    /// Notes on figures that could not be measured.
+    missing: BTreeMap<String, String>,
+}
+
+impl Figures {
+    fn t(&self, key: &str) -> Option<Summary> {
+        self.time.get(key).copied()
+    }
+}
+
+fn progress(what: &str) {
+    eprintln!("cordis-bench: {what}");
+}
+
+fn run(o: &Options) -> Result<String, String> {
+    let load_before = load_average();
+    let started = Instant::now();
+    let mut f = Figures::default();
+    whole_process(o, &mut f)?;
+    memory(o, &mut f)?;
+    if o.smoke {
+        in_process_once(&mut f)?;
+    } else {
+        from_criterion(o, &mut f)?;
+    }
+    oracle(o, &mut f);
+    let load_after = load_average();
+    Ok(render(o, &f, &load_before, &load_after, started.elapsed().as_secs_f64()))
+}
+
+// ---------------------------------------------------------------- whole process
+
+const ENTRIES: [usize; 3] = [1, 10, 50];
+
+fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
+    progress(&format!("boot: {} interleaved runs of each program", o.runs));
+    let root = paths::repo_root();
+    let cordis = paths::binary("cordis")?;
+    let bare = paths::binary("bare-dlopen")?;
+    let todo = paths::library("tool-todo")?;
+    let named = paths::library("fixture-named")?;
+    let dir = paths::scratch("boot", true)?;
+    let default = Program::new(&cordis, &args(&["-c", &root.join("cordis.yml").display().to_string(), "check"]), &root);
+    let bare_todo = Program::new(&bare, &args(&[&todo.display().to_string()]), &root);
+    let bare_both = Program::new(&bare, &args(&[&todo.display().to_string(), &named.display().to_string()]), &root);
+    let mut programs = vec![default, bare_todo, bare_both];
+    for n in ENTRIES {
+        let file = dir.join(format!("cordis-{n}.yml"));
+        std::fs::write(&file, workload::composition(n, &todo, &named)).map_err(|e| format!("{}: {e}", file.display()))?;
+        programs.push(Program::new(&cordis, &args(&["-c", &file.display().to_string(), "check"]), &dir));
+    }
+    let refs: Vec<&Program> = programs.iter().collect();
+    let times = interleaved(&refs, o.runs, || Ok(()))?;
+    let names = ["boot/default", "boot/bare", "boot/bare_both", "boot/entries/1", "boot/entries/10", "boot/entries/50"];
+    for (name, t) in names.iter().zip(times) {
+        if let Some(s) = Summary::of(&t) {
+            f.time.insert((*name).to_string(), s);
+        }
+    }
+    Ok(())
+}
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| (*s).to_string()).collect()
+}
+
+fn memory(o: &Options, f: &mut Figures) -> Result<(), String> {
+    let events = if o.smoke { 1_000 } else { 10_000 };
+    progress(&format!("memory: peak RSS, {} runs each, host with a {events}-event session", o.rss_runs));
+    let root = paths::repo_root();
+    let cordis = paths::binary("cordis")?;
+    let bare = paths::binary("bare-dlopen")?;
+    let todo = paths::library("tool-todo")?;
+    let dir = paths::scratch("memory", true)?;
+    let state = dir.join("state");
+    let sessions = state.join("sessions");
+    std::fs::create_dir_all(&sessions).map_err(|e| e.to_string())?;
+    let pristine = dir.join("pristine.jsonl");
+    let id = "bench-session";
+    workload::write_session_log(&pristine, id, events).map_err(|e| e.to_string())?;
+    let live = sessions.join(format!("{id}.jsonl"));
+    let host = Program::new(
+        &cordis,
+        &args(&[
+            "-c",
+            &root.join("cordis.yml").display().to_string(),
+            "--state-dir",
+            &state.display().to_string(),
+            "--durability",
+            "none",
+            "run",
+            "--session",
+            id,
+            "--script",
+            &root.join("examples/plan-and-ship.script.yml").display().to_string(),
+        ]),
+        &root,
+    );
+    let bare_todo = Program::new(&bare, &args(&[&todo.display().to_string()]), &root);
+    let (mut ours, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..o.rss_runs {
+        std::fs::copy(&pristine, &live).map_err(|e| format!("{}: {e}", live.display()))?;
+        ours.push(host.peak_rss()?);
+        base.push(bare_todo.peak_rss()?);
+    }
+    f.rss.insert("memory/host".into(), Summary::of(&ours).ok_or("no RSS runs")?);
+    f.rss.insert("memory/bare".into(), Summary::of(&base).ok_or("no RSS runs")?);
+    f.time.insert("memory/events".into(), Summary::single(events as f64));
+    Ok(())
+}
+
+// ---------------------------------------------------------------- in process
+
+const ITEMS: [usize; 3] = [5, 50, 500];
+const EVENTS: [usize; 3] = [10_000, 100_000, 1_000_000];
+
+fn from_criterion(o: &Options, f: &mut Figures) -> Result<(), String> {
+    progress(&format!("reading criterion samples from {}", o.criterion.display()));
+    let mut ids: Vec<String> = Vec::new();
+    for n in ITEMS {
+        for side in ["ours", "direct", "direct_execute"] {
+            ids.push(format!("tool_call/{side}/{n}"));
+        }
+    }
+    ids.push("durable_append/ours".into());
+    ids.push("durable_append/raw".into());
+    for n in EVENTS {
+        ids.push(format!("replay/ours/{n}"));
+        ids.push(format!("replay/serde_value/{n}"));
+        ids.push(format!("resume/ours/{n}"));
+    }
+    for id in ids {
+        match criterion_results::per_iteration(&o.criterion, &id)? {
+            Some(s) => {
+                f.time.insert(id, s);
+            }
+            None => {
+                f.missing.insert(id, "not measured: run the criterion benches first (bench/run.sh does)".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The smoke run: every in-process figure once, small.
+fn in_process_once(f: &mut Figures) -> Result<(), String> {
+    progress("in-process figures, once each (smoke)");
+    let todo = paths::library("tool-todo")?;
+    let dir = paths::scratch("smoke", true)?;
+    let mut bed = ToolCallBed::new(&dir.join("tool-call").tap_mkdir()?, &todo)?;
+    let direct = Direct::new();
+    let kept = Kept::default();
+    for n in ITEMS {
+        let arguments = workload::todo_arguments(n);
+        let (ours, _) = timed(|| bed.call(&arguments));
+        let result = bed.call(&arguments);
+        if result.is_error {
+            return Err(format!("todo_write with {n} items failed: {}", result.text));
+        }
+        let plan: Value = serde_json::from_str(&bed.plan().unwrap_or_default()).map_err(|e| e.to_string())?;
+        if plan.as_array().map(Vec::len) != Some(n) {
+            return Err(format!("after a call with {n} items the plan is {plan}"));
+        }
+        let (d, r) = timed(|| direct.validate(&arguments));
+        r?;
+        let (de, r) = timed(|| direct.execute(&arguments, &kept));
+        r?;
+        f.time.insert(format!("tool_call/ours/{n}"), Summary::single(ours));
+        f.time.insert(format!("tool_call/direct/{n}"), Summary::single(d));
+        f.time.insert(format!("tool_call/direct_execute/{n}"), Summary::single(de));
+    }
+
+    let append_dir = dir.join("append").tap_mkdir()?;
+    let bed = AppendBed::new(&append_dir, &todo)?;
+    bed.append()?;
+    let (ours, r) = timed(|| bed.append());
+    r?;
+    let mut raw = RawAppend::new(&append_dir.join("raw.jsonl"), &bed.line())?;
+    let (base, r) = timed(|| raw.append());
+    r.map_err(|e| e.to_string())?;
+    f.time.insert("durable_append/ours".into(), Summary::single(ours));
+    f.time.insert("durable_append/raw".into(), Summary::single(base));
+
+    let replay_dir = dir.join("replay").tap_mkdir()?;
+    let host = inproc::boot(&replay_dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None)?;
+    for n in [1_000, 3_001] {
+        let id = format!("log-{n}");
+        let path = Resume::path_in(&replay_dir, &id);
+        std::fs::create_dir_all(path.parent().unwrap_or(&replay_dir)).map_err(|e| e.to_string())?;
+        let facts = workload::write_session_log(&path, &id, n).map_err(|e| e.to_string())?;
+        let (ours, plan) = timed(|| inproc::replay_to_plan(&host, &path));
+        let plan: Value = serde_json::from_str(&plan?).map_err(|e| e.to_string())?;
+        if plan != facts.plan {
+            return Err(format!("replaying {n} events gave the plan {plan}, expected {}", facts.plan));
+        }
+        let (base, lines) = timed(|| inproc::parse_as_values(&path));
+        if lines? != n + 1 {
+            return Err(format!("the {n}-event log does not have {} lines", n + 1));
+        }
+        let resume = Resume::new(&replay_dir, &todo, &id)?;
+        let (res, session) = timed(|| resume.run());
+        let session = session?;
+        if session.len() != n + 1 {
+            return Err(format!("resumed {n} events, then appended one, but the session holds {}", session.len()));
+        }
+        drop(session);
+        resume.reset().map_err(|e| e.to_string())?;
+        f.time.insert(format!("replay/ours/{n}"), Summary::single(ours));
+        f.time.insert(format!("replay/serde_value/{n}"), Summary::single(base));
+        f.time.insert(format!("resume/ours/{n}"), Summary::single(res));
+    }
+    Ok(())
+}
+
+trait MkDir {
+    fn tap_mkdir(self) -> Result<PathBuf, String>;
+}
+
+impl MkDir for PathBuf {
+    fn tap_mkdir(self) -> Result<PathBuf, String> {
+        std::fs::create_dir_all(&self).map_err(|e| format!("{}: {e}", self.display()))?;
+        Ok(self)
+    }
+}
+
+fn timed<T>(f: impl FnOnce() -> T) -> (f64, T) {
+    let start = Instant::now();
+    let out = f();
+    (start.elapsed().as_secs_f64(), out)
+}
+
+/// Repeats one in-process workload for `seconds`, for a profiler to watch.
+fn profile_loop(a: &[String]) -> Result<(), String> {
+    let what = a.first().map(String::as_str).unwrap_or("tool_call");
+    let size: usize = a.get(1).map_or(Ok(5), |s| number(s))?;
+    let seconds: f64 = a.get(2).map_or(Ok(10), |s| number(s))? as f64;
+    let todo = paths::library("tool-todo")?;
+    let dir = paths::scratch("profile", true)?;
+    let start = Instant::now();
+    let mut count = 0u64;
+    match what {
+        "tool_call" => {
+            let mut bed = ToolCallBed::new(&dir, &todo)?;
+            let arguments = workload::todo_arguments(size);
+            while start.elapsed().as_secs_f64() < seconds {
+                bed.rotate()?;
+                for _ in 0..1000 {
+                    std::hint::black_box(bed.call(&arguments));
+                }
+                count += 1000;
+            }
+        }
+        "direct" => {
+            let direct = Direct::new();
+            let arguments = workload::todo_arguments(size);
+            while start.elapsed().as_secs_f64() < seconds {
+                for _ in 0..1000 {
+                    std::hint::black_box(direct.validate(&arguments)?);
+                }
+                count += 1000;
+            }
+        }
+        "replay" | "resume" => {
+            let id = "profile-log";
+            let path = Resume::path_in(&dir, id);
+            std::fs::create_dir_all(path.parent().unwrap_or(&dir)).map_err(|e| e.to_string())?;
+            workload::write_session_log(&path, id, size).map_err(|e| e.to_string())?;
+            let host = inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None)?;
+            let resume = Resume::new(&dir, &todo, id)?;
+            let start = Instant::now();
+            while start.elapsed().as_secs_f64() < seconds {
+                if what == "replay" {
+                    std::hint::black_box(inproc::replay_to_plan(&host, &path)?);
+                } else {
+                    drop(resume.run()?);
+                    resume.reset().map_err(|e| e.to_string())?;
+                }
+                count += 1;
+            }
+        }
+        other => return Err(format!("unknown workload {other}: tool_call, direct, replay or resume")),
+    }
+    eprintln!("cordis-bench: {count} runs of {what} ({size}) in {:.1} s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+// ---------------------------------------------------------------- oracle
+
+fn oracle(o: &Options, f: &mut Figures) {
+    let Some(dir) = &o.oracle else {
+        f.missing.insert("oracle".into(), "not run (smoke mode or --oracle none)".into());
+        return;
+    };
+    let script = dir.join("run.sh");
+    if !script.is_file() {
+        f.missing.insert("oracle".into(), format!("not run: no {}", script.display()));
+        return;
+    }
+    let config = dir.join("cases").join("cordis-parallel.yml");
+    let (mut boot, mut rate) = (Vec::new(), Vec::new());
+    for i in 0..o.oracle_runs {
+        progress(&format!("reference oracle: run {} of {} (--bench {})", i + 1, o.oracle_runs, o.oracle_calls));
+        let out = Command::new(&script).arg("--config").arg(&config).arg("--bench").arg(o.oracle_calls.to_string()).current_dir(dir).output();
+        let out = match out {
+            Ok(out) if out.status.success() => out,
+            Ok(out) => {
+                f.missing.insert("oracle".into(), format!("failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")));
+                return;
+            }
+            Err(e) => {
+                f.missing.insert("oracle".into(), format!("cannot run {}: {e}", script.display()));
+                return;
+            }
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(line) = text.lines().rev().find_map(|l| serde_json::from_str::<Value>(l).ok()) else {
+            f.missing.insert("oracle".into(), format!("no JSON line in its output: {text}"));
+            return;
+        };
+        let num = |k: &str| line[k].as_f64();
+        match (num("boot_ms"), num("import_ms"), num("calls_per_s")) {
+            (Some(b), Some(i), Some(r)) => {
+                boot.push((b + i) / 1e3);
+                rate.push(r);
+            }
+            _ => {
+                f.missing.insert("oracle".into(), format!("unexpected output: {line}"));
+                return;
+            }
+        }
+    }
+    if let (Some(b), Some(r)) = (Summary::of(&boot), Summary::of(&rate)) {
+        f.time.insert("oracle/boot".into(), b);
+        // Stored as seconds per call, like every other time.
+        f.time.insert("oracle/call".into(), r.inverse());
+    }
+}
+
+// ---------------------------------------------------------------- report
+
+struct Row {
+    figure: String,
+    ours: String,
+    baseline: String,
+    ratio: String,
+    target: String,
+    verdict: String,
+}
+
+fn show(s: Option<Summary>, unit: Unit) -> String {
+    s.map_or_else(|| "—".into(), |s| Shown(s, unit).to_string())
+}
+
+fn rate(s: Option<Summary>) -> String {
+    show(s.map(|s| s.inverse()), Unit::PerSecond)
+}
+
+/// `at most` targets: ratio ≤ limit; `at least`: ratio ≥ limit.
+fn verdict(ratio: Option<f64>, limit: f64, at_most: bool) -> String {
+    let Some(r) = ratio else { return "not measured".into() };
+    let met = if at_most { r <= limit } else { r >= limit };
+    if met {
+        "met".into()
+    } else if at_most {
+        format!("missed: {:.2}× over the limit", r / limit)
+    } else {
+        format!("missed: {:.0}% short", (1.0 - r / limit) * 100.0)
+    }
+}
+
+fn ratio_of(a: Option<Summary>, b: Option<Summary>) -> Option<f64> {
+    Some(a?.median / b?.median)
+}
+
+fn x(r: Option<f64>) -> String {
+    r.map_or_else(|| "—".into(), |r| if r >= 10.0 { format!("{r:.0}×") } else { format!("{r:.2}×") })
+}
+
+fn render(o: &Options, f: &Figures, load_before: &str, load_after: &str, seconds: f64) -> String {
+    let t = |k: &str| f.t(k);
+    let mut rows = Vec::new();
+    let million = if o.smoke { "3001" } else { "1000000" };
+
+    let r = ratio_of(t("boot/default"), t("boot/bare"));
+    rows.push(Row {
+        figure: "boot".into(),
+        ours: format!("`cordis check`, default composition: {}", show(t("boot/default"), Unit::Seconds)),
+        baseline: format!("bare `dlopen` of libtool_todo.so: {}", show(t("boot/bare"), Unit::Seconds)),
+        ratio: format!("{} slower", x(r)),
+        target: "≤ 3×".into(),
+        verdict: verdict(r, 3.0, true),
+    });
+
+    let r = ratio_of(t("oracle/boot"), t("boot/default"));
+    rows.push(Row {
+        figure: "boot vs reference".into(),
+        ours: format!("same: {}", show(t("boot/default"), Unit::Seconds)),
+        baseline: format!("oracle `boot_ms + import_ms`: {}", show(t("oracle/boot"), Unit::Seconds)),
+        ratio: format!("{} faster", x(r)),
+        target: "≥ 20× faster".into(),
+        verdict: if r.is_some() { verdict(r, 20.0, false) } else { f.missing.get("oracle").cloned().unwrap_or_default() },
+    });
+
+    let r = ratio_of(t("tool_call/ours/5"), t("tool_call/direct/5"));
+    rows.push(Row {
+        figure: "tool call (5 items)".into(),
+        ours: format!("registry → ABI → plugin → in-memory session: {}", show(t("tool_call/ours/5"), Unit::Seconds)),
+        baseline: format!("same validation called directly: {}", show(t("tool_call/direct/5"), Unit::Seconds)),
+        ratio: format!("{} slower", x(r)),
+        target: "≤ 1.5×".into(),
+        verdict: verdict(r, 1.5, true),
+    });
+
+    let r = ratio_of(t("oracle/call"), t("tool_call/ours/5"));
+    rows.push(Row {
+        figure: "tool call vs reference".into(),
+        ours: format!("same, calls/s: {}", rate(t("tool_call/ours/5"))),
+        baseline: format!("oracle `calls_per_s`: {}", rate(t("oracle/call"))),
+        ratio: format!("{} faster", x(r)),
+        target: "≥ 100×".into(),
+        verdict: if r.is_some() { verdict(r, 100.0, false) } else { f.missing.get("oracle").cloned().unwrap_or_default() },
+    });
+
+    let r = ratio_of(t("durable_append/raw"), t("durable_append/ours"));
+    rows.push(Row {
+        figure: "durable append".into(),
+        ours: format!("`todo/write` events/s, fdatasync each: {}", rate(t("durable_append/ours"))),
+        baseline: format!("raw write + fdatasync, same line size: {}", rate(t("durable_append/raw"))),
+        ratio: format!("{} of raw", x(r)),
+        target: "≥ 0.8×".into(),
+        verdict: verdict(r, 0.8, false),
+    });
+
+    let n: f64 = million.parse().unwrap_or(1.0);
+    let ours = t(&format!("replay/ours/{million}"));
+    let base = t(&format!("replay/serde_value/{million}"));
+    let r = ratio_of(base, ours);
+    rows.push(Row {
+        figure: format!("replay ({million} events)"),
+        ours: format!("log → current plan: {} ({})", show(ours, Unit::Seconds), rate(ours.map(|s| s.scaled(1.0 / n)))),
+        baseline: format!("serde_json lines → Value: {} ({})", show(base, Unit::Seconds), rate(base.map(|s| s.scaled(1.0 / n)))),
+        ratio: format!("{} of baseline speed", x(r)),
+        target: "≥ 0.5×".into(),
+        verdict: verdict(r, 0.5, false),
+    });
+
+    let res = t(&format!("resume/ours/{million}"));
+    let r = ratio_of(base, res);
+    let sizes: Vec<String> = if o.smoke { vec!["1000".into(), "3001".into()] } else { EVENTS.iter().map(|n| n.to_string()).collect() };
+    let growth: Vec<String> = sizes
+        .iter()
+        .filter_map(|n| {
+            let per = t(&format!("resume/ours/{n}"))?.median / n.parse::<f64>().ok()?;
+            Some(format!("{n}: {}/event", format_value(per, Unit::Seconds)))
+        })
+        .collect();
+    rows.push(Row {
+        figure: format!("resume ({million} events)"),
+        ours: format!("reopen until the first append is in: {}", show(res, Unit::Seconds)),
+        baseline: format!("as replay: {}", show(base, Unit::Seconds)),
+        ratio: format!("{} of baseline speed", x(r)),
+        target: "state ratio and growth".into(),
+        verdict: format!("linear: {}", growth.join(", ")),
+    });
+
+    rows.push(Row {
+        figure: "reload".into(),
+        ours: "not built yet (hot reload is issue 3)".into(),
+        baseline: "—".into(),
+        ratio: "—".into(),
+        target: "—".into(),
+        verdict: "not built yet".into(),
+    });
+
+    let host = f.rss.get("memory/host").copied();
+    let bare = f.rss.get("memory/bare").copied();
+    let events = t("memory/events").map_or(0.0, |s| s.median);
+    rows.push(Row {
+        figure: "memory (peak RSS)".into(),
+        ours: format!("`cordis run --session` on a {events:.0}-event session, default composition: {}", show(host, Unit::Bytes)),
+        baseline: format!("bare `dlopen`: {}", show(bare, Unit::Bytes)),
+        ratio: format!("{} of bare", x(ratio_of(host, bare))),
+        target: "report both".into(),
+        verdict: "reported".into(),
+    });
+
+    let mut out = String::new();
+    let mode = if o.smoke { " (SMOKE RUN: one sample each, tiny sizes; not figures)" } else { "" };
+    out.push_str(&format!("## cordis benchmarks{mode}\n\n"));
+    out.push_str(&machine(load_before, load_after, seconds));
+    out.push_str("\n| figure | ours | baseline (same run) | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
+    for r in &rows {
+        out.push_str(&format!("| {} | {} | {} | {} | {} | {} |\n", r.figure, r.ours, r.baseline, r.ratio, r.target, r.verdict));
+    }
+
+    out.push_str("\n### Growth\n\nBoot (`cordis check`, whole process): the todo plugin plus N−1 entries of the `fixture-named` library.\n\n");
+    out.push_str("| entries | cordis check | bare dlopen of the same libraries | ratio | added per entry |\n| --- | --- | --- | --- | --- |\n");
+    let one = t("boot/entries/1");
+    for n in ENTRIES {
+        let ours = t(&format!("boot/entries/{n}"));
+        let bare = if n == 1 { t("boot/bare") } else { t("boot/bare_both") };
+        let per = match (ours, one) {
+            (Some(a), Some(b)) if n > 1 => format_value((a.median - b.median) / (n - 1) as f64, Unit::Seconds),
+            _ => "—".into(),
+        };
+        out.push_str(&format!("| {n} | {} | {} | {} | {per} |\n", show(ours, Unit::Seconds), show(bare, Unit::Seconds), x(ratio_of(ours, bare))));
+    }
+
+    out.push_str("\nTool call by list size (`direct + encode/reply` is the tool's whole `execute_call` without registry, ABI or session).\n\n");
+    out.push_str("| items | ours | direct validation | ratio | direct + encode/reply | ratio to that |\n| --- | --- | --- | --- | --- | --- |\n");
+    for n in ITEMS {
+        let ours = t(&format!("tool_call/ours/{n}"));
+        let d = t(&format!("tool_call/direct/{n}"));
+        let de = t(&format!("tool_call/direct_execute/{n}"));
+        out.push_str(&format!(
+            "| {n} | {} | {} | {} | {} | {} |\n",
+            show(ours, Unit::Seconds),
+            show(d, Unit::Seconds),
+            x(ratio_of(ours, d)),
+            show(de, Unit::Seconds),
+            x(ratio_of(ours, de))
+        ));
+    }
+
+    out.push_str("\nReplay and resume by log length (ratio = baseline time ÷ our time, so higher is better).\n\n");
+    out.push_str("| events | replay | serde_json → Value | ratio | per event | resume | ratio | per event |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for n in &sizes {
+        let nn: f64 = n.parse().unwrap_or(1.0);
+        let rp = t(&format!("replay/ours/{n}"));
+        let b = t(&format!("replay/serde_value/{n}"));
+        let rs = t(&format!("resume/ours/{n}"));
+        let per = |s: Option<Summary>| s.map_or_else(|| "—".into(), |s| format_value(s.median / nn, Unit::Seconds));
+        out.push_str(&format!(
+            "| {n} | {} | {} | {} | {} | {} | {} | {} |\n",
+            show(rp, Unit::Seconds),
+            show(b, Unit::Seconds),
+            x(ratio_of(b, rp)),
+            per(rp),
+            show(rs, Unit::Seconds),
+            x(ratio_of(b, rs)),
+            per(rs)
+        ));
+    }
+    if !f.missing.is_empty() {
+        out.push_str("\nNot measured:\n\n");
+        for (k, v) in &f.missing {
+            out.push_str(&format!("- {k}: {v}\n"));
+        }
+    }
+    out
+}
+
+fn machine(load_before: &str, load_after: &str, seconds: f64) -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let commit = command_line("git", &["-C", &paths::repo_root().display().to_string(), "rev-parse", "--short", "HEAD"]);
+    let rustc = command_line("rustc", &["--version"]);
+    format!(
+        "- date: {date}; commit {commit}; {rustc}\n- machine: {cores} cores ({cpu}), {mem_gib:.1} GiB memory; shared with other builds, so expect noise\n- load average (1/5/15 min) before: {load_before}; after: {load_after}; run took {seconds:.0} s\n- spread: median (interquartile range, number of samples); ratios are ratios of medians\n"
+    )
+}
+
+fn command_line(cmd: &str, a: &[&str]) -> String {
+    Command::new(cmd)
+        .args(a)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "?".into())
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "?".into())
+}

@@ -1,0 +1,335 @@
+//! The in-process figures and their baselines. The criterion benches time
+//! these functions; the smoke run calls each once.
+//!
+//! | figure | ours | baseline |
+//! | --- | --- | --- |
+//! | tool call | [`ToolCallBed::call`]: registry → ABI → plugin → in-memory session | [`Direct::validate`]: the SDK's parse and schema check and the tool's validation, called directly |
+//! | durable append | [`AppendBed::append`]: the session append pipeline, `fdatasync` per event | [`RawAppend::append`]: `write` + `fdatasync` of a line of the same size |
+//! | replay | [`replay_to_plan`]: read, parse, re-validate, fold the plan | [`parse_as_values`]: `serde_json` parses each line into a `Value` |
+//! | resume | [`Resume::run`]: reopen for appending, replay, first append | as replay |
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cordis_abi::schema::Checker;
+use cordis_abi::sdk::parse_arguments;
+use cordis_host::session::{Appender, Durability, Session};
+use cordis_host::tools::{ToolCall, ToolResult};
+use cordis_host::{Host, HostOptions};
+use serde_json::{json, Value};
+use tool_todo::{validate_call, Policy, Todo, TodoArgs, TodoSink, TodoWrite};
+
+use crate::workload;
+
+/// Boots a host from `composition` (text), written into `dir`.
+///
+/// # Errors
+/// A message when the composition does not boot or an entry fails.
+pub fn boot(dir: &Path, composition: &str, in_memory: bool, durability: Durability) -> Result<Host, String> {
+    let file = dir.join("cordis.yml");
+    std::fs::write(&file, composition).map_err(|e| format!("{}: {e}", file.display()))?;
+    let options = HostOptions {
+        composition: file,
+        state_dir: Some(dir.join("state")),
+        plugin_dirs: Vec::new(),
+        durability,
+        in_memory,
+        ..HostOptions::default()
+    };
+    let host = Host::boot(&options).map_err(|e| e.to_string())?;
+    if let Some(failed) = host.failures().first() {
+        return Err(format!("entry {} did not load: {:?}", failed.id, failed.state));
+    }
+    Ok(host)
+}
+
+/// Opens a turn on `session` (plugin events may only be appended inside one).
+///
+/// # Errors
+/// The append's error.
+pub fn open_turn(session: &Session) -> Result<(), String> {
+    session
+        .append_value("turn/start", &json!({"turn": session.next_turn()}), Appender::Host)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// `todo_write` through the whole host: the tool registry, the ABI, the
+/// plugin's SDK adapter and tool, and the append of `todo/write` to an
+/// in-memory session (invariant, projection fold) — what an agent's call
+/// costs, minus the model.
+pub struct ToolCallBed {
+    host: Host,
+    session: Arc<Session>,
+    calls: usize,
+}
+
+/// Calls made on one session before [`ToolCallBed::call`] starts a fresh
+/// one, so memory stays bounded however long criterion runs.
+pub const CALLS_PER_SESSION: usize = 20_000;
+
+impl ToolCallBed {
+    /// A host with the todo plugin from `library`, sessions in memory.
+    ///
+    /// # Errors
+    /// A message when the host does not boot.
+    pub fn new(dir: &Path, library: &Path) -> Result<ToolCallBed, String> {
+        let host = boot(dir, &workload::todo_entry(library), true, Durability::None)?;
+        let session = Self::fresh(&host)?;
+        Ok(ToolCallBed { host, session, calls: 0 })
+    }
+
+    fn fresh(host: &Host) -> Result<Arc<Session>, String> {
+        let session = host.services.sessions.create(None).map_err(|e| e.to_string())?;
+        open_turn(&session)?;
+        Ok(session)
+    }
+
+    /// Starts a fresh session when the current one has had
+    /// [`CALLS_PER_SESSION`] calls (call it outside the timed part).
+    ///
+    /// # Errors
+    /// A message when the session cannot be created.
+    pub fn rotate(&mut self) -> Result<(), String> {
+        if self.calls >= CALLS_PER_SESSION {
+            self.session = Self::fresh(&self.host)?;
+            self.calls = 0;
+        }
+        Ok(())
+    }
+
+    /// Calls left before the session rotates.
+    pub fn room(&self) -> usize {
+        CALLS_PER_SESSION - self.calls.min(CALLS_PER_SESSION)
+    }
+
+    /// One call of `todo_write` with raw argument text `arguments`.
+    pub fn call(&mut self, arguments: &str) -> ToolResult {
+        self.calls += 1;
+        self.host.services.tools.execute(&ToolCall { id: "call_1", name: tool_todo::TOOL_NAME, arguments }, Some(&self.session))
+    }
+
+    /// The current plan of the session (the `todos` projection).
+    pub fn plan(&self) -> Option<String> {
+        self.session.state("todos")
+    }
+}
+
+/// The tool's validation called directly: the SDK's `parse_arguments` with
+/// the tool's schema checker, deserialising into [`TodoArgs`], and
+/// [`validate_call`] — no registry, no ABI, no session.
+pub struct Direct {
+    checker: Checker,
+    policy: Policy,
+}
+
+/// A sink that keeps the encoded `todo/write` data, as the session would
+/// receive it, and nothing else.
+#[derive(Default)]
+pub struct Kept(std::cell::RefCell<String>);
+
+impl TodoSink for Kept {
+    fn has_session(&self) -> bool {
+        true
+    }
+    fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String> {
+        *self.0.borrow_mut() = serde_json::to_string(data).map_err(|e| e.to_string())?;
+        Ok(0)
+    }
+}
+
+impl Direct {
+    /// The checker for `todo_write`'s parameters under the parallel policy
+    /// (the default composition's).
+    ///
+    /// # Panics
+    /// When the tool's own schema does not compile (a bug the tests catch).
+    pub fn new() -> Direct {
+        #[allow(clippy::expect_used)]
+        let checker = Checker::new(tool_todo::tool::parameters()).expect("todo_write's schema compiles");
+        Direct { checker, policy: Policy::Parallel }
+    }
+
+    /// Parses, schema-checks and validates one call's arguments; returns the
+    /// trimmed list.
+    ///
+    /// # Errors
+    /// The validation message.
+    pub fn validate(&self, arguments: &str) -> Result<Vec<Todo>, String> {
+        let value = parse_arguments(arguments, &self.checker)?;
+        let args: TodoArgs = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        validate_call(args, self.policy)
+    }
+
+    /// [`Direct::validate`] plus the rest of the tool's own work
+    /// (`execute_call`: encoding the event data, the reply and its value),
+    /// still without registry, ABI or session. Not a target row: it splits
+    /// the tool-call ratio into the tool's work and the host's.
+    ///
+    /// # Errors
+    /// The validation message.
+    pub fn execute(&self, arguments: &str, sink: &Kept) -> Result<String, String> {
+        let value = parse_arguments(arguments, &self.checker)?;
+        let args: TodoArgs = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        let reply = tool_todo::execute_call(args, self.policy, sink).map_err(|e| e.0)?;
+        Ok(reply.value.map(|v| v.to_string()).unwrap_or_default())
+    }
+}
+
+impl Default for Direct {
+    fn default() -> Self {
+        Direct::new()
+    }
+}
+
+/// A durable session (`fdatasync` after every event) in a store on disk,
+/// inside an open turn, appending `todo/write` events with 5 todos through
+/// the session's pipeline (ownership, invariant, turn check, write, sync,
+/// projection fold).
+pub struct AppendBed {
+    _host: Host,
+    session: Arc<Session>,
+    data: String,
+}
+
+impl AppendBed {
+    /// A host over a store in `dir`.
+    ///
+    /// # Errors
+    /// A message when the host does not boot or the session cannot be made.
+    pub fn new(dir: &Path, library: &Path) -> Result<AppendBed, String> {
+        let host = boot(dir, &workload::todo_entry(library), false, Durability::Event)?;
+        let session = host.services.sessions.create(None).map_err(|e| e.to_string())?;
+        open_turn(&session)?;
+        Ok(AppendBed { _host: host, session, data: workload::todo_arguments(5) })
+    }
+
+    /// Appends one event durably.
+    ///
+    /// # Errors
+    /// The append's error.
+    pub fn append(&self) -> Result<u64, String> {
+        self.session.append_text(tool_todo::TODO_WRITE, &self.data, Appender::Host).map_err(|e| e.to_string())
+    }
+
+    /// The line an append writes, for the baseline to write the same size.
+    pub fn line(&self) -> String {
+        self.session.with_events(|e| e.last().map(|e| e.to_line()).unwrap_or_default())
+    }
+}
+
+/// The baseline of durable appends: a file opened for appending, one
+/// `write` of a whole line and `fdatasync`, in a loop.
+pub struct RawAppend {
+    file: File,
+    line: Vec<u8>,
+}
+
+impl RawAppend {
+    /// A fresh file `path` that lines of `line`'s size are appended to.
+    ///
+    /// # Errors
+    /// A message when the file cannot be created.
+    pub fn new(path: &Path, line: &str) -> Result<RawAppend, String> {
+        let file = OpenOptions::new().create(true).truncate(true).write(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        drop(file);
+        let file = OpenOptions::new().append(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(RawAppend { file, line: line.as_bytes().to_vec() })
+    }
+
+    /// Writes and syncs one line.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn append(&mut self) -> std::io::Result<()> {
+        self.file.write_all(&self.line)?;
+        self.file.sync_data()
+    }
+}
+
+/// Replays the log at `path` into a session and returns its current plan
+/// (the `todos` projection's state, JSON text): what `cordis session show`
+/// does before it prints.
+///
+/// # Errors
+/// A message when the file is not a session log or has bad lines.
+pub fn replay_to_plan(host: &Host, path: &Path) -> Result<String, String> {
+    let (session, problems) = host.services.sessions.view(&path.display().to_string()).map_err(|e| e.to_string())?;
+    if let Some(p) = problems.first() {
+        return Err(format!("{}: {p}", path.display()));
+    }
+    session.state("todos").ok_or_else(|| "no todos projection".to_string())
+}
+
+/// The replay baseline: reads the file and parses every line into a
+/// `serde_json::Value`, discarding it. Returns the number of lines.
+///
+/// # Errors
+/// A message when a line is not JSON.
+pub fn parse_as_values(path: &Path) -> Result<usize, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut lines = 0;
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_slice(line).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::hint::black_box(value);
+        lines += 1;
+    }
+    Ok(lines)
+}
+
+/// Reopening a stored session until its first new event is appended: lock
+/// and read the file, replay it (re-validating owned events), then append a
+/// `turn/start` (which folds the projections). The host syncs nothing
+/// (`--durability none`): the cost of a sync is the durable-append figure.
+pub struct Resume {
+    host: Host,
+    id: String,
+    path: PathBuf,
+    len: u64,
+}
+
+impl Resume {
+    /// A host over the store in `dir` holding the session `id`, whose file
+    /// the caller has written.
+    ///
+    /// # Errors
+    /// A message when the host does not boot or the file is missing.
+    pub fn new(dir: &Path, library: &Path, id: &str) -> Result<Resume, String> {
+        let host = boot(dir, &workload::todo_entry(library), false, Durability::None)?;
+        let path = Resume::path_in(dir, id);
+        let len = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+        Ok(Resume { host, id: id.to_string(), path, len })
+    }
+
+    /// Where the session file of `id` lives under `dir`.
+    pub fn path_in(dir: &Path, id: &str) -> PathBuf {
+        dir.join("state").join("sessions").join(format!("{id}.jsonl"))
+    }
+
+    /// Opens the session and appends one event; returns the session (drop
+    /// it, then call [`Resume::reset`], outside the timed part).
+    ///
+    /// # Errors
+    /// A message when the session cannot be opened or the append fails.
+    pub fn run(&self) -> Result<Arc<Session>, String> {
+        let (session, problems) = self.host.services.sessions.open(&self.id).map_err(|e| e.to_string())?;
+        if let Some(p) = problems.first() {
+            return Err(format!("{}: {p}", self.path.display()));
+        }
+        open_turn(&session)?;
+        Ok(session)
+    }
+
+    /// Cuts the appended event off again, so every run reopens the same log.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn reset(&self) -> std::io::Result<()> {
+        OpenOptions::new().write(true).open(&self.path)?.set_len(self.len)
+    }
+}
