@@ -31,7 +31,7 @@ use crate::schema::{self, Checker};
 /// Everything a plugin crate usually needs.
 pub mod prelude {
     pub use super::{
-        Context, EventInvariant, Fold, Plugin, PluginError, ToolContext, ToolError, ToolReply, TypedTool,
+        Context, EncodedReply, EventInvariant, Fold, Plugin, PluginError, ToolContext, ToolError, ToolReply, TypedTool,
     };
     pub use crate::ffi::LogLevel;
     pub use schemars::JsonSchema;
@@ -136,12 +136,19 @@ extern "C" fn collect_plugins() -> RVec<PluginDecl> {
 /// Runs `f`, turning a panic into an error naming the plugin and the entry
 /// point.
 pub fn guard<T>(plugin: &str, entry: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    guard_named(plugin, || entry.to_string(), f)
+}
+
+/// [`guard`] with the entry point's name built only when `f` panics: the
+/// entry points a host calls on every tool call and append do not format a
+/// name they almost never need.
+fn guard_named<T>(plugin: &str, entry: impl FnOnce() -> String, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(payload) => {
             let at = LAST_PANIC_AT.with(|slot| slot.borrow_mut().take());
             let at = at.map(|a| format!(" (at {a})")).unwrap_or_default();
-            Err(format!("plugin {plugin} panicked in {entry}: {}{at}", panic_message(&*payload)))
+            Err(format!("plugin {plugin} panicked in {}: {}{at}", entry(), panic_message(&*payload)))
         }
     }
 }
@@ -316,6 +323,19 @@ pub trait TypedTool: Send + Sync + 'static {
     /// # Errors
     /// A [`ToolError`] becomes a result `{isError: true, text: "Error: ..."}`.
     fn execute(&self, args: Self::Args, cx: &ToolContext<'_>) -> Result<ToolReply, ToolError>;
+    /// Runs one call like [`TypedTool::execute`], returning the structured
+    /// value already encoded as JSON text, which is how it crosses to the
+    /// host. The default encodes `execute`'s value. A tool whose value is a
+    /// serializable struct may override it to encode the struct directly
+    /// (see [`EncodedReply::new`]) and skip building a `Value` on every
+    /// call; it must reply exactly as `execute` would.
+    ///
+    /// # Errors
+    /// As [`TypedTool::execute`].
+    fn execute_encoded(&self, args: Self::Args, cx: &ToolContext<'_>) -> Result<EncodedReply, ToolError> {
+        let reply = self.execute(args, cx)?;
+        Ok(EncodedReply { text: reply.text, value: reply.value.map(|v| v.to_string()) })
+    }
     /// A card describing a call for interactive hosts. The default is a
     /// generic card titled with the tool's name carrying the arguments.
     fn present_call(&self, args: &Value) -> Value {
@@ -330,6 +350,28 @@ pub struct ToolReply {
     pub text: String,
     /// The structured value, for hosts and tests.
     pub value: Option<Value>,
+}
+
+/// A successful tool result whose structured value is already JSON text:
+/// what [`TypedTool::execute_encoded`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedReply {
+    /// What the model reads.
+    pub text: String,
+    /// The structured value as JSON text.
+    pub value: Option<String>,
+}
+
+impl EncodedReply {
+    /// A reply whose value is `value` encoded as JSON.
+    ///
+    /// # Errors
+    /// When `value` cannot be encoded (a map with non-string keys, a
+    /// failing `Serialize` impl).
+    pub fn new(text: String, value: &impl Serialize) -> Result<EncodedReply, ToolError> {
+        let value = serde_json::to_string(value).map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
+        Ok(EncodedReply { text, value: Some(value) })
+    }
 }
 
 /// A failed tool call; the model reads `Error: <message>`.
@@ -382,11 +424,11 @@ struct ToolAdapter<T: TypedTool> {
 }
 
 impl<T: TypedTool> ToolAdapter<T> {
-    fn run(&self, arguments: &str, cx: &ExecContextRef<'_>) -> Result<ToolReply, String> {
+    fn run(&self, arguments: &str, cx: &ExecContextRef<'_>) -> Result<EncodedReply, String> {
         let value = parse_arguments(arguments, &self.checker)?;
         let args: T::Args = serde_json::from_value(value).map_err(|e| format!("invalid arguments: {e}"))?;
         let context = ToolContext { raw: cx };
-        self.tool.execute(args, &context).map_err(|e| e.0)
+        self.tool.execute_encoded(args, &context).map_err(|e| e.0)
     }
 }
 
@@ -423,13 +465,8 @@ impl<T: TypedTool> Tool for ToolAdapter<T> {
     }
 
     fn execute(&self, arguments: RStr<'_>, cx: ExecContextRef<'_>) -> ToolOutcome {
-        let entry = format!("{}.execute", self.name);
-        match guard(self.plugin, &entry, || self.run(arguments.as_str(), &cx)) {
-            Ok(reply) => ToolOutcome {
-                is_error: false,
-                text: reply.text.into(),
-                value: reply.value.map(|v| RString::from(v.to_string())).into(),
-            },
+        match guard_named(self.plugin, || format!("{}.execute", self.name), || self.run(arguments.as_str(), &cx)) {
+            Ok(reply) => ToolOutcome { is_error: false, text: reply.text.into(), value: reply.value.map(RString::from).into() },
             Err(message) => ToolOutcome { is_error: true, text: format!("Error: {message}").into(), value: ROption::RNone },
         }
     }
@@ -473,8 +510,7 @@ struct InvariantAdapter<V> {
 
 impl<V: EventInvariant> EventValidator for InvariantAdapter<V> {
     fn validate(&self, data: RStr<'_>) -> RResult<(), RString> {
-        let entry = format!("the {} invariant", self.event_type);
-        match guard(self.plugin, &entry, || self.inner.validate(data.as_str())) {
+        match guard_named(self.plugin, || format!("the {} invariant", self.event_type), || self.inner.validate(data.as_str())) {
             Ok(()) => ROk(()),
             Err(e) => RErr(e.into()),
         }
@@ -498,6 +534,13 @@ pub trait Fold: Send + Sync + 'static {
     /// # Errors
     /// When `data` cannot be read; the host keeps the previous state.
     fn apply(&self, state: Self::State, event_type: &str, data: &str) -> Result<Self::State, String>;
+    /// Whether `apply` ignores the state it is given for events of
+    /// `event_type` (the event replaces the state). The SDK then does not
+    /// decode the current state and passes [`Fold::init`] instead. The
+    /// default, `false`, always decodes it.
+    fn replaces(&self, _event_type: &str) -> bool {
+        false
+    }
     /// A multi-line view of the state; empty when there is nothing to show.
     fn render(&self, state: &Self::State) -> String;
     /// A one-line summary; empty when there is nothing to show.
@@ -549,8 +592,8 @@ impl<F: Fold> Projection for FoldAdapter<F> {
     }
 
     fn apply(&self, state: RStr<'_>, event_type: RStr<'_>, data: RStr<'_>) -> RResult<RString, RString> {
-        let result = guard(self.plugin, &self.entry("apply"), || {
-            let state = self.read(state.as_str())?;
+        let result = guard_named(self.plugin, || self.entry("apply"), || {
+            let state = if self.inner.replaces(event_type.as_str()) { self.inner.init() } else { self.read(state.as_str())? };
             let next = self.inner.apply(state, event_type.as_str(), data.as_str())?;
             encode(&next)
         });

@@ -18,10 +18,13 @@
 //! [`crate::tool::MAX_CONTENT_CHARS`]): those are call policy and may change
 //! between versions; the log must not.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
 
 use cordis_abi::schema::describe_value;
 use cordis_abi::sdk::EventInvariant;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::item::Status;
@@ -45,9 +48,142 @@ impl EventInvariant for TodoWriteInvariant {
 /// One line naming the first offending `$`-rooted path and value, e.g.
 /// `$.todos[1].status "done" is not a known status (pending, in_progress, completed)`.
 pub fn check_todo_write(data: &str) -> Result<(), String> {
+    // The host runs this on every append and on every replayed event, so
+    // data that is plainly fine is checked without building a `Value`.
+    if certainly_valid(data) {
+        return Ok(());
+    }
     let value: Value = serde_json::from_str(data)
         .map_err(|e| format!("todo/write data is not valid JSON ({e})"))?;
     check_todo_write_value(&value)
+}
+
+/// Whether `data` satisfies the invariant, decided on borrowed strings by a
+/// reader that accepts only the exact shape the invariant allows (an object
+/// whose one key is `todos`, an array of objects with exactly `content` and
+/// `status`, strings for both). `false` means "not certainly": an error, or
+/// an odd but possibly valid input such as a repeated key, which
+/// [`check_todo_write_value`] then decides and words. So this never accepts
+/// what the full check rejects.
+fn certainly_valid(data: &str) -> bool {
+    let Ok(Fast(items)) = serde_json::from_str::<Fast<'_>>(data) else {
+        return false;
+    };
+    let good = |item: &FastItem<'_>| {
+        let content = item.content.as_ref();
+        !content.is_empty()
+            && js_trim(content) == content
+            && Status::from_wire(&item.status).is_some()
+    };
+    if !items.iter().all(good) {
+        return false;
+    }
+    // Unique contents: pairwise for short lists, hashed for long ones.
+    if items.len() <= 16 {
+        items.iter().enumerate().all(|(i, a)| {
+            items[..i]
+                .iter()
+                .all(|b| a.content.as_ref() != b.content.as_ref())
+        })
+    } else {
+        let mut seen = HashSet::with_capacity(items.len());
+        items.iter().all(|item| seen.insert(item.content.as_ref()))
+    }
+}
+
+/// `{"todos": [...]}`, read only from a JSON object.
+struct Fast<'a>(Vec<FastItem<'a>>);
+
+/// `{"content": "...", "status": "..."}`, read only from a JSON object.
+struct FastItem<'a> {
+    content: Cow<'a, str>,
+    status: Cow<'a, str>,
+}
+
+/// A JSON string, borrowed from the data when it has no escapes.
+struct Text<'a>(Cow<'a, str>);
+
+fn uncommon<E: de::Error>() -> E {
+    E::custom("not the common shape")
+}
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Fast<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Fast<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object with one key, todos")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fast<'de>, A::Error> {
+                let mut todos = None;
+                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+                    if key != "todos" || todos.is_some() {
+                        return Err(uncommon());
+                    }
+                    todos = Some(map.next_value::<Vec<FastItem<'de>>>()?);
+                }
+                todos.map(Fast).ok_or_else(uncommon)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for FastItem<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = FastItem<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object with content and status")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<FastItem<'de>, A::Error> {
+                let (mut content, mut status) = (None, None);
+                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+                    let slot = match key.as_ref() {
+                        "content" => &mut content,
+                        "status" => &mut status,
+                        _ => return Err(uncommon()),
+                    };
+                    if slot.is_some() {
+                        return Err(uncommon());
+                    }
+                    *slot = Some(map.next_value::<Text<'de>>()?.0);
+                }
+                match (content, status) {
+                    (Some(content), Some(status)) => Ok(FastItem { content, status }),
+                    _ => Err(uncommon()),
+                }
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// [`check_todo_write`] on already parsed data.
@@ -293,5 +429,75 @@ mod tests {
         assert!(invariant
             .validate(r#"{"todos":[{"content":"a ","status":"in_progress"}]}"#)
             .is_err());
+    }
+
+    /// The full check's verdict on `data`, without the shortcut.
+    fn full(data: &str) -> Result<(), String> {
+        let value: Value = serde_json::from_str(data).map_err(|e| e.to_string())?;
+        check_todo_write_value(&value)
+    }
+
+    #[test]
+    fn shortcut_takes_the_common_case() {
+        for data in [
+            r#"{"todos":[]}"#,
+            r#"{"todos":[{"content":"a","status":"pending"},{"content":"b","status":"in_progress"},{"content":"c","status":"completed"}]}"#,
+            r#" { "todos" : [ { "status" : "pending" , "content" : "tab\tinside" } ] } "#,
+            r#"{"todos":[{"content":"caf\u00e9","status":"pending"}]}"#,
+        ] {
+            assert!(certainly_valid(data), "{data}");
+            assert_eq!(full(data), Ok(()), "{data}");
+        }
+        let long: Vec<Value> = (0..40)
+            .map(|i| json!({"content": format!("item {i}"), "status": "pending"}))
+            .collect();
+        assert!(certainly_valid(&json!({ "todos": long }).to_string()));
+    }
+
+    #[test]
+    fn shortcut_never_accepts_what_the_full_check_rejects() {
+        let mut repeated: Vec<Value> = (0..40)
+            .map(|i| json!({"content": format!("item {i}"), "status": "pending"}))
+            .collect();
+        repeated.push(json!({"content": "item 7", "status": "completed"}));
+        let repeated = json!({ "todos": repeated }).to_string();
+        let cases = [
+            // Shapes serde would read as a struct from an array, or as an
+            // enum from a map.
+            r#"[[{"content":"a","status":"pending"}]]"#,
+            r#"{"todos":[["a","pending"]]}"#,
+            r#"{"todos":[{"content":"a","status":{"pending":null}}]}"#,
+            r#"{"todos":[{"content":["a"],"status":"pending"}]}"#,
+            r#"{"todos":{"0":{"content":"a","status":"pending"}}}"#,
+            // Escapes that decode to untrimmed or empty content.
+            r#"{"todos":[{"content":"a\u0020","status":"pending"}]}"#,
+            r#"{"todos":[{"content":"\ufeffa","status":"pending"}]}"#,
+            r#"{"todos":[{"content":"","status":"pending"}]}"#,
+            // Duplicates, unknown keys, missing keys, unknown statuses.
+            r#"{"todos":[{"content":"a","status":"pending"},{"content":"a","status":"completed"}]}"#,
+            repeated.as_str(),
+            r#"{"todos":[{"content":"a","status":"pending","note":1}]}"#,
+            r#"{"todos":[],"merge":true}"#,
+            r#"{"todos":[{"content":"a"}]}"#,
+            r#"{}"#,
+            r#"{"todos":[{"content":"a","status":"done"}]}"#,
+            r#"{"todos":[{"content":"a","status":"Pending"}]}"#,
+            r#"{"todos":null}"#,
+            r#"null"#,
+            r#"{"todos":[]} x"#,
+        ];
+        for data in cases {
+            assert!(!certainly_valid(data), "{data}");
+            assert!(check_todo_write(data).is_err(), "{data}");
+        }
+        // Repeated keys: the shortcut steps aside, the full check decides
+        // (the last value wins, as in the reference's JSON.parse).
+        for data in [
+            r#"{"todos":1,"todos":[]}"#,
+            r#"{"todos":[{"content":"a","content":"b","status":"pending"}]}"#,
+        ] {
+            assert!(!certainly_valid(data), "{data}");
+            assert_eq!(check_todo_write(data), full(data), "{data}");
+        }
     }
 }

@@ -73,6 +73,12 @@ impl Fold for TodosProjection {
         fold(state, event_type, data)
     }
 
+    /// Both folded types replace the plan: `todo/write` with its list,
+    /// `turn/start` with `null`. The previous plan is never read.
+    fn replaces(&self, event_type: &str) -> bool {
+        matches!(event_type, TODO_WRITE | TURN_START)
+    }
+
     /// Empty for `null`; otherwise [`render_plan`].
     fn render(&self, state: &TodosState) -> String {
         state.as_deref().map(render_plan).unwrap_or_default()
@@ -105,6 +111,22 @@ mod tests {
             }
         }
         state
+    }
+
+    #[test]
+    fn replacing_types_ignore_the_state() {
+        let p = TodosProjection;
+        let before = Some(vec![Todo::new("old", Status::Pending)]);
+        for t in p.types() {
+            assert!(p.replaces(&t), "{t}");
+            let data = if t == TODO_WRITE { WRITE_B } else { "{}" };
+            assert_eq!(
+                p.apply(before.clone(), &t, data).unwrap(),
+                p.apply(p.init(), &t, data).unwrap(),
+                "{t}"
+            );
+        }
+        assert!(!p.replaces("turn/end"));
     }
 
     #[test]

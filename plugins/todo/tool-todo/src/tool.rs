@@ -207,12 +207,28 @@ pub struct TodoWriteValue {
 /// for byte) and the [`TodoWriteValue`].
 pub fn reply(todos: Vec<Todo>) -> ToolReply {
     let counts = Counts::of(&todos);
-    let text = format!(
-        "Updated todo list: {} pending, {} in progress, {} completed.",
-        counts.pending, counts.in_progress, counts.completed
-    );
+    let text = reply_text(&counts);
     let value = serde_json::to_value(TodoWriteValue { todos, counts }).ok();
     ToolReply { text, value }
+}
+
+fn reply_text(counts: &Counts) -> String {
+    format!(
+        "Updated todo list: {} pending, {} in progress, {} completed.",
+        counts.pending, counts.in_progress, counts.completed
+    )
+}
+
+/// [`reply`] with the value encoded straight to JSON text, without building
+/// a `Value` first: the same text and the same JSON (the struct's fields in
+/// the same order), for [`TypedTool::execute_encoded`].
+///
+/// # Errors
+/// Never in practice: the value is plain strings and numbers.
+pub fn encoded_reply(todos: Vec<Todo>) -> Result<EncodedReply, ToolError> {
+    let counts = Counts::of(&todos);
+    let text = reply_text(&counts);
+    EncodedReply::new(text, &TodoWriteValue { todos, counts })
 }
 
 /// Where a validated list goes: the calling agent's session. Implemented for
@@ -251,6 +267,12 @@ pub fn execute_call(
     policy: Policy,
     sink: &dyn TodoSink,
 ) -> Result<ToolReply, ToolError> {
+    record(args, policy, sink).map(reply)
+}
+
+/// Steps 2–4 of the [module](self) pipeline: validates the list, requires
+/// an agent session and appends the list to it; returns the list as stored.
+fn record(args: TodoArgs, policy: Policy, sink: &dyn TodoSink) -> Result<Vec<Todo>, ToolError> {
     let todos = validate_call(args, policy).map_err(ToolError)?;
     if !sink.has_session() {
         return Err(ToolError::new(
@@ -261,7 +283,7 @@ pub fn execute_call(
     let data = TodoWrite { todos };
     sink.append_todo_write(&data)
         .map_err(|e| ToolError(format!("the todo list could not be recorded: {e}")))?;
-    Ok(reply(data.todos))
+    Ok(data.todos)
 }
 
 /// The title of the card [`TodoWriteTool`] presents for a call.
@@ -318,6 +340,14 @@ impl TypedTool for TodoWriteTool {
         execute_call(args, self.policy, cx)
     }
 
+    fn execute_encoded(
+        &self,
+        args: TodoArgs,
+        cx: &ToolContext<'_>,
+    ) -> Result<EncodedReply, ToolError> {
+        encoded_reply(record(args, self.policy, cx)?)
+    }
+
     fn present_call(&self, args: &Value) -> Value {
         present_call(args)
     }
@@ -362,6 +392,19 @@ mod tests {
             written.push(serde_json::to_string(data).unwrap());
             Ok(written.len() as u64 - 1)
         }
+    }
+
+    #[test]
+    fn encoded_reply_is_the_reply_encoded() {
+        let todos = vec![
+            Todo::new("a \"quoted\" one", Status::Completed),
+            Todo::new("b", Status::InProgress),
+            Todo::new("c", Status::Pending),
+        ];
+        let plain = reply(todos.clone());
+        let encoded = encoded_reply(todos).unwrap();
+        assert_eq!(encoded.text, plain.text);
+        assert_eq!(encoded.value, plain.value.map(|v| v.to_string()));
     }
 
     #[test]
