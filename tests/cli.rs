@@ -98,3 +98,19 @@ fn unusable_compositions_exit_2_with_line_and_column() {
         assert!(stderr.contains(expected), "{text_:?}: expected {expected:?} in {stderr}");
     }
 }
+
+#[test]
+fn strict_refuses_to_run_with_a_failed_entry() {
+    let scratch = Scratch::new();
+    scratch.composition("- id: tool-todo\n  name: tool-todo\n");
+    let out = scratch.cordis(&["--strict", "tools"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("1 entry failed to load (--strict)"), "{stderr}");
+    // Without --strict the failure is a warning and the command runs.
+    let out = scratch.cordis(&["tools"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success());
+    assert!(stderr.contains("warning: ") && stderr.contains("$.allowParallelInProgress is required"), "{stderr}");
+    assert_eq!(stdout.trim(), "no tools registered");
+}

@@ -3,7 +3,7 @@
 //! processes, and continuing a session.
 
 use cordis_host::agent::{Agent, Quiet, ScriptedModel};
-use cordis_host::session::{derive_messages, Message};
+use cordis_host::session::{derive_messages, Appender, Message};
 use cordis_tests::{text, Scratch};
 use serde_json::{json, Value};
 
@@ -111,4 +111,33 @@ fn a_second_writer_is_refused() {
     let (out, err) = text(&run);
     assert_eq!(run.status.code(), Some(2), "{out}\n{err}");
     assert!(err.contains("is open in another process"), "{err}");
+}
+
+#[test]
+fn a_turn_left_open_by_a_crash_is_closed_with_results_for_its_calls() {
+    let scratch = Scratch::new();
+    let host = scratch.boot(COMPOSITION, false);
+    let id = {
+        let session = host.services.sessions.create(None).unwrap();
+        session.append_value("turn/start", &json!({"turn": 1}), Appender::Host).unwrap();
+        session.append_value("step/start", &json!({"turn": 1, "step": 1}), Appender::Host).unwrap();
+        session
+            .append_value("tool/call", &json!({"turn": 1, "step": 1, "callId": "c9", "name": "todo_write", "arguments": "{}"}), Appender::Host)
+            .unwrap();
+        session.id().to_string()
+        // The process "dies" here: the turn is open and c9 has no result.
+    };
+    let (session, _) = host.services.sessions.open(&id).unwrap();
+    let mut model = ScriptedModel::parse("steps:\n  - text: back\n", "s.yml").unwrap();
+    Agent::new(session.clone(), host.services.tools.clone(), &mut model).run_turn("again", &mut Quiet).unwrap();
+    let events = session.events();
+    let k = kinds(&events);
+    assert_eq!(&k[3..6], ["tool/result", "turn/end", "turn/start"]);
+    let result = events[3].data_value();
+    assert_eq!(result["message"]["content"][0]["toolCallId"], "c9");
+    assert_eq!(result["message"]["content"][0]["isError"], true);
+    assert_eq!(events[4].data_value()["reason"]["kind"], "interrupted");
+    // The model's history pairs every call with a result.
+    let messages = derive_messages(&events);
+    assert!(matches!(&messages[0], Message::Tool { call_id, is_error: true, .. } if call_id == "c9"));
 }

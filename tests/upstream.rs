@@ -216,9 +216,9 @@ fn malformed_variants_are_reported_with_their_line() {
         let bad_path = scratch.path().join("unknown-key.jsonl");
         std::fs::write(&bad_path, bad.join("\n") + "\n").unwrap();
         let (shown, _) = text(&scratch.cordis(&["session", "show", bad_path.to_str().unwrap()]));
-        assert!(shown.contains("problem: line 4: unknown field `bogus`"), "{}: {shown}", e.file);
+        assert!(shown.contains("problem: line 4: not a valid event: unknown field `bogus`"), "{}: {shown}", e.file);
         let (imported, _) = text(&scratch.cordis(&["session", "import", bad_path.to_str().unwrap(), "--id", "bad"]));
-        assert!(imported.contains("unknown-key.jsonl:4: unknown field `bogus`"), "{imported}");
+        assert!(imported.contains("unknown-key.jsonl:4: not a valid event: unknown field `bogus`"), "{imported}");
         std::fs::remove_file(scratch.path().join(".cordis/sessions/bad.jsonl")).unwrap();
     }
 }

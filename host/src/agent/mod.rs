@@ -90,7 +90,7 @@ impl<'m> Agent<'m> {
     /// log still accepts events.
     pub fn run_turn(&mut self, prompt: &str, obs: &mut dyn TurnObserver) -> Result<TurnSummary, TurnError> {
         if let Some(open) = self.session.open_turn() {
-            self.append(obs, "turn/end", json!({"turn": open, "reason": {"kind": "interrupted"}}))?;
+            self.close_interrupted(open, obs)?;
         }
         let turn = self.session.next_turn();
         self.append(obs, "turn/start", json!({"turn": turn}))?;
@@ -103,6 +103,43 @@ impl<'m> Agent<'m> {
             self.append(obs, "turn/end", json!({"turn": turn, "reason": reason}))?;
         }
         result
+    }
+
+    /// Closes a turn a crash left open: every tool call without a result
+    /// gets an error result (a model API refuses a call with no result),
+    /// then the turn ends with reason `interrupted`.
+    fn close_interrupted(&self, turn: u64, obs: &mut dyn TurnObserver) -> Result<(), AppendError> {
+        let unanswered: Vec<(u64, String)> = self.session.with_events(|events| {
+            let start = events.iter().rposition(|e| e.kind == "turn/start").unwrap_or(0);
+            let mut open: Vec<(u64, String)> = Vec::new();
+            for e in &events[start..] {
+                let data = e.data_value();
+                match e.kind.as_str() {
+                    "tool/call" => open.push((data["step"].as_u64().unwrap_or(0), data["callId"].as_str().unwrap_or_default().to_string())),
+                    "tool/result" => {
+                        let id = &data["message"]["source"]["callId"];
+                        open.retain(|(_, c)| id.as_str() != Some(c.as_str()));
+                    }
+                    _ => {}
+                }
+            }
+            open
+        });
+        for (step, call_id) in unanswered {
+            let text = "Error: the call was interrupted: the host stopped before it finished";
+            self.append(
+                obs,
+                "tool/result",
+                json!({"turn": turn, "step": step, "message": {
+                    "source": {"kind": "tool", "callId": call_id},
+                    "content": [{"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}], "isError": true}],
+                    "role": "user",
+                    "id": new_id(),
+                }}),
+            )?;
+        }
+        self.append(obs, "turn/end", json!({"turn": turn, "reason": {"kind": "interrupted"}}))?;
+        Ok(())
     }
 
     fn turn_body(&mut self, turn: u64, prompt: &str, obs: &mut dyn TurnObserver) -> Result<TurnSummary, TurnError> {

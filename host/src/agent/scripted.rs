@@ -75,8 +75,12 @@ impl ScriptedModel {
     /// [`ModelError`].
     pub fn parse(text: &str, file: &str) -> Result<ScriptedModel, ModelError> {
         let script: Script = serde_yaml::from_str(text).map_err(|e| {
-            let at = e.location().map(|l| format!("{}:{}", l.line(), l.column())).unwrap_or_default();
-            ModelError(format!("{file}:{at}: not a valid script: {e}"))
+            let at = e.location().map(|l| format!("{}:{}:", l.line(), l.column())).unwrap_or_default();
+            let mut message = e.to_string();
+            if let Some(cut) = message.find(" at line ") {
+                message.truncate(cut);
+            }
+            ModelError(format!("{file}:{at} not a valid script: {message}"))
         })?;
         let name = script.model.unwrap_or_else(|| {
             Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("script").to_string()

@@ -137,17 +137,40 @@ pub fn main() -> ExitCode {
     init_tracing();
     match run(cli) {
         Ok(code) => code,
-        Err(message) => {
-            eprintln!("cordis: {message}");
-            ExitCode::from(2)
+        Err(e) => {
+            eprintln!("cordis: {}", e.message);
+            ExitCode::from(e.code)
         }
     }
 }
 
 fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+/// A command failed: the message and the exit code (2 unusable input or
+/// usage, 1 a failed entry under `--strict`).
+#[derive(Debug)]
+pub struct CliError {
+    /// The exit code.
+    pub code: u8,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl From<String> for CliError {
+    fn from(message: String) -> Self {
+        CliError { code: 2, message }
+    }
 }
 
 fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
@@ -164,8 +187,13 @@ fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
 /// Runs a parsed command line.
 ///
 /// # Errors
-/// A message for exit code 2.
-pub fn run(cli: Cli) -> Result<ExitCode, String> {
+/// A [`CliError`] with its exit code.
+pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    for dir in &cli.plugin_dir {
+        if !dir.is_dir() {
+            eprintln!("warning: --plugin-dir {} is not a folder; it is skipped", dir.display());
+        }
+    }
     match &cli.command {
         Command::Check { file } => {
             let file = file.clone().unwrap_or_else(|| cli.composition.clone());
@@ -174,7 +202,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             render::check(&mut out, &host);
             let failed = host.failures().len();
             if failed > 0 {
-                let _ = writeln!(out, "{failed} of {} entries failed", host.reports.len());
+                let _ = writeln!(out, "{failed} of {} failed", render::count(host.reports.len(), "entry", "entries"));
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
@@ -195,7 +223,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Run { script, session, prompt } => run_turn(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
         Command::Session { command: SessionCommand::Ls } => {
             let host = boot_for_use(&cli, false)?;
-            let list = host.services.sessions.list().map_err(|e| e.to_string())?;
+            let (list, skipped) = host.services.sessions.list().map_err(|e| e.to_string())?;
+            for s in &skipped {
+                eprintln!("warning: {s}");
+            }
             let mut out = std::io::stdout().lock();
             render::session_list(&mut out, &list, &host.state_dir);
             Ok(ExitCode::SUCCESS)
@@ -246,7 +277,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
     }
 }
 
-fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitCode, String> {
+fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitCode, CliError> {
     let file = file.map(Path::to_path_buf).unwrap_or_else(|| cli.composition.clone());
     let dev = crate::hmr::DevHost::boot(options(cli, &file, false), crate::hmr::DevOptions::default()).map_err(|e| e.to_string())?;
     {
@@ -254,7 +285,7 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
         render::check(&mut err, &dev.host);
     }
     if cli.strict && !dev.host.failures().is_empty() {
-        return Err("entries failed to load (--strict)".into());
+        return Err(CliError { code: 1, message: "entries failed to load (--strict)".into() });
     }
     let sessions = &dev.host.services.sessions;
     let session = match session_id {
@@ -268,7 +299,7 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
         None => sessions.create(std::env::current_dir().ok().map(|p| p.display().to_string())).map_err(|e| e.to_string())?,
     };
     let dev = Arc::new(dev);
-    crate::hmr::watch(dev.clone())?;
+    crate::hmr::watch(dev.clone()).map_err(CliError::from)?;
     eprintln!(
         "cordis dev: watching {} and {} plugin libraries; session {}; commands on stdin (`help`)",
         dev.composition_path().display(),
@@ -279,9 +310,23 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
+/// How to run `cordis` again the way it was run: the program as invoked and
+/// any `-c`/`--state-dir` given, followed by `rest`.
+fn invocation(cli: &Cli, rest: &str) -> String {
+    let program = std::env::args().next().unwrap_or_else(|| "cordis".into());
+    let mut line = program;
+    if cli.composition != Path::new("cordis.yml") {
+        line.push_str(&format!(" -c {}", cli.composition.display()));
+    }
+    if let Some(dir) = &cli.state_dir {
+        line.push_str(&format!(" --state-dir {}", dir.display()));
+    }
+    format!("{line} {rest}")
+}
+
 /// Boots for a command that uses the host: failed entries are warnings, or
-/// fatal under `--strict`.
-fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, String> {
+/// fatal under `--strict` (exit 1).
+fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, CliError> {
     let host = Host::boot(&options(cli, &cli.composition, in_memory)).map_err(|e| e.to_string())?;
     let failures = host.failures();
     if !failures.is_empty() {
@@ -294,20 +339,24 @@ fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, String> {
             }
         }
         if cli.strict {
-            return Err(format!("{} entries failed to load (--strict); run `cordis check` for details", failures.len()));
+            return Err(CliError { code: 1, message: format!(
+                "{} failed to load (--strict); run `{}` for details",
+                render::count(failures.len(), "entry", "entries"),
+                invocation(cli, "check")
+            ) });
         }
     }
     Ok(host)
 }
 
-fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: Option<&str>) -> Result<ExitCode, String> {
+fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: Option<&str>) -> Result<ExitCode, CliError> {
     let host = boot_for_use(cli, false)?;
     let script_path = match script {
         Some(p) => p.to_path_buf(),
         None => {
             let default = host.dir().join(EXAMPLE_SCRIPT);
             if !default.is_file() {
-                return Err(format!("no --script given, and the example script {} does not exist", default.display()));
+                return Err(format!("no --script given, and the example script {} does not exist", default.display()).into());
             }
             default
         }
@@ -315,7 +364,7 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
     let mut model = ScriptedModel::from_file(&script_path).map_err(|e| e.to_string())?;
     let prompt = match prompt.map(str::to_string).or_else(|| model.prompt().map(str::to_string)) {
         Some(p) => p,
-        None => return Err(format!("no PROMPT given and the script {} has no `prompt:`", script_path.display())),
+        None => return Err(format!("no PROMPT given and the script {} has no `prompt:`", script_path.display()).into()),
     };
     let sessions = &host.services.sessions;
     let mut out = std::io::stdout().lock();
@@ -343,12 +392,12 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
         Ok(summary) => {
             let _ = writeln!(
                 out,
-                "\nturn {} completed: {} steps, {} tool calls ({} failed). Continue with: cordis run --session {} --script FILE PROMPT",
+                "\nturn {} completed: {}, {} ({} failed). Continue with: {}",
                 summary.turn,
-                summary.steps,
-                summary.tool_calls,
+                render::count(summary.steps as usize, "step", "steps"),
+                render::count(summary.tool_calls as usize, "tool call", "tool calls"),
                 summary.tool_errors,
-                session.id()
+                invocation(cli, &format!("run --session {} --script FILE PROMPT", session.id()))
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -397,7 +446,7 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
             .get(&call.name)
             .and_then(|t| t.present_call(&call.arguments).get("title").and_then(|v| v.as_str()).map(str::to_string))
             .unwrap_or_else(|| call.name.clone());
-        render::tool_result(self.out, &call.name, &title, result);
+        render::tool_result(self.out, &title, result);
         for view in std::mem::take(&mut self.pending_views) {
             render::plan(self.out, &view);
         }

@@ -9,12 +9,38 @@ use crate::runtime::Host;
 use crate::session::{derive_messages, LineProblem, Message, Session, SessionInfo};
 use crate::tools::{ToolResult, ToolSchema};
 
+/// Text from a log or a composition made safe for a terminal: control
+/// characters other than newline and tab are shown escaped (`\u{1b}`).
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_unicode().to_string() } else { c.to_string() })
+        .collect()
+}
+
+/// `n thing` or `n things`.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Shortens long text for one display line (the log keeps it whole).
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept}… ({} characters in all)", text.chars().count())
+}
+
 /// `cordis check`: one line per entry, then its problems.
 pub fn check(out: &mut impl Write, host: &Host) {
-    let _ = writeln!(out, "{}: {} entries", host.composition.file, host.reports.len());
+    let _ = writeln!(out, "{}: {}", host.composition.file, count(host.reports.len(), "entry", "entries"));
     for r in &host.reports {
         let indent = "  ".repeat(r.depth + 1);
-        let mut line = format!("{indent}{:<8} {} ({}) at line {}", r.state.label(), r.id, r.name, r.line);
+        let name = if r.name.is_empty() { "no name".to_string() } else { printable(&r.name) };
+        let mut line = format!("{indent}{:<8} {} ({name}) at line {}", r.state.label(), printable(&r.id), r.line);
         if !r.effects.is_empty() {
             line.push_str(&format!(": {}", r.effects.join(", ")));
         }
@@ -24,7 +50,7 @@ pub fn check(out: &mut impl Write, host: &Host) {
         }
         if let EntryState::Failed(messages) | EntryState::Waiting(messages) = &r.state {
             for m in messages {
-                let _ = writeln!(out, "{indent}  error: {m}");
+                let _ = writeln!(out, "{indent}  error: {}", printable(m));
             }
         }
     }
@@ -72,21 +98,21 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 pub fn message(out: &mut impl Write, m: &Message) {
     match m {
         Message::User { text } => {
-            let _ = writeln!(out, "\nuser      › {}", indent_rest(text, 12));
+            let _ = writeln!(out, "\nuser      › {}", indent_rest(&printable(&clip(text, 4000)), 12));
         }
         Message::Assistant { text, tool_calls } => {
             if !text.is_empty() {
-                let _ = writeln!(out, "assistant › {}", indent_rest(text, 12));
+                let _ = writeln!(out, "assistant › {}", indent_rest(&printable(&clip(text, 4000)), 12));
             } else if !tool_calls.is_empty() {
-                let _ = writeln!(out, "assistant › (calls {})", tool_calls.len());
+                let _ = writeln!(out, "assistant › ({})", count(tool_calls.len(), "tool call", "tool calls"));
             }
             for c in tool_calls {
-                let _ = writeln!(out, "          → {} {}", c.name, c.arguments);
+                let _ = writeln!(out, "          → {} {}", printable(&c.name), printable(&clip(&c.arguments, 400)));
             }
         }
         Message::Tool { call_id, text, is_error } => {
-            let mark = if *is_error { "tool ✗" } else { "tool" };
-            let _ = writeln!(out, "{mark:<9} › {} ({call_id})", indent_rest(text, 12));
+            let mark = if *is_error { "✗" } else { "✓" };
+            let _ = writeln!(out, "tool      › {mark} {} ({})", indent_rest(&printable(&clip(text, 4000)), 12), printable(call_id));
         }
     }
 }
@@ -95,10 +121,11 @@ fn indent_rest(text: &str, n: usize) -> String {
     text.replace('\n', &format!("\n{}", " ".repeat(n)))
 }
 
-/// A tool call's result during `cordis run`.
-pub fn tool_result(out: &mut impl Write, name: &str, title: &str, result: &ToolResult) {
+/// A tool call's result during `cordis run`: the card title the tool gives
+/// the call (`presentCall`), then the result text.
+pub fn tool_result(out: &mut impl Write, title: &str, result: &ToolResult) {
     let mark = if result.is_error { "✗" } else { "✓" };
-    let _ = writeln!(out, "tool      › {mark} {title} [{name}]: {}", indent_rest(&result.text, 12));
+    let _ = writeln!(out, "tool      › {mark} {} — {}", printable(title), indent_rest(&printable(&clip(&result.text, 4000)), 12));
 }
 
 /// A projection view (the plan) during `cordis run`.
@@ -113,12 +140,12 @@ pub fn session_list(out: &mut impl Write, list: &[SessionInfo], state_dir: &Path
         return;
     }
     for s in list {
-        let mut line = format!("{}  {}  {} events", s.id, format_time(s.created_at), s.events);
+        let mut line = format!("{}  {}  {}", s.id, format_time(s.created_at), count(s.events, "event", "events"));
         for (key, summary) in &s.summaries {
             line.push_str(&format!("  {key}: {summary}"));
         }
         if s.problems > 0 {
-            line.push_str(&format!("  ({} unreadable lines)", s.problems));
+            line.push_str(&format!("  ({})", count(s.problems, "problem line", "problem lines")));
         }
         let _ = writeln!(out, "{line}");
     }
@@ -128,20 +155,38 @@ pub fn session_list(out: &mut impl Write, list: &[SessionInfo], state_dir: &Path
 /// count of opaque events by type.
 pub fn session_show(out: &mut impl Write, s: &Session, problems: &[LineProblem], understood: &dyn Fn(&str) -> bool) {
     let header = s.header();
-    let (messages, count, opaque) = s.with_events(|events| {
+    let (messages, total, opaque, unfinished) = s.with_events(|events| {
         let mut opaque: BTreeMap<String, usize> = BTreeMap::new();
+        let mut unfinished = Vec::new();
         for e in events {
             if !understood(&e.kind) {
                 *opaque.entry(e.kind.clone()).or_default() += 1;
             }
+            if e.kind == "turn/end" {
+                let data = e.data_value();
+                let kind = data["reason"]["kind"].as_str().unwrap_or("");
+                if kind != "completed" {
+                    let detail = data["reason"]["message"].as_str().map(|m| format!(": {m}")).unwrap_or_default();
+                    unfinished.push(format!("turn {} ended {kind}{detail}", data["turn"]));
+                }
+            }
         }
-        (derive_messages(events), events.len(), opaque)
+        (derive_messages(events), events.len(), opaque, unfinished)
     });
-    let _ = writeln!(out, "session {} · created {} · {} events", header.id, format_time(header.created_at), count);
+    let _ = writeln!(
+        out,
+        "session {} · created {} · {}",
+        printable(&header.id),
+        format_time(header.created_at),
+        count(total, "event", "events")
+    );
     for p in problems {
-        let _ = writeln!(out, "  problem: {p}");
+        let _ = writeln!(out, "  problem: {}", printable(&p.to_string()));
     }
-    let _ = writeln!(out, "\ntranscript ({} messages):", messages.len());
+    for u in &unfinished {
+        let _ = writeln!(out, "  {}", printable(u));
+    }
+    let _ = writeln!(out, "\ntranscript ({}):", count(messages.len(), "message", "messages"));
     for m in &messages {
         message(out, m);
     }
@@ -184,6 +229,14 @@ pub fn format_time(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_for_the_terminal() {
+        assert_eq!(printable("plain\nline\ttab"), "plain\nline\ttab");
+        assert_eq!(printable("red \u{1b}[31m bell \u{7}"), "red \\u{1b}[31m bell \\u{7}");
+        assert_eq!(count(1, "entry", "entries"), "1 entry");
+        assert_eq!(count(2, "entry", "entries"), "2 entries");
+    }
 
     #[test]
     fn formats_times() {

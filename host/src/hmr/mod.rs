@@ -50,7 +50,7 @@ pub struct DevOptions {
 
 impl Default for DevOptions {
     fn default() -> Self {
-        DevOptions { debounce: Duration::from_millis(150), settle_timeout: Duration::from_secs(60), max_reloads: 500 }
+        DevOptions { debounce: Duration::from_millis(150), settle_timeout: Duration::from_secs(60), max_reloads: 100 }
     }
 }
 

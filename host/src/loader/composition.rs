@@ -8,7 +8,7 @@
 //! entry, so the others still load.
 
 use std::sync::OnceLock;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -139,8 +139,20 @@ impl Composition {
             return Err(CompositionError::TooLarge { file, size: meta.len(), limit: MAX_COMPOSITION_BYTES });
         }
         let bytes = std::fs::read(path).map_err(|source| CompositionError::Read { file: file.clone(), source })?;
-        let text = String::from_utf8(bytes)
-            .map_err(|e| CompositionError::NotText { file: file.clone(), detail: e.utf8_error().to_string() })?;
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+                let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+                let column = valid.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+                return Err(CompositionError::Syntax {
+                    file,
+                    line,
+                    column,
+                    message: "the composition is not UTF-8 text (save it as UTF-8)".into(),
+                });
+            }
+        };
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
         Composition::parse(&file, dir, text)
@@ -194,7 +206,7 @@ impl Composition {
                 return Err(CompositionError::NotAList { file, line: p.line, column: p.column, found: kind(&other) });
             }
         };
-        let mut ids = HashSet::new();
+        let mut ids = HashMap::new();
         let mut entries = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             entries.push(composition.entry(item, vec![Step::Index(i)], i, "", &mut ids));
@@ -229,7 +241,7 @@ impl Composition {
         out
     }
 
-    fn entry(&self, item: &Yaml, path: Vec<Step>, index: usize, prefix: &str, ids: &mut HashSet<String>) -> Entry {
+    fn entry(&self, item: &Yaml, path: Vec<Step>, index: usize, prefix: &str, ids: &mut HashMap<String, usize>) -> Entry {
         let position = self.position(&path);
         let mut entry = Entry {
             id: String::new(),
@@ -244,13 +256,17 @@ impl Composition {
             problems: Vec::new(),
         };
         let at = |p: &[Step]| self.locate(p);
+        // Problems with where they are; formatted with the entry's id at the
+        // end, once the id is known.
+        let mut problems: Vec<(Vec<Step>, String)> = Vec::new();
         let map = match item {
             Yaml::Mapping(map) => map,
             other => {
                 entry.id = format!("{prefix}entry@{index}");
                 entry.problems.push(format!(
-                    "{}: expected an entry (a mapping with at least `name`), found {}",
+                    "{}: entry {}: expected an entry (a mapping with at least `name`), found {}",
                     at(&path),
+                    entry.id,
                     kind(other)
                 ));
                 return entry;
@@ -259,7 +275,7 @@ impl Composition {
         let mut config_yaml = None;
         for (key, value) in map {
             let Some(key) = key.as_str() else {
-                entry.problems.push(format!("{}: entry keys must be strings, found {}", at(&path), kind(key)));
+                problems.push((path.clone(), format!("entry keys must be strings, found {}", kind(key))));
                 continue;
             };
             let mut key_path = path.clone();
@@ -270,49 +286,47 @@ impl Composition {
                         entry.id = id;
                         entry.id_generated = false;
                     }
-                    _ => entry.problems.push(format!("{}: `id` must be a non-empty string, found {}", at(&key_path), kind(value))),
+                    _ => problems.push((key_path, format!("`id` must be a non-empty string, found {}", kind(value)))),
                 },
                 "name" => match value.as_str() {
                     Some(name) if !name.trim().is_empty() => entry.name = name.trim().to_string(),
-                    _ => entry.problems.push(format!("{}: `name` must be a non-empty string, found {}", at(&key_path), kind(value))),
+                    _ => problems.push((key_path, format!("`name` must be a non-empty string, found {}", kind(value)))),
                 },
                 "disabled" => match bool_of(value) {
                     Ok(b) => entry.disabled = b,
-                    Err(m) => entry.problems.push(format!("{}: `disabled` {m}", at(&key_path))),
+                    Err(m) => problems.push((key_path, format!("`disabled` {m}"))),
                 },
                 "group" => match bool_of(value) {
                     Ok(b) => entry.group = b,
-                    Err(m) => entry.problems.push(format!("{}: `group` {m}", at(&key_path))),
+                    Err(m) => problems.push((key_path, format!("`group` {m}"))),
                 },
                 "config" => config_yaml = Some(value),
-                other => entry.problems.push(format!(
-                    "{}: unknown entry key `{other}` (entry keys are {})",
-                    at(&key_path),
-                    ENTRY_KEYS.map(|k| format!("`{k}`")).join(", ")
+                other => problems.push((
+                    key_path.clone(),
+                    format!("unknown entry key `{other}` (entry keys are {})", ENTRY_KEYS.map(|k| format!("`{k}`")).join(", ")),
                 )),
             }
         }
         if entry.name.is_empty() && !map.keys().any(|k| k.as_str() == Some("name")) {
-            entry.problems.push(format!("{}: the entry has no `name` (the plugin to load)", at(&path)));
+            problems.push((path.clone(), "the entry has no `name` (the plugin to load)".into()));
         }
         let local = if entry.name.is_empty() { "entry".to_string() } else { entry.name.clone() };
         if entry.id.is_empty() {
             entry.id = format!("{prefix}{local}@{index}");
         }
-        if !ids.insert(entry.id.clone()) {
-            let mut id_path = path.clone();
-            id_path.push(Step::Key("id".into()));
-            entry.problems.push(format!("{}: duplicate entry id `{}`; ids must be unique", at(&id_path), entry.id));
+        let mut id_path = path.clone();
+        id_path.push(Step::Key("id".into()));
+        let line = self.position(&id_path).line;
+        if let Some(first) = ids.get(&entry.id) {
+            problems.push((id_path, format!("duplicate entry id `{}` (first used at line {first}); ids must be unique", entry.id)));
+        } else {
+            ids.insert(entry.id.clone(), line);
         }
         let mut config_path = path.clone();
         config_path.push(Step::Key("config".into()));
         if entry.group {
             if !matches!(entry.name.as_str(), "cordis:group" | "group" | "") {
-                entry.problems.push(format!(
-                    "{}: a group entry must be named `cordis:group`, found `{}`",
-                    at(&path),
-                    entry.name
-                ));
+                problems.push((path.clone(), format!("a group entry must be named `cordis:group`, found `{}`", entry.name)));
             }
             match config_yaml {
                 Some(Yaml::Sequence(items)) => {
@@ -324,10 +338,9 @@ impl Composition {
                     }
                 }
                 None | Some(Yaml::Null) => {}
-                Some(other) => entry.problems.push(format!(
-                    "{}: a group's `config` must be a list of entries, found {}",
-                    at(&config_path),
-                    kind(other)
+                Some(other) => problems.push((
+                    config_path.clone(),
+                    format!("a group's `config` must be a list of entries, found {}", kind(other)),
                 )),
             }
         } else if let Some(value) = config_yaml {
@@ -337,10 +350,12 @@ impl Composition {
                 Err((rel, message)) => {
                     let mut p = config_path.clone();
                     p.extend(rel);
-                    entry.problems.push(format!("{}: entry {}: {message}", at(&p), entry.id));
+                    problems.push((p, message));
                 }
             }
         }
+        let id = entry.id.clone();
+        entry.problems.extend(problems.into_iter().map(|(p, m)| format!("{}: entry {id}: {m}", at(&p))));
         entry
     }
 }
@@ -361,6 +376,18 @@ fn syntax_error(file: &str, text: &str, e: &serde_yaml::Error) -> CompositionErr
     if let Some(cut) = message.find(" at line ") {
         message.truncate(cut);
     }
+    if message.contains("repetition limit exceeded") {
+        message = "too many alias expansions (is this a YAML alias bomb?); write the values out instead".into();
+    }
+    let (line, column) = if message.contains("more than one document") {
+        let second = text.lines().enumerate().filter(|(_, l)| l.starts_with("---")).map(|(i, _)| i + 1).find(|&l| l > 1 || !text.starts_with("---"));
+        match second {
+            Some(l) if text.lines().take(l - 1).any(|x| !x.trim().is_empty() && !x.trim_start().starts_with('#')) => (l, 1),
+            _ => (line, column),
+        }
+    } else {
+        (line, column)
+    };
     let line_text = text.lines().nth(line.saturating_sub(1)).unwrap_or("");
     if line_text.contains('\t') {
         message.push_str(" (the line contains a tab: YAML indents with spaces only)");
@@ -393,6 +420,15 @@ fn scalar_text(value: &Yaml) -> Option<String> {
 /// found: this parser reads YAML 1.2, where those are plain strings.
 pub const YAML11_BOOL_HINT: &str = "YAML 1.1 spellings such as yes/no/on/off are strings in YAML 1.2: write true or false";
 
+/// What to say when the string `s` was given where a boolean is expected.
+pub fn bool_hint(s: &str) -> &'static str {
+    match s {
+        "true" | "false" => "remove the quotes: a quoted value is a string",
+        _ if is_yaml11_bool(s) => YAML11_BOOL_HINT,
+        _ => "write true or false",
+    }
+}
+
 /// Whether `s` is a YAML 1.1 boolean spelling.
 pub fn is_yaml11_bool(s: &str) -> bool {
     matches!(s.to_ascii_lowercase().as_str(), "yes" | "no" | "on" | "off" | "y" | "n" | "true" | "false")
@@ -401,7 +437,7 @@ pub fn is_yaml11_bool(s: &str) -> bool {
 fn bool_of(value: &Yaml) -> Result<bool, String> {
     match value {
         Yaml::Bool(b) => Ok(*b),
-        Yaml::String(s) if is_yaml11_bool(s) => Err(format!("must be true or false, found the string {s:?} ({YAML11_BOOL_HINT})")),
+        Yaml::String(s) => Err(format!("must be true or false, found the string {s:?} ({})", bool_hint(s))),
         other => Err(format!("must be true or false, found {}", kind(other))),
     }
 }
@@ -483,7 +519,7 @@ mod tests {
         let c = parse("- name: a\n- name: b\n  isolate:\n    x: true\n").unwrap();
         assert!(c.entries[0].problems.is_empty());
         assert_eq!(c.entries[1].problems.len(), 1);
-        assert!(c.entries[1].problems[0].starts_with("cordis.yml:3: unknown entry key `isolate`"), "{:?}", c.entries[1].problems);
+        assert!(c.entries[1].problems[0].starts_with("cordis.yml:3: entry b@1: unknown entry key `isolate`"), "{:?}", c.entries[1].problems);
     }
 
     #[test]

@@ -240,9 +240,15 @@ impl Loader {
                         Segment::Key(k) => Step::Key(k.clone()),
                         Segment::Index(i) => Step::Index(*i),
                     }));
-                    let mut text = format!("{}: {v}", at(&p));
-                    if v.message.contains("must be a boolean") && v.message.contains("the string") {
-                        text.push_str(&format!(" ({})", composition::YAML11_BOOL_HINT));
+                    // The config object itself is `config` to an operator.
+                    let shown = if v.path == "$" { format!("`config` {}", v.message.replace("an object", "a mapping")) } else { v.to_string() };
+                    let mut text = format!("{}: {shown}", at(&p));
+                    let pointer: String = v.segments.iter().map(|s| match s {
+                        Segment::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+                        Segment::Index(i) => format!("/{i}"),
+                    }).collect();
+                    if let (true, Some(Value::String(given))) = (v.message.contains("must be a boolean"), config.pointer(&pointer)) {
+                        text.push_str(&format!(" ({})", composition::bool_hint(given)));
                     }
                     text
                 })

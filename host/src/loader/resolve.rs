@@ -178,7 +178,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 fn resolve_path(name: &str, composition_dir: &Path) -> Result<Target, ResolveError> {
-    let full = composition_dir.join(name);
+    let full = if composition_dir == Path::new(".") { PathBuf::from(name) } else { composition_dir.join(name) };
     let (path, export) = if full.is_file() {
         (full, None)
     } else {

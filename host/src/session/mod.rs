@@ -108,7 +108,11 @@ impl Sessions {
             return Err(StoreError::NotFound { id: id.to_string(), dir: "memory".into() });
         };
         let (writer, log) = store.open_for_append(id, self.durability)?;
-        let (session, problems) = Session::replay(log, Backing::File(writer), self.types.clone(), self.projections.clone());
+        let named = log.header.id.clone();
+        let (session, mut problems) = Session::replay(log, Backing::File(writer), self.types.clone(), self.projections.clone());
+        if named != id {
+            problems.insert(0, LineProblem { line: 1, message: format!("the header names session `{named}`, but the file is `{id}.jsonl`") });
+        }
         Ok((Arc::new(session), problems))
     }
 
@@ -191,13 +195,15 @@ impl Sessions {
         Ok(ImportReport { id: header.id, path, events: events.len(), opaque, problems })
     }
 
-    /// Every stored session, oldest first.
+    /// Every stored session, oldest first, and a message for each file that
+    /// could not be read.
     ///
     /// # Errors
     /// [`StoreError`] when the folder cannot be listed.
-    pub fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
-        let Some(store) = &self.store else { return Ok(Vec::new()) };
+    pub fn list(&self) -> Result<(Vec<SessionInfo>, Vec<String>), StoreError> {
+        let Some(store) = &self.store else { return Ok((Vec::new(), Vec::new())) };
         let mut out = Vec::new();
+        let mut skipped = Vec::new();
         for id in store.ids()? {
             match self.view(&id) {
                 Ok((session, problems)) => {
@@ -218,11 +224,11 @@ impl Sessions {
                         problems: problems.len(),
                     });
                 }
-                Err(e) => tracing::warn!("skipping session {id}: {e}"),
+                Err(e) => skipped.push(format!("skipping session {id}: {e}")),
             }
         }
         out.sort_by_key(|s| (s.created_at, s.id.clone()));
-        Ok(out)
+        Ok((out, skipped))
     }
 }
 

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::value::RawValue;
 
-use super::event::{raw_null, Envelope, Event, Header, ENVELOPE_KEYS};
+use super::event::{raw_null, Envelope, Event, Header};
 
 /// When appended events are forced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -67,6 +67,9 @@ pub enum StoreError {
         /// What is wrong.
         detail: String,
     },
+    /// The state directory is a file.
+    #[error("{0} is not a directory (give --state-dir a folder)")]
+    NotADirectory(String),
     /// An I/O failure.
     #[error("{path}: {source}")]
     Io {
@@ -107,8 +110,10 @@ pub struct ReadLog {
     pub lines: Vec<usize>,
     /// Every bad line.
     pub problems: Vec<LineProblem>,
-    /// A last line with no newline: `(line, byte offset where it starts)`.
+    /// A last line cut mid-record: `(line, byte offset where it starts)`.
     pub torn: Option<(usize, u64)>,
+    /// The line number of a complete last record that lacks its newline.
+    pub unterminated: Option<usize>,
 }
 
 /// Checks a session id: 1-128 characters of `[A-Za-z0-9._-]`, not starting
@@ -235,8 +240,13 @@ impl Store {
                 StoreError::Io { path: path.display().to_string(), source: e }
             }
         })?;
-        let writer = Writer::locked(file, &path, id, durability)?;
+        let mut writer = Writer::locked(file, &path, id, durability)?;
         let mut log = read_file(&path)?;
+        if let Some(line) = log.unterminated.take() {
+            writer.write_line(b"\n")?;
+            writer.sync()?;
+            log.problems.push(LineProblem { line, message: "the last line had no newline; one was added (nothing was lost)".into() });
+        }
         if let Some((line, offset)) = log.torn {
             writer.file.set_len(offset).map_err(io(&path))?;
             writer.file.sync_all().map_err(io(&path))?;
@@ -271,6 +281,9 @@ impl Store {
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(StoreError::NotADirectory(dir.display().to_string()));
+    }
     let mut builder = fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -381,6 +394,7 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
     let mut events: Vec<Event> = Vec::new();
     let mut lines = Vec::new();
     let mut torn = None;
+    let mut unterminated = None;
     let mut header: Option<Header> = None;
     let mut offset = 0usize;
     let mut line_no = 0usize;
@@ -394,15 +408,31 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
         let start = offset;
         offset += raw.len() + usize::from(complete);
         if !complete {
-            torn = Some((line_no, start as u64));
-            break;
+            // A whole record without its newline is kept; anything else at
+            // the end is a record cut mid-write.
+            let whole = std::str::from_utf8(raw).is_ok_and(|t| {
+                if header.is_none() {
+                    serde_json::from_str::<Header>(t).is_ok()
+                } else {
+                    serde_json::from_str::<Envelope>(t).is_ok()
+                }
+            });
+            if !whole {
+                torn = Some((line_no, start as u64));
+                break;
+            }
+            unterminated = Some(line_no);
         }
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if header.is_none() {
             let parsed = std::str::from_utf8(raw)
                 .map_err(|e| e.to_string())
                 .and_then(|text| serde_json::from_str::<Header>(text).map_err(|e| e.to_string()))
-                .and_then(|h| if h.kind == "session" { Ok(h) } else { Err(format!("type is `{}`, expected `session`", h.kind)) });
+                .and_then(|h| match (h.kind.as_str(), h.version) {
+                    ("session", 0) => Ok(h),
+                    ("session", v) => Err(format!("format version {v} is not supported (this host reads version 0)")),
+                    (other, _) => Err(format!("type is `{other}`, expected `session`")),
+                });
             match parsed {
                 Ok(h) => {
                     header = Some(h);
@@ -444,6 +474,12 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
             }
             Ok(env) => {
                 let seq = env.seq.unwrap_or(next_seq);
+                if seq != next_seq && !events.is_empty() {
+                    problems.push(LineProblem {
+                        line: line_no,
+                        message: format!("seq {seq} where {next_seq} was expected (a duplicate or out-of-order event; kept)"),
+                    });
+                }
                 next_seq = seq + 1;
                 events.push(Event {
                     seq,
@@ -465,13 +501,14 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
         }
         None => return Err(StoreError::BadHeader { path: shown, detail: "the file is empty".into() }),
     };
-    Ok(ReadLog { header, events, lines, problems, torn })
+    Ok(ReadLog { header, events, lines, problems, torn, unterminated })
 }
 
 fn describe_bad_event(text: &str, e: &serde_json::Error) -> String {
     let message = e.to_string();
     if message.contains("unknown field") {
-        return format!("{message} (event envelope keys are {})", ENVELOPE_KEYS.join(", "));
+        // serde's message already lists the expected keys.
+        return format!("not a valid event: {message}");
     }
     if message.contains("trailing characters") && text.contains("}{") {
         return format!("two records glued on one line ({message})");
@@ -510,6 +547,38 @@ mod tests {
         assert!(log.problems[0].message.contains("glued"));
         assert!(log.problems[2].message.contains("unknown field"));
         assert_eq!(log.torn, Some((7, (text.len() - "{\"seq\":2,\"ti".len()) as u64)));
+        assert!(log.unterminated.is_none());
+    }
+
+    #[test]
+    fn a_whole_last_record_without_newline_is_kept_and_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut w = store.create(&Header::new("nl", None), Durability::Event).unwrap();
+        w.append(b"{\"seq\":0,\"time\":1,\"type\":\"a\",\"data\":{}}").unwrap();
+        drop(w);
+        let (mut w, log) = store.open_for_append("nl", Durability::Event).unwrap();
+        assert_eq!(log.events.len(), 1);
+        assert!(log.problems[0].message.contains("no newline"), "{:?}", log.problems);
+        w.append(b"{\"seq\":1,\"time\":1,\"type\":\"b\",\"data\":{}}\n").unwrap();
+        drop(w);
+        let log = read_file(&store.path_of("nl").unwrap()).unwrap();
+        assert_eq!(log.events.len(), 2);
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+    }
+
+    #[test]
+    fn out_of_order_seqs_are_reported_and_kept() {
+        let text = concat!(
+            "{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n",
+            "{\"seq\":0,\"type\":\"a\",\"data\":{}}\n",
+            "{\"seq\":7,\"type\":\"a\",\"data\":{}}\n",
+        );
+        let log = parse_log(text.as_bytes(), Path::new("s.jsonl")).unwrap();
+        assert_eq!(log.events.len(), 2);
+        assert_eq!(log.problems[0].line, 3);
+        let v7 = "{\"type\":\"session\",\"version\":7,\"id\":\"s\"}\n";
+        assert!(parse_log(v7.as_bytes(), Path::new("s.jsonl")).unwrap_err().to_string().contains("version 7"));
     }
 
     #[test]

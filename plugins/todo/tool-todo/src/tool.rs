@@ -102,7 +102,7 @@ const DESCRIPTION_SINGLE: &str = "Keep at most one todo `in_progress` at a time:
 the one task you are working on right now is `in_progress`, and tasks not started yet stay `pending`. ";
 
 const DESCRIPTION_AFTER: &str = "Set a todo to `completed` as soon as it is finished instead of \
-completing several at the end, and leave no todo `in_progress` only once all the work is done. \
+completing several at the end; only when all the work is done may no todo be `in_progress`. \
 Do not keep a list for a task that takes a single trivial step. \
 Statuses: `pending` (not started yet), `in_progress` (being worked on now), `completed` (finished).";
 
