@@ -28,7 +28,8 @@ CORDIS_BENCH_QUICK=$quick cargo bench -p cordis-bench --features criterion --ben
 
 # Whole-process figures, the reference oracle, and the table.
 if [ "$quick" = 1 ]; then
-  exec ./target/release/cordis-bench --runs 10 --rss-runs 3 --oracle-calls 2000 --oracle-runs 1
+  ./target/release/cordis-bench --runs 10 --rss-runs 3 --oracle-calls 2000 --oracle-runs 1
 else
-  exec ./target/release/cordis-bench
+  ./target/release/cordis-bench
 fi
+echo "bench/run.sh: the whole run took $SECONDS s" >&2

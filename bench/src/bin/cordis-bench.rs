@@ -42,7 +42,7 @@ fn parse_options() -> Result<Options, String> {
         criterion: criterion_results::default_dir(&paths::target_dir()),
         oracle: Some(paths::repo_root().join("..").join("shared").join("oracle")),
         oracle_calls: 10_000,
-        oracle_runs: 3,
+        oracle_runs: 5,
         out: Some(paths::target_dir().join("bench-scratch").join("figures.md")),
     };
     let mut args = std::env::args().skip(1);
@@ -582,16 +582,16 @@ fn render(o: &Options, f: &Figures, load_before: &str, load_after: &str, seconds
         baseline: format!("as replay: {}", show(base, Unit::Seconds)),
         ratio: format!("{} of baseline speed", x(r)),
         target: "state ratio and growth".into(),
-        verdict: format!("linear: {}", growth.join(", ")),
+        verdict: format!("time per event: {}", growth.join(", ")),
     });
 
     rows.push(Row {
         figure: "reload".into(),
-        ours: "not built yet (hot reload is issue 3)".into(),
+        ours: "not measured: no reload figure or baseline is defined yet (hot reload, `cordis dev`, is issue 3)".into(),
         baseline: "—".into(),
         ratio: "—".into(),
         target: "—".into(),
-        verdict: "not built yet".into(),
+        verdict: "not measured".into(),
     });
 
     let host = f.rss.get("memory/host").copied();
@@ -689,7 +689,7 @@ fn machine(load_before: &str, load_after: &str, seconds: f64) -> String {
     let commit = command_line("git", &["-C", &paths::repo_root().display().to_string(), "rev-parse", "--short", "HEAD"]);
     let rustc = command_line("rustc", &["--version"]);
     format!(
-        "- date: {date}; commit {commit}; {rustc}\n- machine: {cores} cores ({cpu}), {mem_gib:.1} GiB memory; shared with other builds, so expect noise\n- load average (1/5/15 min) before: {load_before}; after: {load_after}; run took {seconds:.0} s\n- spread: median (interquartile range, number of samples); ratios are ratios of medians\n"
+        "- date: {date}; commit {commit}; {rustc}\n- machine: {cores} cores ({cpu}), {mem_gib:.1} GiB memory; shared with other builds, so expect noise\n- load average (1/5/15 min) before: {load_before}; after: {load_after}; this runner's part took {seconds:.0} s\n- spread: median (interquartile range, number of samples); ratios are ratios of medians\n"
     )
 }
 
