@@ -23,6 +23,8 @@ pub struct HostOptions {
     /// Load every library from a private, content-named copy in this folder
     /// (`cordis dev`), never from the file a build rewrites.
     pub library_copies: Option<PathBuf>,
+    /// Load libraries that every user may write (refused by default).
+    pub allow_writable_plugins: bool,
 }
 
 /// Booting failed as a whole.
@@ -65,7 +67,8 @@ impl Host {
         let cache = match &options.library_copies {
             Some(dir) => LibraryCache::with_copies(dir.clone()),
             None => LibraryCache::default(),
-        };
+        }
+        .allow_writable(options.allow_writable_plugins);
         let loader = Loader::with_cache(services.clone(), plugin_path, cache);
         let reports = loader.load(&composition);
         Ok(Host { composition, services, loader, reports, state_dir })

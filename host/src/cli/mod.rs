@@ -53,6 +53,10 @@ pub struct Cli {
     /// Refuse to run when any entry failed to load.
     #[arg(long, global = true)]
     pub strict: bool,
+    /// Load plugin libraries that every user may write, or that sit in a
+    /// folder every user may write (refused by default).
+    #[arg(long, global = true, env = "CORDIS_ALLOW_WRITABLE_PLUGINS")]
+    pub allow_writable_plugins: bool,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -181,6 +185,7 @@ fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
         durability: cli.durability,
         in_memory,
         library_copies: None,
+        allow_writable_plugins: cli.allow_writable_plugins,
     }
 }
 

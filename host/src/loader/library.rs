@@ -85,6 +85,14 @@ pub enum LoadError {
         /// level).
         detail: String,
     },
+    /// A library anyone could have replaced.
+    #[error("refusing plugin library {path}: {detail}; fix the permissions, or pass --allow-writable-plugins if you accept the risk")]
+    Insecure {
+        /// The file.
+        path: String,
+        /// What is writable.
+        detail: String,
+    },
     /// The library's root module failed to initialise.
     #[error("plugin library {path} failed to initialise: {detail}")]
     Init {
@@ -106,12 +114,20 @@ pub enum LoadError {
 pub struct LibraryCache {
     loaded: Mutex<HashMap<PathBuf, Arc<Library>>>,
     copies: Option<PathBuf>,
+    allow_writable: bool,
 }
 
 impl LibraryCache {
     /// A cache that loads every library from a content-named copy in `dir`.
     pub fn with_copies(dir: PathBuf) -> LibraryCache {
-        LibraryCache { loaded: Mutex::default(), copies: Some(dir) }
+        LibraryCache { copies: Some(dir), ..LibraryCache::default() }
+    }
+
+    /// Accepts libraries that every user may write (or that sit in a folder
+    /// every user may write), which are refused by default.
+    pub fn allow_writable(mut self, allow: bool) -> LibraryCache {
+        self.allow_writable = allow;
+        self
     }
 
     /// Loads the library at `path` (or returns the one already loaded).
@@ -119,6 +135,9 @@ impl LibraryCache {
     /// # Errors
     /// [`LoadError`] naming the path and what is wrong.
     pub fn load(&self, path: &Path) -> Result<Arc<Library>, LoadError> {
+        if !self.allow_writable {
+            check_not_writable_by_all(path)?;
+        }
         let source = canonical(path)?;
         if let Some(lib) = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&source) {
             return Ok(lib.clone());
@@ -155,6 +174,9 @@ impl LibraryCache {
     }
 
     fn load_fresh(&self, source: &Path) -> Result<Arc<Library>, LoadError> {
+        if !self.allow_writable {
+            check_not_writable_by_all(source)?;
+        }
         let name = super::resolve::library_name_of(source);
         let lib = match &self.copies {
             None => load_library_named(source, &name)?,
@@ -178,6 +200,32 @@ impl LibraryCache {
         self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
         Ok(lib)
     }
+}
+
+/// Refuses a library file, or a library in a folder, that every user may
+/// write: anyone on the machine could replace the code the host runs.
+///
+/// # Errors
+/// [`LoadError::Insecure`].
+pub fn check_not_writable_by_all(path: &Path) -> Result<(), LoadError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let insecure = |detail: String| LoadError::Insecure { path: path.display().to_string(), detail };
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.permissions().mode() & 0o002 != 0 {
+                return Err(insecure("the file is writable by every user".into()));
+            }
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(meta) = std::fs::metadata(dir) {
+                if meta.permissions().mode() & 0o002 != 0 {
+                    return Err(insecure(format!("its folder {} is writable by every user", dir.display())));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn canonical(path: &Path) -> Result<PathBuf, LoadError> {
