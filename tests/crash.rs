@@ -1,0 +1,149 @@
+//! Crash injection: a real `cordis dev` appends `todo_write` events to one
+//! session and is killed with SIGKILL at random points, many times. After
+//! each kill the session reopens with every acknowledged event present, a
+//! torn last line (injected every few kills, as a write cut mid-line would
+//! leave it) is reported and cut before the next append, and the next append
+//! lands on a line of its own.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cordis_host::session::store::read_file;
+use cordis_tests::{cordis_exe, plugin_dir, Scratch};
+use serde_json::Value;
+
+/// A small deterministic generator (xorshift), so a failure can be replayed
+/// from the printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+struct Totals {
+    kills: usize,
+    acknowledged: usize,
+    torn_cut: usize,
+}
+
+fn run_kills(kills: usize) -> Totals {
+    let seed = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_c0de_u64);
+    let mut rng = Rng(seed);
+    let scratch = Scratch::new();
+    scratch.composition("- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n");
+    let mut session: Option<String> = None;
+    let mut acknowledged: Vec<String> = Vec::new();
+    let mut totals = Totals { kills: 0, acknowledged: 0, torn_cut: 0 };
+    let mut injected_torn = false;
+    for round in 0..kills {
+        let mut cmd = Command::new(cordis_exe());
+        cmd.arg("dev").current_dir(scratch.path()).env("CORDIS_PLUGIN_PATH", plugin_dir()).env_remove("RUST_LOG");
+        if let Some(id) = &session {
+            cmd.args(["--session", id]);
+        }
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let stderr = child.stderr.take().unwrap();
+        let warnings = std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>());
+        let mut ready = String::new();
+        stdout.read_line(&mut ready).unwrap();
+        let ready: Value = serde_json::from_str(&ready).unwrap_or_else(|_| panic!("seed {seed} round {round}: not ready: {ready:?}"));
+        let id = ready["session"].as_str().unwrap().to_string();
+        session.get_or_insert(id.clone());
+
+        // Kill at a random point within the next ~60 ms of appends.
+        let pid = child.id();
+        let delay = Duration::from_micros(rng.next() % 60_000);
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        });
+        let mut n = 0;
+        loop {
+            let content = format!("round {round} call {n}");
+            let line = format!(r#"call todo_write {{"todos": [{{"content": "{content}", "status": "in_progress"}}]}}"#);
+            if writeln!(stdin, "{line}").and_then(|_| stdin.flush()).is_err() {
+                break;
+            }
+            let mut answer = String::new();
+            match stdout.read_line(&mut answer) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let answer: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(answer["isError"], false, "seed {seed} round {round}: {answer}");
+            acknowledged.push(content);
+            n += 1;
+        }
+        killer.join().unwrap();
+        let _ = child.wait();
+        let warnings = warnings.join().unwrap();
+        totals.kills += 1;
+        if injected_torn {
+            assert!(
+                warnings.iter().any(|w| w.contains("torn last line") && w.contains("cut before the next append")),
+                "seed {seed} round {round}: the injected torn line was not reported: {warnings:?}"
+            );
+            totals.torn_cut += 1;
+            injected_torn = false;
+        }
+
+        // Reopen (read) the session: every acknowledged event is present.
+        let path = scratch.path().join(".cordis/sessions").join(format!("{id}.jsonl"));
+        let log = read_file(&path).unwrap();
+        let stray: Vec<_> = log.problems.iter().filter(|p| !p.message.contains("torn")).collect();
+        assert!(stray.is_empty(), "seed {seed} round {round}: every append must be a line of its own: {stray:?}");
+        let written: HashSet<String> = log
+            .events
+            .iter()
+            .filter(|e| e.kind == "todo/write")
+            .map(|e| e.data_value()["todos"][0]["content"].as_str().unwrap_or_default().to_string())
+            .collect();
+        for content in &acknowledged {
+            assert!(written.contains(content), "seed {seed} round {round}: acknowledged {content:?} is missing");
+        }
+        totals.acknowledged = acknowledged.len();
+
+        // Every few kills, leave a torn line the way a write cut short would.
+        if round % 5 == 4 && round + 1 < kills {
+            let raw = std::fs::read_to_string(&path).unwrap();
+            let last = raw.lines().last().unwrap();
+            let cut = 1 + (rng.next() as usize) % (last.len() - 1);
+            let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+            f.write_all(&last.as_bytes()[..cut]).unwrap();
+            injected_torn = true;
+        }
+    }
+    totals
+}
+
+#[test]
+fn acknowledged_events_survive_two_hundred_kills() {
+    let start = Instant::now();
+    let totals = run_kills(200);
+    eprintln!(
+        "crash injection: {} kills survived, {} acknowledged events checked, {} torn tails cut, in {:?}",
+        totals.kills,
+        totals.acknowledged,
+        totals.torn_cut,
+        start.elapsed()
+    );
+    assert_eq!(totals.kills, 200);
+    assert!(totals.acknowledged > 0);
+}
+
+/// The long version: `cargo test --test crash -- --ignored`.
+#[test]
+#[ignore]
+fn soak_two_thousand_kills() {
+    let totals = run_kills(2000);
+    eprintln!("crash soak: {} kills, {} acknowledged events checked, {} torn tails cut", totals.kills, totals.acknowledged, totals.torn_cut);
+}
