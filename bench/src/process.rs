@@ -58,7 +58,7 @@ impl Program {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .output()
-            .map_err(|e| format!("cannot run /usr/bin/time: {e}"))?;
+            .map_err(|e| format!("cannot run /usr/bin/time (Debian package `time`): {e}"))?;
         let report = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() {
             return Err(format!("{} failed under /usr/bin/time ({}): {report}", self.exe.display(), out.status));
