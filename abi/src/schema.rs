@@ -158,14 +158,30 @@ fn push_segment(out: &mut String, segment: &Segment) {
             out.push_str(&i.to_string());
             out.push(']');
         }
-        Segment::Key(k) if is_identifier(k) => {
+        Segment::Key(k) if is_identifier(k) && k.len() <= MAX_PATH_KEY_CHARS => {
             out.push('.');
             out.push_str(k);
         }
         Segment::Key(k) => {
             out.push('[');
-            out.push_str(&Value::String(k.clone()).to_string());
+            out.push_str(&quoted_preview(k));
             out.push(']');
+        }
+    }
+}
+
+/// The longest key a path shows in full; longer keys (only a hostile input
+/// has them) are cut, so an error never echoes a megabyte-long key.
+const MAX_PATH_KEY_CHARS: usize = 40;
+
+/// `s` as a JSON string, cut after [`MAX_PATH_KEY_CHARS`] characters with `…`.
+fn quoted_preview(s: &str) -> String {
+    match s.char_indices().nth(MAX_PATH_KEY_CHARS) {
+        None => Value::String(s.to_string()).to_string(),
+        Some((end, _)) => {
+            let mut quoted = Value::String(s[..end].to_string()).to_string();
+            quoted.insert(quoted.len() - 1, '…');
+            quoted
         }
     }
 }
@@ -436,5 +452,15 @@ mod tests {
     #[test]
     fn odd_keys_are_quoted() {
         assert_eq!(format_path(&[Segment::Key("a b".into()), Segment::Index(3)]), "$[\"a b\"][3]");
+    }
+
+    #[test]
+    fn long_keys_are_cut_in_paths() {
+        let long = format!("{}é", "k ".repeat(50));
+        assert_eq!(format_path(&[Segment::Key(long)]), format!("$[\"{}…\"]", "k ".repeat(20)));
+        let forty = "x-".repeat(20);
+        assert_eq!(format_path(&[Segment::Key(forty.clone())]), format!("$[\"{forty}\"]"));
+        assert_eq!(format_path(&[Segment::Key("z".repeat(40))]), format!("$.{}", "z".repeat(40)));
+        assert_eq!(format_path(&[Segment::Key("z".repeat(41))]), format!("$[\"{}…\"]", "z".repeat(40)));
     }
 }
