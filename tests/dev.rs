@@ -240,10 +240,16 @@ fn calls_in_flight_finish_on_their_version_and_log_once() {
     let scratch = Scratch::new();
     let lib = setup(&scratch, true);
     let mut dev = Dev::start(scratch.path(), &[]);
-    // A slow call is running when the new build lands.
+    // A slow call is running when the new build lands: wait until its
+    // tool/call is in the log, then replace the library.
     writeln!(dev.stdin, r#"call slow_version {{"ms": 1500}}"#).unwrap();
     dev.stdin.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    let log_path = scratch.path().join(".cordis/sessions").join(format!("{}.jsonl", dev.session));
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log_path).unwrap_or_default().contains(r#""name":"slow_version""#) {
+        assert!(start.elapsed() < Duration::from_secs(30), "the slow call never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     atomic_rename(&lib, &build_bytes('B'));
     let mut answer = String::new();
     dev.stdout.read_line(&mut answer).unwrap();
@@ -259,6 +265,15 @@ fn calls_in_flight_finish_on_their_version_and_log_once() {
     let mut ok = 0;
     for i in 0..40 {
         if i == 10 || i == 25 {
+            if i == 25 {
+                // One reload per change: the first must have landed before
+                // the second change is made.
+                let start = Instant::now();
+                while dev.reloads() < 2 {
+                    assert!(start.elapsed() < Duration::from_secs(30), "no reload of tool-todo");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
             bytes.extend_from_slice(b"trailing bytes make a new build");
             atomic_rename(&todo_lib, &bytes);
         }
@@ -269,7 +284,7 @@ fn calls_in_flight_finish_on_their_version_and_log_once() {
         std::thread::sleep(Duration::from_millis(40));
     }
     dev.expect_reloads(3);
-    let log = std::fs::read_to_string(scratch.path().join(".cordis/sessions").join(format!("{}.jsonl", dev.session))).unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
     let count = |kind: &str| log.lines().filter(|l| l.contains(&format!("\"type\":\"{kind}\""))).count();
     assert_eq!(count("versioned/work"), 1);
     assert_eq!(count("todo/write"), ok);

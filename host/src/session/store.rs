@@ -308,6 +308,10 @@ fn sync_dir(dir: &Path) {
     }
 }
 
+/// How long a busy session lock is retried before the session counts as
+/// open in another process.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// The appending end of one session file; holds the file's lock.
 #[derive(Debug)]
 pub struct Writer {
@@ -319,12 +323,24 @@ pub struct Writer {
 
 impl Writer {
     fn locked(file: File, path: &Path, id: &str, durability: Durability) -> Result<Writer, StoreError> {
-        match file.try_lock() {
-            Ok(()) => Ok(Writer { file, path: path.to_path_buf(), durability, unsynced: false }),
-            Err(fs::TryLockError::WouldBlock) => {
-                Err(StoreError::Locked { id: id.to_string(), path: path.display().to_string() })
+        // A lock can be held for an instant by a process that is being
+        // started from this one (between fork and exec it shares our open
+        // files), so a busy lock is tried again for a short while before the
+        // session counts as open elsewhere.
+        let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Writer { file, path: path.to_path_buf(), durability, unsynced: false }),
+                Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(StoreError::Locked { id: id.to_string(), path: path.display().to_string() })
+                }
+                Err(fs::TryLockError::Error(e)) => {
+                    return Err(StoreError::Io { path: path.display().to_string(), source: e })
+                }
             }
-            Err(fs::TryLockError::Error(e)) => Err(StoreError::Io { path: path.display().to_string(), source: e }),
         }
     }
 
