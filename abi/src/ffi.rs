@@ -59,7 +59,8 @@ pub struct PluginDecl {
     pub name: RString,
     /// Names of the host services the plugin requires (`tools`, `sessions`).
     pub inject: RVec<RString>,
-    /// JSON Schema (draft 2020-12) of the plugin's config, as JSON text.
+    /// JSON Schema (draft 7 unless it names another with `$schema`) of the
+    /// plugin's config, as JSON text.
     pub config_schema: RString,
     /// Runs the plugin for one entry: registers its tools, event types and
     /// projections on `ctx`. An `Err` (or a panic, which the SDK turns into an

@@ -286,17 +286,25 @@ impl Tools<'_> {
     /// Registers a typed tool. The SDK validates every call's arguments
     /// against the schema of `T::Args` before `execute` sees them.
     ///
+    /// The schema is compiled at the tool's first call, not here: loading a
+    /// composition (`cordis check`, `cordis tools`) pays nothing for tools
+    /// it never calls. A schema that does not compile makes every call an
+    /// error naming it.
+    ///
     /// # Errors
-    /// When a tool with the same name is registered, or the generated schema
-    /// does not compile.
+    /// When a tool with the same name is registered, or the schema is not a
+    /// JSON object.
     pub fn register<T: TypedTool>(&self, tool: T) -> Result<(), PluginError> {
         let parameters = tool.parameters();
-        let checker = Checker::new(parameters.clone()).map_err(|e| PluginError(e.to_string()))?;
+        if !parameters.is_object() {
+            return Err(PluginError(format!("tool {} declares parameters that are not a JSON Schema object", tool.name())));
+        }
         let adapter = ToolAdapter {
             name: tool.name().to_string(),
             description: tool.description(),
             parameters: parameters.to_string(),
-            checker,
+            schema: parameters,
+            checker: std::sync::OnceLock::new(),
             plugin: self.ctx.plugin,
             tool,
         };
@@ -418,14 +426,20 @@ struct ToolAdapter<T: TypedTool> {
     name: String,
     description: String,
     parameters: String,
-    checker: Checker,
+    schema: Value,
+    checker: std::sync::OnceLock<Result<Checker, String>>,
     plugin: &'static str,
     tool: T,
 }
 
 impl<T: TypedTool> ToolAdapter<T> {
     fn run(&self, arguments: &str, cx: &ExecContextRef<'_>) -> Result<EncodedReply, String> {
-        let value = parse_arguments(arguments, &self.checker)?;
+        let checker = self
+            .checker
+            .get_or_init(|| Checker::new(self.schema.clone()).map_err(|e| format!("the parameter schema of {} does not compile: {e}", self.name)))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let value = parse_arguments(arguments, checker)?;
         let args: T::Args = serde_json::from_value(value).map_err(|e| format!("invalid arguments: {e}"))?;
         let context = ToolContext { raw: cx };
         self.tool.execute_encoded(args, &context).map_err(|e| e.0)

@@ -19,12 +19,12 @@ use crate::context::Owner;
 use crate::projection::{Projections, RegisteredProjection};
 
 /// Who is appending.
-#[derive(Debug, Clone)]
-pub enum Appender {
+#[derive(Debug, Clone, Copy)]
+pub enum Appender<'a> {
     /// The host itself (agent loop, import).
     Host,
     /// A plugin, through a tool call of the session's agent.
-    Plugin(Owner),
+    Plugin(&'a Owner),
 }
 
 /// An append was refused; nothing was written.
@@ -73,9 +73,11 @@ pub enum AppendError {
     Write(#[from] StoreError),
 }
 
+/// A projection's state for this session, folded over `events[..folded]`.
 struct FoldState {
     token: u64,
     state: String,
+    folded: usize,
 }
 
 struct State {
@@ -225,16 +227,16 @@ impl Session {
     ///
     /// # Errors
     /// [`AppendError`]; nothing is written.
-    pub fn append_text(&self, kind: &str, data: &str, by: Appender) -> Result<u64, AppendError> {
+    pub fn append_text(&self, kind: &str, data: &str, by: Appender<'_>) -> Result<u64, AppendError> {
         let raw = parse_data(data).map_err(AppendError::NotJson)?;
-        self.append(kind, raw, by).map(|e| e.seq)
+        self.push(kind, raw, by, |_| ())
     }
 
     /// Appends an event whose data is any serializable value.
     ///
     /// # Errors
     /// [`AppendError`]; nothing is written.
-    pub fn append_value(&self, kind: &str, data: &impl Serialize, by: Appender) -> Result<Event, AppendError> {
+    pub fn append_value(&self, kind: &str, data: &impl Serialize, by: Appender<'_>) -> Result<Event, AppendError> {
         self.append(kind, to_raw(data), by)
     }
 
@@ -242,7 +244,16 @@ impl Session {
     ///
     /// # Errors
     /// [`AppendError`]; nothing is written.
-    pub fn append(&self, kind: &str, data: Box<RawValue>, by: Appender) -> Result<Event, AppendError> {
+    pub fn append(&self, kind: &str, data: Box<RawValue>, by: Appender<'_>) -> Result<Event, AppendError> {
+        let mut written = None;
+        self.push(kind, data, by, |e| written = Some(e.clone()))?;
+        written.ok_or_else(|| AppendError::ReadOnly(self.id.clone()))
+    }
+
+    /// The append pipeline; `seen` gets the event as written (under the
+    /// session's lock). Projections are not folded here: [`Session::state`]
+    /// catches up from the log when a state is read.
+    fn push(&self, kind: &str, data: Box<RawValue>, by: Appender<'_>, seen: impl FnOnce(&Event)) -> Result<u64, AppendError> {
         let is_core = core::is_core(kind);
         let owned = if is_core { None } else { self.types.get(kind) };
         match (&by, is_core, &owned) {
@@ -304,33 +315,18 @@ impl Session {
             }
             _ => {}
         }
-        st.events.push(event.clone());
-        for p in self.projections.all() {
-            if !p.folds(kind) {
-                continue;
-            }
-            let current = st.folds.get(&p.key).filter(|f| f.token == p_token(&p)).map(|f| f.state.clone());
-            match current {
-                Some(state) => match p.apply(&state, kind, event.data.get()) {
-                    Ok(next) => {
-                        st.folds.insert(p.key.clone(), FoldState { token: p_token(&p), state: next });
-                    }
-                    Err(e) => tracing::warn!(projection = %p.key, seq, "projection kept its state: {e}"),
-                },
-                None => refold(&mut st, &p),
-            }
-        }
-        Ok(event)
+        seen(&event);
+        st.events.push(event);
+        Ok(seq)
     }
 
-    /// The current state of projection `key` (JSON text), folding it from the
-    /// log first if it was registered or changed since the last fold.
+    /// The current state of projection `key` (JSON text): folded from the
+    /// whole log if the projection was registered (or changed) since the last
+    /// fold, else caught up over the events appended since.
     pub fn state(&self, key: &str) -> Option<String> {
         let p = self.projections.get(key)?;
         let mut st = self.lock();
-        if st.folds.get(key).is_none_or(|f| f.token != p_token(&p)) {
-            refold(&mut st, &p);
-        }
+        fold(&mut st, &p);
         st.folds.get(key).map(|f| f.state.clone())
     }
 
@@ -347,14 +343,16 @@ impl Session {
     }
 }
 
-fn p_token(p: &RegisteredProjection) -> u64 {
-    p.token()
-}
-
-/// Folds `p` over the whole log (skipping events rejected on replay).
-fn refold(st: &mut State, p: &RegisteredProjection) {
-    let mut state = p.init.clone();
-    for event in &st.events {
+/// Brings `p`'s state up to date with the log: from the start when it was
+/// folded under another registration (or never), else from where the last
+/// fold stopped. Events rejected on replay are skipped; an event the plugin
+/// cannot fold leaves the state as it was.
+fn fold(st: &mut State, p: &RegisteredProjection) {
+    let (mut state, from) = match st.folds.get(&p.key) {
+        Some(f) if f.token == p.token() => (f.state.clone(), f.folded),
+        _ => (p.init.clone(), 0),
+    };
+    for event in &st.events[from.min(st.events.len())..] {
         if !p.folds(&event.kind) || st.rejected.contains(&event.seq) {
             continue;
         }
@@ -363,5 +361,6 @@ fn refold(st: &mut State, p: &RegisteredProjection) {
             Err(e) => tracing::warn!(projection = %p.key, seq = event.seq, "projection skipped an event: {e}"),
         }
     }
-    st.folds.insert(p.key.clone(), FoldState { token: p_token(p), state });
+    let folded = st.events.len();
+    st.folds.insert(p.key.clone(), FoldState { token: p.token(), state, folded });
 }

@@ -218,7 +218,7 @@ impl ExecContext for CallScope<'_> {
         let Some(session) = self.session else {
             return RErr("no agent session owns this call".into());
         };
-        match session.append_text(event_type.as_str(), data.as_str(), Appender::Plugin(self.owner.clone())) {
+        match session.append_text(event_type.as_str(), data.as_str(), Appender::Plugin(self.owner)) {
             Ok(seq) => ROk(seq),
             Err(e) => RErr(e.to_string().into()),
         }
