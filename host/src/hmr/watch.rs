@@ -3,6 +3,11 @@
 //!
 //! Folders are watched rather than files, since builds delete and recreate
 //! library files (cargo links a fresh file, then hard-links it into place).
+//!
+//! A library whose writer has finished with it (closed after writing,
+//! renamed or linked into place) and that checks out as a complete ELF file
+//! is reloaded at once. Any other change waits for the debounce: the file
+//! must stop changing first.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -19,11 +24,12 @@ use super::{targets, wait_until_complete, DevHost};
 /// # Errors
 /// When the watcher cannot be created.
 pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
-    let (tx, rx) = mpsc::channel::<PathBuf>();
+    let (tx, rx) = mpsc::channel::<(PathBuf, bool)>();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(event) = res {
+            let finished = writer_finished(&event.kind);
             for path in event.paths {
-                let _ = tx.send(path);
+                let _ = tx.send((path, finished));
             }
         }
     })
@@ -35,9 +41,15 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
         .spawn(move || {
             let debounce = dev.options.debounce;
             while let Ok(first) = rx.recv() {
-                let mut changed: HashSet<PathBuf> = HashSet::from([first]);
-                while let Ok(more) = rx.recv_timeout(debounce) {
-                    changed.insert(more);
+                let mut changed: HashSet<PathBuf> = HashSet::new();
+                let mut next = Some(first);
+                while let Some((path, finished)) = next.take() {
+                    if finished && reload_finished_library(&dev, &path) {
+                        changed.remove(&path);
+                    } else {
+                        changed.insert(path);
+                    }
+                    next = rx.recv_timeout(debounce).ok();
                 }
                 handle(&dev, &changed);
                 sync_watches(&dev, &mut watcher, &mut watched);
@@ -45,6 +57,31 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start the watcher thread: {e}"))?;
     Ok(())
+}
+
+/// Whether an event says a writer is done with the file: closed after
+/// writing, renamed into place, or created (a hard link to a finished file).
+fn writer_finished(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, ModifyKind};
+    use notify::EventKind;
+    matches!(
+        kind,
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) | EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(_))
+    )
+}
+
+/// Reloads `path` at once if it is a watched library and a complete ELF
+/// file; returns whether it was handled.
+fn reload_finished_library(dev: &DevHost, path: &Path) -> bool {
+    let path = canonical(path);
+    if targets(dev).get(&path) != Some(&false) {
+        return false;
+    }
+    if crate::loader::library::check_elf(&path).is_err() {
+        return false;
+    }
+    dev.library_changed(&path);
+    true
 }
 
 fn canonical(p: &Path) -> PathBuf {

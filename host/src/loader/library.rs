@@ -153,13 +153,15 @@ impl LibraryCache {
     pub fn reload(&self, source: &Path) -> Result<Option<Arc<Library>>, LoadError> {
         let source = canonical(source)?;
         let current = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&source).cloned();
-        if let (Some(current), Some(_)) = (&current, &self.copies) {
-            let bytes = read_checked(&source)?;
-            if current.hash == Some(content_hash(&bytes)) {
-                return Ok(None);
-            }
+        if self.copies.is_none() {
+            return self.load_fresh(&source).map(Some);
         }
-        self.load_fresh(&source).map(Some)
+        let bytes = read_checked(&source)?;
+        let hash = content_hash(&bytes);
+        if current.is_some_and(|c| c.hash == Some(hash)) {
+            return Ok(None);
+        }
+        self.load_copy(&source, &bytes, hash).map(Some)
     }
 
     /// The loaded library for `source`, if any.
@@ -174,28 +176,40 @@ impl LibraryCache {
     }
 
     fn load_fresh(&self, source: &Path) -> Result<Arc<Library>, LoadError> {
+        if self.copies.is_some() {
+            let bytes = read_checked(source)?;
+            let hash = content_hash(&bytes);
+            return self.load_copy(source, &bytes, hash);
+        }
         if !self.allow_writable {
             check_not_writable_by_all(source)?;
         }
+        let lib = Arc::new(load_library_named(source, &super::resolve::library_name_of(source))?);
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
+        Ok(lib)
+    }
+
+    /// Loads `bytes` (the content of `source`, hashing to `hash`) from a
+    /// private copy named after the hash.
+    fn load_copy(&self, source: &Path, bytes: &[u8], hash: u64) -> Result<Arc<Library>, LoadError> {
+        if !self.allow_writable {
+            check_not_writable_by_all(source)?;
+        }
+        let dir = self.copies.as_ref().ok_or_else(|| LoadError::Unreadable {
+            path: source.display().to_string(),
+            detail: "no folder for private copies".into(),
+        })?;
         let name = super::resolve::library_name_of(source);
-        let lib = match &self.copies {
-            None => load_library_named(source, &name)?,
-            Some(dir) => {
-                let bytes = read_checked(source)?;
-                let hash = content_hash(&bytes);
-                let copy = dir.join(format!("{name}-{hash:016x}{}", std::env::consts::DLL_SUFFIX));
-                if !copy.exists() {
-                    write_copy(&copy, &bytes).map_err(|e| LoadError::Unreadable {
-                        path: copy.display().to_string(),
-                        detail: format!("cannot write the private copy: {e}"),
-                    })?;
-                }
-                let mut lib = load_library_named(&copy, &name)?;
-                lib.source = source.to_path_buf();
-                lib.hash = Some(hash);
-                lib
-            }
-        };
+        let copy = dir.join(format!("{name}-{hash:016x}{}", std::env::consts::DLL_SUFFIX));
+        if !copy.exists() {
+            write_copy(&copy, bytes).map_err(|e| LoadError::Unreadable {
+                path: copy.display().to_string(),
+                detail: format!("cannot write the private copy: {e}"),
+            })?;
+        }
+        let mut lib = load_library_named(&copy, &name)?;
+        lib.source = source.to_path_buf();
+        lib.hash = Some(hash);
         let lib = Arc::new(lib);
         self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
         Ok(lib)
