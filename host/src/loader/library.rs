@@ -156,12 +156,11 @@ impl LibraryCache {
         if self.copies.is_none() {
             return self.load_fresh(&source).map(Some);
         }
-        let bytes = read_checked(&source)?;
-        let hash = content_hash(&bytes);
+        let (copy, hash) = self.snapshot(&source)?;
         if current.is_some_and(|c| c.hash == Some(hash)) {
             return Ok(None);
         }
-        self.load_copy(&source, &bytes, hash).map(Some)
+        self.load_copy(&source, &copy, hash).map(Some)
     }
 
     /// The loaded library for `source`, if any.
@@ -177,9 +176,8 @@ impl LibraryCache {
 
     fn load_fresh(&self, source: &Path) -> Result<Arc<Library>, LoadError> {
         if self.copies.is_some() {
-            let bytes = read_checked(source)?;
-            let hash = content_hash(&bytes);
-            return self.load_copy(source, &bytes, hash);
+            let (copy, hash) = self.snapshot(source)?;
+            return self.load_copy(source, &copy, hash);
         }
         if !self.allow_writable {
             check_not_writable_by_all(source)?;
@@ -189,25 +187,49 @@ impl LibraryCache {
         Ok(lib)
     }
 
-    /// Loads `bytes` (the content of `source`, hashing to `hash`) from a
-    /// private copy named after the hash.
-    fn load_copy(&self, source: &Path, bytes: &[u8], hash: u64) -> Result<Arc<Library>, LoadError> {
+    /// Copies `source` into the copy folder and names the copy after the
+    /// hash of its content: the bytes hashed are the bytes loaded, whatever
+    /// happens to `source` meanwhile. Returns the copy and the hash.
+    fn snapshot(&self, source: &Path) -> Result<(PathBuf, u64), LoadError> {
         if !self.allow_writable {
             check_not_writable_by_all(source)?;
         }
+        check_elf(source)?;
         let dir = self.copies.as_ref().ok_or_else(|| LoadError::Unreadable {
             path: source.display().to_string(),
             detail: "no folder for private copies".into(),
         })?;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let incoming = dir.join(format!(".incoming-{}-{n}", std::process::id()));
+        let unreadable = |path: &Path, e: std::io::Error| LoadError::Unreadable {
+            path: path.display().to_string(),
+            detail: format!("cannot make the private copy: {e}"),
+        };
+        std::fs::copy(source, &incoming).map_err(|e| unreadable(source, e))?;
+        let hashed = check_elf(&incoming).and_then(|()| hash_file(&incoming).map_err(|e| unreadable(&incoming, e)));
+        let hash = match hashed {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = std::fs::remove_file(&incoming);
+                return Err(e);
+            }
+        };
         let name = super::resolve::library_name_of(source);
         let copy = dir.join(format!("{name}-{hash:016x}{}", std::env::consts::DLL_SUFFIX));
-        if !copy.exists() {
-            write_copy(&copy, bytes).map_err(|e| LoadError::Unreadable {
-                path: copy.display().to_string(),
-                detail: format!("cannot write the private copy: {e}"),
-            })?;
+        if copy.exists() {
+            let _ = std::fs::remove_file(&incoming);
+        } else {
+            std::fs::rename(&incoming, &copy).map_err(|e| unreadable(&copy, e))?;
         }
-        let mut lib = load_library_named(&copy, &name)?;
+        Ok((copy, hash))
+    }
+
+    /// Loads the private copy `copy` of `source`, whose content hashes to
+    /// `hash`.
+    fn load_copy(&self, source: &Path, copy: &Path, hash: u64) -> Result<Arc<Library>, LoadError> {
+        let name = super::resolve::library_name_of(source);
+        let mut lib = load_library_named(copy, &name)?;
         lib.source = source.to_path_buf();
         lib.hash = Some(hash);
         let lib = Arc::new(lib);
@@ -246,26 +268,25 @@ fn canonical(path: &Path) -> Result<PathBuf, LoadError> {
     path.canonicalize().map_err(|e| LoadError::Unreadable { path: path.display().to_string(), detail: e.to_string() })
 }
 
-/// Reads a library file after checking it is a complete ELF shared object.
-fn read_checked(path: &Path) -> Result<Vec<u8>, LoadError> {
-    check_elf(path)?;
-    let bytes = std::fs::read(path).map_err(|e| LoadError::Unreadable { path: path.display().to_string(), detail: e.to_string() })?;
-    Ok(bytes)
-}
-
-/// A 64-bit hash of a library's bytes, used to name its private copy.
-pub fn content_hash(bytes: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    // SipHash with fixed keys: stable across runs, enough to tell builds apart.
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
-}
-
-fn write_copy(copy: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = copy.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, copy)
+/// A 64-bit hash of a file's content, used to name its private copy
+/// (SipHash with fixed keys: stable across runs, enough to tell builds
+/// apart). Read in 64 KiB pieces, so a reload never holds a whole library in
+/// memory.
+///
+/// # Errors
+/// Read errors.
+pub fn hash_file(path: &Path) -> std::io::Result<u64> {
+    use std::hash::Hasher;
+    let mut file = File::open(path)?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match file.read(&mut buf)? {
+            0 => break,
+            n => hasher.write(&buf[..n]),
+        }
+    }
+    Ok(hasher.finish())
 }
 
 /// Loads one library file, named after its file (`libtool_todo.so` →
