@@ -1,0 +1,34 @@
+//! Bytes as `cordis.yml` text through `Composition::parse`, then what the
+//! loader does next with a parsed composition: walk every entry and look up
+//! the line of the entry and of its config (the positions pass reads the
+//! text again with another YAML parser). No input may panic or overflow
+//! the stack; every error must name the file.
+
+#![no_main]
+
+use std::path::PathBuf;
+
+use cordis_host::loader::positions::Step;
+use cordis_host::loader::Composition;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    match Composition::parse("cordis.yml", PathBuf::from("."), text.to_string()) {
+        Err(e) => {
+            let message = e.to_string();
+            assert!(message.starts_with("cordis.yml"), "an error that does not name the file: {message}");
+        }
+        Ok(composition) => {
+            for entry in composition.walk() {
+                let _ = composition.locate(&entry.path);
+                let mut config = entry.path.clone();
+                config.push(Step::Key("config".into()));
+                let _ = composition.position(&config);
+                for problem in &entry.problems {
+                    assert!(!problem.is_empty());
+                }
+            }
+        }
+    }
+});
