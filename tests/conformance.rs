@@ -85,7 +85,7 @@ fn conform(policy: bool, expected_file: &str) {
         let context = format!("line {} ({note}), allowParallelInProgress: {policy}: ours {result:?}", i + 1);
         assert_eq!(Value::Bool(result.is_error), want["isError"], "{context}");
         assert_eq!(Value::Array(events), want["events"], "{context}");
-        assert_eq!(result.value.clone().unwrap_or(Value::Null), want["structured"], "{context}");
+        assert_eq!(result.value().unwrap_or(Value::Null), want["structured"], "{context}");
         if result.is_error {
             assert!(result.text.starts_with("Error: "), "{context}");
             for thing in named_things(want["text"].as_str().unwrap()) {

@@ -499,7 +499,7 @@ fn arbitrary_arguments_never_panic_and_never_half_record() {
             prop_assert_eq!(kind.as_str(), "todo/write");
             check_todo_write(&data.to_string()).map_err(TestCaseError::fail)?;
             let stored = data["todos"].as_array().map_or(0, Vec::len);
-            let value = result.value.as_ref().ok_or_else(|| TestCaseError::fail("no value"))?;
+            let value = result.value().ok_or_else(|| TestCaseError::fail("no value"))?;
             prop_assert_eq!(&value["todos"], &data["todos"]);
             let counts = &value["counts"];
             let counted: u64 = ["pending", "inProgress", "completed"].iter().filter_map(|k| counts[*k].as_u64()).sum();

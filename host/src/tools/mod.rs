@@ -15,6 +15,7 @@ use std::sync::{Arc, RwLock};
 use abi_stable::{sabi_trait::TD_Opaque, std_types::{RErr, ROk, RResult, RStr, RString}};
 use cordis_abi::ffi::{ExecContext, ExecContext_TO, ToolBox};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::context::Owner;
@@ -36,19 +37,26 @@ pub struct ToolSchema {
 }
 
 /// The result of one call.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
     /// Whether the call failed.
     pub is_error: bool,
     /// The text for the model; `Error: ...` on failure.
     pub text: String,
-    /// The structured value on success.
+    /// The structured value on success, as the JSON text the tool sent
+    /// (checked to be JSON, not parsed: most callers only pass it on; see
+    /// [`ToolResult::value`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<Value>,
+    pub value: Option<Box<RawValue>>,
 }
 
 impl ToolResult {
+    /// The structured value, parsed.
+    pub fn value(&self) -> Option<Value> {
+        self.value.as_ref().and_then(|raw| serde_json::from_str(raw.get()).ok())
+    }
+
     /// An error result with text `Error: <message>`.
     pub fn error(message: impl std::fmt::Display) -> ToolResult {
         ToolResult { is_error: true, text: format!("Error: {message}"), value: None }
@@ -186,7 +194,7 @@ impl ToolRegistry {
         let scope = CallScope { call_id: call.id, session, owner: &tool.owner };
         let outcome = tool.tool.execute(call.arguments.into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
         let value = match outcome.value.into_option() {
-            Some(text) => match serde_json::from_str(text.as_str()) {
+            Some(text) => match RawValue::from_string(text.into()) {
                 Ok(v) => Some(v),
                 Err(e) => return ToolResult::error(format!("tool `{}` returned a value that is not JSON: {e}", call.name)),
             },
