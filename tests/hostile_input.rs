@@ -105,7 +105,8 @@ fn todos(items: Vec<Value>) -> String {
 const MAX_ERROR_CHARS: usize = 8 * 1024;
 
 fn short(message: &str) {
-    assert!(message.chars().count() <= MAX_ERROR_CHARS, "an error of {} characters: {}…", message.len(), &message[..200.min(message.len())]);
+    let count = message.chars().count();
+    assert!(count <= MAX_ERROR_CHARS, "an error of {count} characters: {}…", message.chars().take(200).collect::<String>());
 }
 
 #[test]
@@ -215,7 +216,7 @@ fn huge_values_in_other_places_give_short_errors() {
     for arguments in &cases {
         assert!(arguments.len() <= MAX_ARGUMENT_BYTES);
         let message = rig.refused(arguments);
-        assert!(message.starts_with("invalid arguments: $"), "{}", &message[..200.min(message.len())]);
+        assert!(message.starts_with("invalid arguments: $"), "{}", message.chars().take(200).collect::<String>());
         short(&message);
     }
     let message = rig.refused(&todos((0..60_000).map(|_| json!(0)).collect()));
@@ -364,7 +365,7 @@ fn hostile_calls_in_an_agent_turn_are_answered_and_the_log_replays() {
         assert_eq!(results.len(), 1 + hostile.len());
         for result in &results[1..] {
             let text = result.to_string();
-            assert!(text.contains("Error: ") && !text.contains("panicked"), "{}", &text[..300.min(text.len())]);
+            assert!(text.contains("Error: ") && !text.contains("panicked"), "{}", text.chars().take(300).collect::<String>());
         }
         session.id().to_string()
     };
