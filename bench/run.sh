@@ -28,7 +28,7 @@ CORDIS_BENCH_QUICK=$quick cargo bench -p cordis-bench --features criterion --ben
 
 # Whole-process figures, the reference oracle, and the table.
 if [ "$quick" = 1 ]; then
-  ./target/release/cordis-bench --runs 10 --rss-runs 3 --oracle-calls 2000 --oracle-runs 1
+  ./target/release/cordis-bench --runs 10 --rss-runs 3 --reloads 10 --oracle-calls 2000 --oracle-runs 1
 else
   ./target/release/cordis-bench
 fi

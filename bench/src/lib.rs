@@ -11,7 +11,8 @@
 //!   criterion benches (`benches/figures.rs`) and the smoke run;
 //! - [`stats`]: medians and spreads;
 //! - [`criterion_results`]: reading what criterion measured;
-//! - [`process`]: whole-process timing and peak RSS (`/usr/bin/time -v`).
+//! - [`process`]: whole-process timing and peak RSS (`/usr/bin/time -v`);
+//! - [`reload`]: hot reload in a running `cordis dev` and its baseline.
 //!
 //! Nothing here asserts on a time: the smoke run (`cordis-bench --smoke`,
 //! run by `tests/smoke.rs`) only checks that every figure still runs.
@@ -20,5 +21,6 @@ pub mod criterion_results;
 pub mod inproc;
 pub mod paths;
 pub mod process;
+pub mod reload;
 pub mod stats;
 pub mod workload;

@@ -1,13 +1,17 @@
-//! The benchmark runner: measures the whole-process figures (boot, memory),
+//! The benchmark runner: measures the whole-process figures (boot, reload,
+//! memory),
 //! runs the reference oracle, reads the in-process figures criterion
 //! measured, and prints one table of ratios against baselines measured in
 //! the same run. `bench/run.sh` runs criterion and then this.
 //!
 //! ```text
-//! cordis-bench [--runs N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]
+//! cordis-bench [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]
 //! cordis-bench --smoke      every figure once, tiny sizes, no criterion, no oracle: checks it all still runs
 //! cordis-bench --profile tool_call|direct|replay|resume [SIZE] [SECONDS]
 //!                           repeat one in-process workload (for `perf record` or callgrind)
+//! cordis-bench --profile reload [RELOADS]
+//!                           reload the todo library RELOADS times (at most 100) in a `cordis dev`
+//!                           child (`perf record` follows it)
 //! ```
 
 use std::collections::BTreeMap;
@@ -19,6 +23,7 @@ use cordis_bench::criterion_results;
 use cordis_bench::inproc::{self, AppendBed, Direct, Kept, RawAppend, Resume, ToolCallBed};
 use cordis_bench::paths;
 use cordis_bench::process::{interleaved, Program};
+use cordis_bench::reload;
 use cordis_bench::stats::{format_value, Shown, Summary, Unit};
 use cordis_bench::workload;
 use serde_json::Value;
@@ -27,6 +32,7 @@ struct Options {
     smoke: bool,
     runs: usize,
     rss_runs: usize,
+    reloads: usize,
     criterion: PathBuf,
     oracle: Option<PathBuf>,
     oracle_calls: usize,
@@ -39,6 +45,7 @@ fn parse_options() -> Result<Options, String> {
         smoke: false,
         runs: 30,
         rss_runs: 5,
+        reloads: 30,
         criterion: criterion_results::default_dir(&paths::target_dir()),
         oracle: Some(paths::repo_root().join("..").join("shared").join("oracle")),
         oracle_calls: 10_000,
@@ -52,6 +59,7 @@ fn parse_options() -> Result<Options, String> {
             "--smoke" => o.smoke = true,
             "--runs" => o.runs = number(&value("--runs")?)?,
             "--rss-runs" => o.rss_runs = number(&value("--rss-runs")?)?,
+            "--reloads" => o.reloads = number(&value("--reloads")?)?,
             "--criterion" => o.criterion = PathBuf::from(value("--criterion")?),
             "--oracle" => {
                 let v = value("--oracle")?;
@@ -61,7 +69,7 @@ fn parse_options() -> Result<Options, String> {
             "--oracle-runs" => o.oracle_runs = number(&value("--oracle-runs")?)?,
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
             "-h" | "--help" => {
-                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]");
+                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other} (see --help)")),
@@ -70,6 +78,7 @@ fn parse_options() -> Result<Options, String> {
     if o.smoke {
         o.runs = 1;
         o.rss_runs = 1;
+        o.reloads = 2;
         o.oracle = None;
         o.out = None;
     }
@@ -139,6 +148,7 @@ fn run(o: &Options) -> Result<String, String> {
     let started = Instant::now();
     let mut f = Figures::default();
     whole_process(o, &mut f)?;
+    reload_figure(o, &mut f)?;
     memory(o, &mut f)?;
     if o.smoke {
         in_process_once(&mut f)?;
@@ -184,6 +194,54 @@ fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
 
 fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| (*s).to_string()).collect()
+}
+
+/// Most reloads one `cordis dev` accepts (it refuses more: each keeps a
+/// library mapped).
+const MAX_RELOADS: usize = 100;
+
+/// The shortest pause between the steps of the reload figure; each pause is
+/// up to twice this, and a reload is followed by two pauses and a baseline
+/// load before the next.
+fn reload_pause_ms(o: &Options) -> u64 {
+    if o.smoke {
+        100
+    } else {
+        300
+    }
+}
+
+fn reload_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
+    let runs = o.reloads.min(MAX_RELOADS);
+    progress(&format!("reload: {runs} reloads in one `cordis dev`, each followed by a baseline load"));
+    let cordis = paths::binary("cordis")?;
+    let todo = paths::library("tool-todo")?;
+    let dir = paths::scratch("reload", true)?;
+    let pause = std::time::Duration::from_millis(reload_pause_ms(o));
+    let fresh = if o.smoke { 1 } else { 10 };
+    let r = reload::measure(&cordis, &todo, &dir, runs as u64, fresh, pause)?;
+    for (key, values) in [
+        ("reload/ours", &r.answered),
+        ("reload/notice", &r.notice),
+        ("reload/first_call", &r.first_call),
+        ("reload/baseline", &r.baseline),
+        ("reload/first_of_process", &r.first_of_process),
+    ] {
+        f.time.insert(key.into(), Summary::of(values).ok_or("no reloads")?);
+    }
+    for (part, before, after) in [
+        ("", r.rss_before.total, r.rss_after.total),
+        ("_anon", r.rss_before.anon, r.rss_after.anon),
+        ("_file", r.rss_before.file, r.rss_after.file),
+    ] {
+        f.rss.insert(format!("reload/before{part}"), Summary::single(before));
+        f.rss.insert(format!("reload/after{part}"), Summary::single(after));
+        f.rss.insert(format!("reload/per_reload{part}"), Summary::single((after - before) / runs as f64));
+    }
+    let slow = r.answered.iter().filter(|t| **t > 0.1).count();
+    f.time.insert("reload/slow".into(), Summary::single(slow as f64));
+    f.rss.insert("reload/library".into(), Summary::single(std::fs::metadata(&todo).map_or(f64::NAN, |m| m.len() as f64)));
+    Ok(())
 }
 
 fn memory(o: &Options, f: &mut Figures) -> Result<(), String> {
@@ -361,6 +419,17 @@ fn profile_loop(a: &[String]) -> Result<(), String> {
     let start = Instant::now();
     let mut count = 0u64;
     match what {
+        "reload" => {
+            let runs = size.min(MAX_RELOADS);
+            let mut bed = reload::DevBed::start(&paths::binary("cordis")?, &todo, &dir)?;
+            let mut times = Vec::new();
+            for _ in 0..runs {
+                times.push(bed.reload()?.answered);
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                count += 1;
+            }
+            eprintln!("cordis-bench: rename → answered: {}", Shown(Summary::of(&times).ok_or("no reloads")?, Unit::Seconds));
+        }
         "tool_call" => {
             let mut bed = ToolCallBed::new(&dir, &todo)?;
             let arguments = workload::todo_arguments(size);
@@ -400,7 +469,7 @@ fn profile_loop(a: &[String]) -> Result<(), String> {
                 count += 1;
             }
         }
-        other => return Err(format!("unknown workload {other}: tool_call, direct, replay or resume")),
+        other => return Err(format!("unknown workload {other}: tool_call, direct, replay, resume or reload")),
     }
     eprintln!("cordis-bench: {count} runs of {what} ({size}) in {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
@@ -585,13 +654,17 @@ fn render(o: &Options, f: &Figures, load_before: &str, load_after: &str, seconds
         verdict: format!("time per event: {}", growth.join(", ")),
     });
 
+    let r = ratio_of(t("reload/ours"), t("reload/baseline"));
     rows.push(Row {
         figure: "reload".into(),
-        ours: "not measured: no reload figure or baseline is defined yet (hot reload, `cordis dev`, is issue 3)".into(),
-        baseline: "—".into(),
-        ratio: "—".into(),
-        target: "—".into(),
-        verdict: "not measured".into(),
+        ours: format!(
+            "`cordis dev`: new libtool_todo.so renamed into place → `status` answers with the reload counted: {}",
+            show(t("reload/ours"), Unit::Seconds)
+        ),
+        baseline: format!("`dlopen` + root-module init of a fresh copy, in process: {}", show(t("reload/baseline"), Unit::Seconds)),
+        ratio: format!("{} slower", x(r)),
+        target: "≤ 3×".into(),
+        verdict: verdict(r, 3.0, true),
     });
 
     let host = f.rss.get("memory/host").copied();
@@ -627,6 +700,25 @@ fn render(o: &Options, f: &Figures, load_before: &str, load_after: &str, seconds
         };
         out.push_str(&format!("| {n} | {} | {} | {} | {per} |\n", show(ours, Unit::Seconds), show(bare, Unit::Seconds), x(ratio_of(ours, bare))));
     }
+
+    let rss = |k: &str| f.rss.get(k).map_or(f64::NAN, |s| s.median);
+    out.push_str(&format!(
+        "\nReload (`cordis dev`, {} reloads of a {} library in one process, landing {}–{} ms apart): rename → the host's `reloaded` notice {}; the first reload of a freshly started `cordis dev` (rename → answering) {}; the first `todo_write` served by the new version (it compiles the tool's schema) {}. {} of the {} reloads took over 100 ms. Resident memory (VmRSS) {} before the first reload, {} after the last: {} per reload ({} of it anonymous memory, {} mapped file pages).\n",
+        t("reload/ours").map_or(0, |s| s.n),
+        format_value(rss("reload/library"), Unit::Bytes),
+        reload_pause_ms(o) * 2,
+        reload_pause_ms(o) * 4,
+        show(t("reload/notice"), Unit::Seconds),
+        show(t("reload/first_of_process"), Unit::Seconds),
+        show(t("reload/first_call"), Unit::Seconds),
+        t("reload/slow").map_or(0.0, |s| s.median),
+        t("reload/ours").map_or(0, |s| s.n),
+        format_value(rss("reload/before"), Unit::Bytes),
+        format_value(rss("reload/after"), Unit::Bytes),
+        format_value(rss("reload/per_reload"), Unit::Bytes),
+        format_value(rss("reload/per_reload_anon"), Unit::Bytes),
+        format_value(rss("reload/per_reload_file"), Unit::Bytes),
+    ));
 
     out.push_str("\nTool call by list size (`direct + encode/reply` is the tool's whole `execute_call` without registry, ABI or session).\n\n");
     out.push_str("| items | ours | direct validation | ratio | direct + encode/reply | ratio to that |\n| --- | --- | --- | --- | --- | --- |\n");
