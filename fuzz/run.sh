@@ -30,11 +30,15 @@ timeout="${TIMEOUT:-30}"
 export RUSTC_BOOTSTRAP=1
 
 started=$SECONDS
-if ! cargo fuzz --version >/dev/null 2>&1; then
-    echo "fuzz: installing cargo-fuzz $cargo_fuzz_version"
-    cargo install cargo-fuzz --locked --version "$cargo_fuzz_version"
+# cargo-fuzz is installed inside the repository (fuzz/target/tools, which
+# git ignores), never into ~/.cargo: nothing is cached outside the repo.
+tools="$PWD/target/tools"
+export PATH="$tools/bin:$PATH"
+if ! "$tools/bin/cargo-fuzz" --version >/dev/null 2>&1; then
+    echo "fuzz: installing cargo-fuzz $cargo_fuzz_version into $tools"
+    cargo install cargo-fuzz --locked --version "$cargo_fuzz_version" --root "$tools"
 fi
-echo "fuzz: $(cargo fuzz --version)"
+echo "fuzz: $("$tools/bin/cargo-fuzz" --version)"
 
 echo "fuzz: building ${targets[*]}"
 cargo fuzz build
