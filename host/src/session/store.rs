@@ -171,17 +171,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Exists`], [`StoreError::Io`].
     pub fn create(&self, header: &Header, durability: Durability) -> Result<Writer, StoreError> {
-        let path = self.path_of(&header.id)?;
-        let mut options = OpenOptions::new();
-        options.append(true).create_new(true).read(true);
-        set_private_mode(&mut options);
-        let file = options.open(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                StoreError::Exists(header.id.clone())
-            } else {
-                StoreError::Io { path: path.display().to_string(), source: e }
-            }
-        })?;
+        let (path, file) = self.create_file(&header.id)?;
         let mut writer = Writer::locked(file, &path, &header.id, durability)?;
         let mut line = serde_json::to_string(header).map_err(|e| StoreError::BadHeader {
             path: path.display().to_string(),
@@ -194,6 +184,23 @@ impl Store {
         Ok(writer)
     }
 
+    /// Creates the file of a new session `id`: mode `0600`, opened for
+    /// appending, refusing an id that exists.
+    fn create_file(&self, id: &str) -> Result<(PathBuf, File), StoreError> {
+        let path = self.path_of(id)?;
+        let mut options = OpenOptions::new();
+        options.append(true).create_new(true).read(true);
+        set_private_mode(&mut options);
+        let file = options.open(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                StoreError::Exists(id.to_string())
+            } else {
+                StoreError::Io { path: path.display().to_string(), source: e }
+            }
+        })?;
+        Ok((path, file))
+    }
+
     /// Writes a whole session at once (an import): creates the file (mode
     /// `0600`, refusing an existing id), writes the header and every event,
     /// and syncs it before returning.
@@ -201,17 +208,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Exists`], [`StoreError::Io`].
     pub fn write_whole(&self, header: &Header, events: &[Event]) -> Result<PathBuf, StoreError> {
-        let path = self.path_of(&header.id)?;
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        set_private_mode(&mut options);
-        let file = options.open(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                StoreError::Exists(header.id.clone())
-            } else {
-                StoreError::Io { path: path.display().to_string(), source: e }
-            }
-        })?;
+        let (path, file) = self.create_file(&header.id)?;
         let bad_header = |e: serde_json::Error| StoreError::BadHeader { path: path.display().to_string(), detail: e.to_string() };
         let mut out = std::io::BufWriter::new(&file);
         serde_json::to_writer(&mut out, header).map_err(bad_header)?;
