@@ -2,7 +2,7 @@
 # Runs every benchmark and prints one table of ratios against baselines
 # measured in the same run (see the README's "Figures" section).
 #
-#   bench/run.sh            the full run (about 10 minutes on 2 cores)
+#   bench/run.sh            the full run (about 7 minutes on 2 cores)
 #   bench/run.sh --quick    fewer and shorter samples, to try it out
 #
 # stdout gets only the table (also written to
@@ -17,6 +17,13 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
 esac
+
+# What is measured: the commit checked out now and any files changed on top
+# of it (others may commit while the benchmarks run).
+CORDIS_BENCH_COMMIT="$(git rev-parse --short HEAD)"
+changed="$(git status --porcelain --untracked-files=no | cut -c4- | paste -sd, -)"
+[ -z "$changed" ] || CORDIS_BENCH_COMMIT="$CORDIS_BENCH_COMMIT with uncommitted changes to $changed"
+export CORDIS_BENCH_COMMIT
 
 # The binaries and plugin libraries the figures load, optimised.
 cargo build --release --workspace >&2

@@ -145,6 +145,7 @@ fn progress(what: &str) {
 
 fn run(o: &Options) -> Result<String, String> {
     let load_before = load_average();
+    let at_start = Start::now();
     let started = Instant::now();
     let mut f = Figures::default();
     whole_process(o, &mut f)?;
@@ -157,7 +158,7 @@ fn run(o: &Options) -> Result<String, String> {
     }
     oracle(o, &mut f);
     let load_after = load_average();
-    Ok(render(o, &f, &load_before, &load_after, started.elapsed().as_secs_f64()))
+    Ok(render(o, &f, &at_start, &load_before, &load_after, started.elapsed().as_secs_f64()))
 }
 
 // ---------------------------------------------------------------- whole process
@@ -567,7 +568,7 @@ fn x(r: Option<f64>) -> String {
     r.map_or_else(|| "—".into(), |r| if r >= 10.0 { format!("{r:.0}×") } else { format!("{r:.2}×") })
 }
 
-fn render(o: &Options, f: &Figures, load_before: &str, load_after: &str, seconds: f64) -> String {
+fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_after: &str, seconds: f64) -> String {
     let t = |k: &str| f.t(k);
     let mut rows = Vec::new();
     let million = if o.smoke { "3001" } else { "1000000" };
@@ -682,7 +683,7 @@ fn render(o: &Options, f: &Figures, load_before: &str, load_after: &str, seconds
     let mut out = String::new();
     let mode = if o.smoke { " (SMOKE RUN: one sample each, tiny sizes; not figures)" } else { "" };
     out.push_str(&format!("## cordis benchmarks{mode}\n\n"));
-    out.push_str(&machine(load_before, load_after, seconds));
+    out.push_str(&machine(at_start, load_before, load_after, seconds));
     out.push_str("\n| figure | ours | baseline (same run) | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
     for r in &rows {
         out.push_str(&format!("| {} | {} | {} | {} | {} | {} |\n", r.figure, r.ours, r.baseline, r.ratio, r.target, r.verdict));
@@ -764,7 +765,39 @@ fn render(o: &Options, f: &Figures, load_before: &str, load_after: &str, seconds
     out
 }
 
-fn machine(load_before: &str, load_after: &str, seconds: f64) -> String {
+/// When the run started and what it measured: the commit checked out then,
+/// and whether the work tree had changes on top of it (the binaries were
+/// built from the work tree just before).
+struct Start {
+    date: String,
+    commit: String,
+}
+
+impl Start {
+    /// Now; the commit is `$CORDIS_BENCH_COMMIT` when set (bench/run.sh
+    /// sets it before it builds), else the one checked out now.
+    fn now() -> Start {
+        let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+        let commit = std::env::var("CORDIS_BENCH_COMMIT").ok().filter(|c| !c.is_empty()).unwrap_or_else(work_tree);
+        Start { date, commit }
+    }
+}
+
+/// The commit checked out, and the files changed on top of it.
+fn work_tree() -> String {
+    let repo = paths::repo_root().display().to_string();
+    let mut commit = command_line("git", &["-C", &repo, "rev-parse", "--short", "HEAD"]);
+    // Not trimmed: every porcelain line starts with two status columns and
+    // a space.
+    let changed = Command::new("git").args(["-C", &repo, "status", "--porcelain", "--untracked-files=no"]).output();
+    let changed: Vec<String> = changed.map(|o| String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.get(3..)).map(str::to_string).collect()).unwrap_or_default();
+    if !changed.is_empty() {
+        commit.push_str(&format!(" with uncommitted changes to {}", changed.join(", ")));
+    }
+    commit
+}
+
+fn machine(at_start: &Start, load_before: &str, load_after: &str, seconds: f64) -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mem_gib = meminfo
@@ -777,8 +810,7 @@ fn machine(load_before: &str, load_after: &str, seconds: f64) -> String {
         .lines()
         .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string()))
         .unwrap_or_else(|| "unknown CPU".into());
-    let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
-    let commit = command_line("git", &["-C", &paths::repo_root().display().to_string(), "rev-parse", "--short", "HEAD"]);
+    let Start { date, commit } = at_start;
     let rustc = command_line("rustc", &["--version"]);
     format!(
         "- date: {date}; commit {commit}; {rustc}\n- machine: {cores} cores ({cpu}), {mem_gib:.1} GiB memory; shared with other builds, so expect noise\n- load average (1/5/15 min) before: {load_before}; after: {load_after}; this runner's part took {seconds:.0} s\n- spread: median (interquartile range, number of samples); ratios are ratios of medians\n"
