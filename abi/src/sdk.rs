@@ -418,7 +418,17 @@ impl ToolContext<'_> {
     /// invariant rejects the data, or the write fails.
     pub fn append<D: Serialize>(&self, event_type: &str, data: &D) -> Result<u64, ToolError> {
         let text = serde_json::to_string(data).map_err(|e| ToolError(format!("cannot encode {event_type} data: {e}")))?;
-        self.raw.append(event_type, &text).into_result().map_err(|e| ToolError(e.into()))
+        self.append_json(event_type, &text)
+    }
+
+    /// [`ToolContext::append`] with the data already encoded as JSON text
+    /// (the host checks it is JSON, and the type's invariant checks it,
+    /// as for any append).
+    ///
+    /// # Errors
+    /// As [`ToolContext::append`], and when `data` is not JSON.
+    pub fn append_json(&self, event_type: &str, data: &str) -> Result<u64, ToolError> {
+        self.raw.append(event_type, data).into_result().map_err(|e| ToolError(e.into()))
     }
 }
 

@@ -19,7 +19,7 @@ use cordis_host::session::{Appender, Durability, Session};
 use cordis_host::tools::{ToolCall, ToolResult};
 use cordis_host::{Host, HostOptions};
 use serde_json::{json, Value};
-use tool_todo::{validate_call, Policy, Todo, TodoArgs, TodoSink, TodoWrite};
+use tool_todo::{validate_call, Policy, Todo, TodoArgs, TodoSink};
 
 use crate::workload;
 
@@ -134,8 +134,8 @@ impl TodoSink for Kept {
     fn has_session(&self) -> bool {
         true
     }
-    fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String> {
-        *self.0.borrow_mut() = serde_json::to_string(data).map_err(|e| e.to_string())?;
+    fn append_todo_write(&self, data: &str) -> Result<u64, String> {
+        data.clone_into(&mut self.0.borrow_mut());
         Ok(0)
     }
 }
@@ -164,17 +164,18 @@ impl Direct {
     }
 
     /// [`Direct::validate`] plus the rest of the tool's own work
-    /// (`execute_call`: encoding the event data, the reply and its value),
-    /// still without registry, ABI or session. Not a target row: it splits
-    /// the tool-call ratio into the tool's work and the host's.
+    /// (`execute_call_encoded`, what the tool's `execute_encoded` runs:
+    /// encoding the event data, the reply and its value), still without
+    /// registry, ABI or session. Not a target row: it splits the tool-call
+    /// ratio into the tool's work and the host's.
     ///
     /// # Errors
     /// The validation message.
     pub fn execute(&self, arguments: &str, sink: &Kept) -> Result<String, String> {
         let value = parse_arguments(arguments, &self.checker)?;
         let args: TodoArgs = serde_json::from_value(value).map_err(|e| e.to_string())?;
-        let reply = tool_todo::execute_call(args, self.policy, sink).map_err(|e| e.0)?;
-        Ok(reply.value.map(|v| v.to_string()).unwrap_or_default())
+        let reply = tool_todo::execute_call_encoded(args, self.policy, sink).map_err(|e| e.0)?;
+        Ok(reply.value.unwrap_or_default())
     }
 }
 

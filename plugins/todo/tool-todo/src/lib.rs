@@ -38,7 +38,7 @@ pub use invariant::{check_todo_write, TodoWriteInvariant};
 pub use item::{Counts, Status, Todo, TodoWrite};
 pub use projection::{TodosProjection, TodosState};
 pub use tool::{
-    encoded_reply, execute_call, validate_call, Policy, TodoArgs, TodoSink, TodoWriteTool, TodoWriteValue,
+    encoded_reply, execute_call, execute_call_encoded, validate_call, Policy, TodoArgs, TodoSink, TodoWriteTool, TodoWriteValue,
     MAX_CONTENT_CHARS, MAX_TODOS, TODO_WRITE, TOOL_NAME,
 };
 pub use trim::js_trim;

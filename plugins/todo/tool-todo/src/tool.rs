@@ -19,15 +19,17 @@
 //! 5. the reply: text `Updated todo list: P pending, I in progress, C completed.`
 //!    and value `{"todos": [...], "counts": {"pending", "inProgress", "completed"}}`.
 //!
-//! Steps 2–5 are [`execute_call`], which the SDK entry point and the tests
-//! share; [`validate_call`] is step 2 alone.
+//! Steps 2–5 are [`execute_call`]; the SDK entry point runs
+//! [`execute_call_encoded`], the same steps with the reply value encoded
+//! straight to JSON text and the list encoded once for both the event and
+//! the reply. [`validate_call`] is step 2 alone.
 
 use std::collections::HashMap;
 
 use cordis_abi::sdk::prelude::*;
 use cordis_abi::sdk::ToolContext;
 
-use crate::item::{Counts, Status, Todo, TodoWrite};
+use crate::item::{Counts, Status, Todo};
 use crate::trim::js_trim;
 
 /// The tool's name, as the model calls it.
@@ -221,14 +223,45 @@ fn reply_text(counts: &Counts) -> String {
 
 /// [`reply`] with the value encoded straight to JSON text, without building
 /// a `Value` first: the same text and the same JSON (the struct's fields in
-/// the same order), for [`TypedTool::execute_encoded`].
+/// the same order).
 ///
 /// # Errors
 /// Never in practice: the value is plain strings and numbers.
 pub fn encoded_reply(todos: Vec<Todo>) -> Result<EncodedReply, ToolError> {
-    let counts = Counts::of(&todos);
+    let list = encode_list(&todos)?;
+    Ok(encoded_reply_of(&todos, &list))
+}
+
+/// `todos` as JSON text, `[{"content":...,"status":...},...]`: encoded once
+/// per call, then spliced into both the event data and the reply value.
+fn encode_list(todos: &[Todo]) -> Result<String, ToolError> {
+    serde_json::to_string(todos).map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))
+}
+
+/// The `todo/write` data `{"todos":LIST}`, byte for byte what encoding a
+/// [`TodoWrite`](crate::TodoWrite) gives, from the encoded `list`.
+fn todo_write_data(list: &str) -> String {
+    let mut data = String::with_capacity(list.len() + 10);
+    data.push_str("{\"todos\":");
+    data.push_str(list);
+    data.push('}');
+    data
+}
+
+/// The reply for `todos`, whose JSON text is `list`: the value
+/// `{"todos":LIST,"counts":{...}}`, byte for byte what encoding a
+/// [`TodoWriteValue`] gives.
+fn encoded_reply_of(todos: &[Todo], list: &str) -> EncodedReply {
+    let counts = Counts::of(todos);
     let text = reply_text(&counts);
-    EncodedReply::new(text, &TodoWriteValue { todos, counts })
+    let value = format!(
+        "{{\"todos\":{list},\"counts\":{{\"pending\":{},\"inProgress\":{},\"completed\":{}}}}}",
+        counts.pending, counts.in_progress, counts.completed
+    );
+    EncodedReply {
+        text,
+        value: Some(value),
+    }
 }
 
 /// Where a validated list goes: the calling agent's session. Implemented for
@@ -236,13 +269,14 @@ pub fn encoded_reply(todos: Vec<Todo>) -> Result<EncodedReply, ToolError> {
 pub trait TodoSink {
     /// Whether an agent session owns the call.
     fn has_session(&self) -> bool;
-    /// Appends a `todo/write` event with `data` to the calling session;
-    /// returns its `seq`.
+    /// Appends a `todo/write` event to the calling session; returns its
+    /// `seq`. `data` is the event data as JSON text: a [`TodoWrite`](crate::TodoWrite),
+    /// `{"todos":[...]}`.
     ///
     /// # Errors
     /// Whatever the session refuses (invariant, turn enclosure, write
     /// failure), as one line.
-    fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String>;
+    fn append_todo_write(&self, data: &str) -> Result<u64, String>;
 }
 
 impl TodoSink for ToolContext<'_> {
@@ -250,8 +284,8 @@ impl TodoSink for ToolContext<'_> {
         ToolContext::has_session(self)
     }
 
-    fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String> {
-        self.append(TODO_WRITE, data).map_err(|e| e.0)
+    fn append_todo_write(&self, data: &str) -> Result<u64, String> {
+        self.append_json(TODO_WRITE, data).map_err(|e| e.0)
     }
 }
 
@@ -267,12 +301,32 @@ pub fn execute_call(
     policy: Policy,
     sink: &dyn TodoSink,
 ) -> Result<ToolReply, ToolError> {
-    record(args, policy, sink).map(reply)
+    record(args, policy, sink).map(|(todos, _)| reply(todos))
+}
+
+/// [`execute_call`] with the reply's value as JSON text: what the tool's
+/// `execute_encoded` (the SDK's entry point) runs. The list is encoded once,
+/// for both the event data and the reply value.
+///
+/// # Errors
+/// As [`execute_call`].
+pub fn execute_call_encoded(
+    args: TodoArgs,
+    policy: Policy,
+    sink: &dyn TodoSink,
+) -> Result<EncodedReply, ToolError> {
+    let (todos, list) = record(args, policy, sink)?;
+    Ok(encoded_reply_of(&todos, &list))
 }
 
 /// Steps 2–4 of the [module](self) pipeline: validates the list, requires
-/// an agent session and appends the list to it; returns the list as stored.
-fn record(args: TodoArgs, policy: Policy, sink: &dyn TodoSink) -> Result<Vec<Todo>, ToolError> {
+/// an agent session and appends the list to it; returns the list as stored
+/// and its JSON text.
+fn record(
+    args: TodoArgs,
+    policy: Policy,
+    sink: &dyn TodoSink,
+) -> Result<(Vec<Todo>, String), ToolError> {
     let todos = validate_call(args, policy).map_err(ToolError)?;
     if !sink.has_session() {
         return Err(ToolError::new(
@@ -280,10 +334,10 @@ fn record(args: TodoArgs, policy: Policy, sink: &dyn TodoSink) -> Result<Vec<Tod
              the list was not recorded",
         ));
     }
-    let data = TodoWrite { todos };
-    sink.append_todo_write(&data)
+    let list = encode_list(&todos)?;
+    sink.append_todo_write(&todo_write_data(&list))
         .map_err(|e| ToolError(format!("the todo list could not be recorded: {e}")))?;
-    Ok(data.todos)
+    Ok((todos, list))
 }
 
 /// The title of the card [`TodoWriteTool`] presents for a call.
@@ -345,7 +399,7 @@ impl TypedTool for TodoWriteTool {
         args: TodoArgs,
         cx: &ToolContext<'_>,
     ) -> Result<EncodedReply, ToolError> {
-        encoded_reply(record(args, self.policy, cx)?)
+        execute_call_encoded(args, self.policy, cx)
     }
 
     fn present_call(&self, args: &Value) -> Value {
@@ -356,6 +410,7 @@ impl TypedTool for TodoWriteTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::item::TodoWrite;
     use std::cell::RefCell;
 
     fn args(items: &[(&str, Status)]) -> TodoArgs {
@@ -384,12 +439,12 @@ mod tests {
         fn has_session(&self) -> bool {
             self.session
         }
-        fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String> {
+        fn append_todo_write(&self, data: &str) -> Result<u64, String> {
             if let Some(reason) = self.refuse {
                 return Err(reason.to_string());
             }
             let mut written = self.written.borrow_mut();
-            written.push(serde_json::to_string(data).unwrap());
+            written.push(data.to_string());
             Ok(written.len() as u64 - 1)
         }
     }
@@ -403,6 +458,48 @@ mod tests {
         ];
         let plain = reply(todos.clone());
         let encoded = encoded_reply(todos).unwrap();
+        assert_eq!(encoded.text, plain.text);
+        assert_eq!(encoded.value, plain.value.map(|v| v.to_string()));
+    }
+
+    #[test]
+    fn the_list_encoded_once_gives_the_same_event_data_and_reply() {
+        for todos in [
+            vec![],
+            vec![
+                Todo::new("a \"quoted\" one", Status::Completed),
+                Todo::new("b\u{2028}\u{0}\\", Status::InProgress),
+                Todo::new("ü ✓ 𝄞", Status::Pending),
+            ],
+        ] {
+            let list = encode_list(&todos).unwrap();
+            let data = TodoWrite {
+                todos: todos.clone(),
+            };
+            assert_eq!(
+                todo_write_data(&list),
+                serde_json::to_string(&data).unwrap()
+            );
+            let value = TodoWriteValue {
+                counts: Counts::of(&todos),
+                todos: todos.clone(),
+            };
+            let reply = encoded_reply_of(&todos, &list);
+            assert_eq!(reply.value, Some(serde_json::to_string(&value).unwrap()));
+            assert_eq!(reply.text, super::reply(todos).text);
+        }
+    }
+
+    #[test]
+    fn the_encoded_path_appends_and_replies_like_the_plain_one() {
+        let call = || args(&[("  a  ", Status::Completed), ("b", Status::InProgress)]);
+        let (plain_sink, encoded_sink) = (Recorder::agent(), Recorder::agent());
+        let plain = execute_call(call(), Policy::Single, &plain_sink).unwrap();
+        let encoded = execute_call_encoded(call(), Policy::Single, &encoded_sink).unwrap();
+        assert_eq!(
+            plain_sink.written.borrow().clone(),
+            encoded_sink.written.borrow().clone()
+        );
         assert_eq!(encoded.text, plain.text);
         assert_eq!(encoded.value, plain.value.map(|v| v.to_string()));
     }

@@ -14,7 +14,9 @@ use std::cell::RefCell;
 use cordis_abi::schema::Checker;
 use cordis_abi::sdk::parse_arguments;
 use serde_json::Value;
-use tool_todo::{execute_call, tool, validate_call, Policy, TodoArgs, TodoSink, TodoWrite};
+use tool_todo::{
+    execute_call, execute_call_encoded, tool, validate_call, Policy, TodoArgs, TodoSink, TodoWrite,
+};
 
 const CALLS: &str = include_str!("../../../../tests/data/oracle/calls.jsonl");
 const EXPECTED_PARALLEL: &str = include_str!("../../../../tests/data/oracle/expected-parallel.jsonl");
@@ -37,12 +39,12 @@ impl TodoSink for Recorder {
     fn has_session(&self) -> bool {
         self.session
     }
-    fn append_todo_write(&self, data: &TodoWrite) -> Result<u64, String> {
+    fn append_todo_write(&self, data: &str) -> Result<u64, String> {
         // What the host would check before writing.
-        let text = serde_json::to_string(data).unwrap();
-        tool_todo::check_todo_write(&text)?;
+        serde_json::from_str::<TodoWrite>(data).map_err(|e| e.to_string())?;
+        tool_todo::check_todo_write(data)?;
         let mut events = self.events.borrow_mut();
-        events.push(serde_json::from_str(&text).unwrap());
+        events.push(serde_json::from_str(data).unwrap());
         Ok(events.len() as u64 - 1)
     }
 }
@@ -194,6 +196,7 @@ fn check_policy(policy: Policy, expected_text: &str) {
             session: agent,
             events: RefCell::new(Vec::new()),
         };
+        let args_again = args.clone();
         match execute_call(args, policy, &sink) {
             Ok(reply) => {
                 assert!(
@@ -211,6 +214,27 @@ fn check_policy(policy: Policy, expected_text: &str) {
                     reply.value.unwrap().to_string(),
                     want["structured"].to_string(),
                     "{note}"
+                );
+                // The path the tool runs (the value encoded straight to
+                // text) appends and answers the same.
+                let encoded_sink = Recorder {
+                    session: agent,
+                    events: RefCell::new(Vec::new()),
+                };
+                let encoded = execute_call_encoded(args_again, policy, &encoded_sink)
+                    .unwrap_or_else(|e| {
+                        panic!("{note}: the encoded path failed ({e}) where the plain one did not")
+                    });
+                assert_eq!(encoded.text, want_text, "{note}: encoded reply text");
+                assert_eq!(
+                    encoded.value.as_deref(),
+                    Some(want["structured"].to_string().as_str()),
+                    "{note}: encoded structured value"
+                );
+                assert_eq!(
+                    &*encoded_sink.events.borrow(),
+                    want_events,
+                    "{note}: encoded events"
                 );
             }
             Err(ours) => {
