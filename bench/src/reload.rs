@@ -7,6 +7,9 @@
 //! | ours ([`DevBed::reload`]) | the new build is renamed into the watched `plugins/` folder (it was written in a sibling folder on the same disk) | the host's `reloaded` notice has arrived on stderr and a `status` sent after it answers with the reload counted |
 //! | baseline ([`load_fresh_copy`]) | a fresh copy of the same bytes is on disk (copying is not timed) | `lib_header_from_path` and `init_root_module::<PluginLibraryRef>` have returned, as the loader calls them |
 //!
+//! [`host_steps`] also times, on the same fresh files, the two steps the
+//! host takes before that load: making its private copy and hashing it.
+//!
 //! Each new build is the library with a few more trailing bytes, so its
 //! content hash (and the host's private copy) is new every time, while the
 //! code loaded is the same. A fresh path is used for every baseline load,
@@ -223,17 +226,50 @@ impl Drop for DevBed {
     }
 }
 
-/// The baseline: writes `bytes` to the fresh path `copy` (not timed), then
-/// times `dlopen` and the root module's initialisation (abi_stable's
-/// version and layout checks) as the loader does them; returns seconds.
+/// The steps of a reload that the host takes on a new build, each timed
+/// alone in this process on a fresh file, in seconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Steps {
+    /// `std::fs::copy` of the new build to the private copy (the kernel's
+    /// `copy_file_range`), as the host's loader makes it.
+    pub copy: f64,
+    /// The ELF check and content hash of the copy
+    /// (`cordis_host::loader::library::{check_elf, hash_file}`).
+    pub hash: f64,
+    /// `dlopen` + root-module init of the copy: the baseline.
+    pub load: f64,
+}
+
+/// Writes `bytes` to `<dir>/src-<n>.so` (not timed), then times the steps
+/// the host's loader takes on a new build, on fresh paths: the private copy
+/// `<dir>/copy-<n>.so`, its ELF check and hash, and `dlopen` with the root
+/// module's initialisation (abi_stable's version and layout checks) as the
+/// loader calls them. The last is the reload figure's baseline.
 ///
 /// # Errors
-/// A message when the copy cannot be written or the library does not load.
-pub fn load_fresh_copy(bytes: &[u8], copy: &Path) -> Result<f64, String> {
-    if copy.exists() {
-        return Err(format!("{} exists: the baseline needs a path dlopen has not seen", copy.display()));
-    }
-    std::fs::write(copy, bytes).map_err(|e| format!("{}: {e}", copy.display()))?;
+/// A message when a file cannot be written or the library does not load.
+pub fn host_steps(bytes: &[u8], dir: &Path, n: u64) -> Result<Steps, String> {
+    let source = dir.join(format!("src-{n}.so"));
+    let copy = dir.join(format!("copy-{n}.so"));
+    std::fs::write(&source, bytes).map_err(|e| format!("{}: {e}", source.display()))?;
+    let start = Instant::now();
+    std::fs::copy(&source, &copy).map_err(|e| format!("{}: {e}", copy.display()))?;
+    let copied = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    cordis_host::loader::library::check_elf(&copy).map_err(|e| e.to_string())?;
+    let hash = cordis_host::loader::library::hash_file(&copy).map_err(|e| format!("{}: {e}", copy.display()))?;
+    let hashed = start.elapsed().as_secs_f64();
+    std::hint::black_box(hash);
+    let load = load_fresh_copy(&copy)?;
+    Ok(Steps { copy: copied, hash: hashed, load })
+}
+
+/// Times `dlopen` and the root module's initialisation of `copy`, a path
+/// this process has not loaded; returns seconds.
+///
+/// # Errors
+/// A message when the library does not load.
+pub fn load_fresh_copy(copy: &Path) -> Result<f64, String> {
     let start = Instant::now();
     let header = lib_header_from_path(copy).map_err(|e| format!("{}: {e}", copy.display()))?;
     let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| format!("{}: {e}", copy.display()))?;
@@ -256,6 +292,10 @@ pub struct ReloadRuns {
     pub first_call: Vec<f64>,
     /// Per baseline run: `dlopen` + init of a fresh copy.
     pub baseline: Vec<f64>,
+    /// Per baseline run: making the private copy, as the host does.
+    pub copy: Vec<f64>,
+    /// Per baseline run: checking and hashing the copy, as the host does.
+    pub hash: Vec<f64>,
     /// Resident memory of `cordis dev` before the first reload.
     pub rss_before: Rss,
     /// Resident memory of `cordis dev` after the last reload.
@@ -277,9 +317,9 @@ pub fn measure(cordis: &Path, library: &Path, dir: &Path, runs: u64, fresh: u64,
     let mut bed = DevBed::start(cordis, library, &dir.join("dev"))?;
     let copies = dir.join("baseline");
     std::fs::create_dir_all(&copies).map_err(|e| format!("{}: {e}", copies.display()))?;
-    // One untimed baseline load, as the host has loaded the library once
+    // One untimed baseline run, as the host has loaded the library once
     // before its first reload.
-    load_fresh_copy(&bed.build_bytes(0), &copies.join("libtool_todo-warm.so"))?;
+    host_steps(&bed.build_bytes(0), &copies, 0)?;
     pause();
     let mut out = ReloadRuns { rss_before: bed.rss(), ..ReloadRuns::default() };
     for i in 1..=runs {
@@ -288,7 +328,10 @@ pub fn measure(cordis: &Path, library: &Path, dir: &Path, runs: u64, fresh: u64,
         out.notice.push(t.notice);
         out.first_call.push(t.first_call);
         pause();
-        out.baseline.push(load_fresh_copy(&bed.build_bytes(i), &copies.join(format!("libtool_todo-{i}.so")))?);
+        let steps = host_steps(&bed.build_bytes(i), &copies, i)?;
+        out.baseline.push(steps.load);
+        out.copy.push(steps.copy);
+        out.hash.push(steps.hash);
         pause();
     }
     out.rss_after = bed.rss();

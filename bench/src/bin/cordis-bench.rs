@@ -226,6 +226,8 @@ fn reload_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
         ("reload/notice", &r.notice),
         ("reload/first_call", &r.first_call),
         ("reload/baseline", &r.baseline),
+        ("reload/copy", &r.copy),
+        ("reload/hash", &r.hash),
         ("reload/first_of_process", &r.first_of_process),
     ] {
         f.time.insert(key.into(), Summary::of(values).ok_or("no reloads")?);
@@ -704,7 +706,7 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
 
     let rss = |k: &str| f.rss.get(k).map_or(f64::NAN, |s| s.median);
     out.push_str(&format!(
-        "\nReload (`cordis dev`, {} reloads of a {} library in one process, landing {}–{} ms apart): rename → the host's `reloaded` notice {}; the first reload of a freshly started `cordis dev` (rename → answering) {}; the first `todo_write` served by the new version (it compiles the tool's schema) {}. {} of the {} reloads took over 100 ms. Resident memory (VmRSS) {} before the first reload, {} after the last: {} per reload ({} of it anonymous memory, {} mapped file pages).\n",
+        "\nReload (`cordis dev`, {} reloads of a {} library in one process, landing {}–{} ms apart): rename → the host's `reloaded` notice {}; the first reload of a freshly started `cordis dev` (rename → answering) {}; the first `todo_write` served by the new version (it compiles the tool's schema) {}. {} of the {} reloads took over 100 ms. The host's steps, each timed alone on fresh files beside the baseline: private copy of the library (`fs::copy`) {}, its ELF check and hash {}, `dlopen` + init {}. Resident memory (VmRSS) {} before the first reload, {} after the last: {} per reload ({} of it anonymous memory, {} mapped file pages).\n",
         t("reload/ours").map_or(0, |s| s.n),
         format_value(rss("reload/library"), Unit::Bytes),
         reload_pause_ms(o) * 2,
@@ -714,6 +716,9 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         show(t("reload/first_call"), Unit::Seconds),
         t("reload/slow").map_or(0.0, |s| s.median),
         t("reload/ours").map_or(0, |s| s.n),
+        show(t("reload/copy"), Unit::Seconds),
+        show(t("reload/hash"), Unit::Seconds),
+        show(t("reload/baseline"), Unit::Seconds),
         format_value(rss("reload/before"), Unit::Bytes),
         format_value(rss("reload/after"), Unit::Bytes),
         format_value(rss("reload/per_reload"), Unit::Bytes),
