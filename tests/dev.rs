@@ -210,10 +210,12 @@ fn broken_builds_leave_the_previous_version_serving() {
     let b = build_bytes('B');
     let mut dev = Dev::start(scratch.path(), &[("CORDIS_FIXTURE_FAIL", "B")]);
     assert_eq!(dev.version(), "A");
-    let cases: [(&str, Vec<u8>, &str); 4] = [
+    let other_plugin = std::fs::read(library("fixture-decoy")).unwrap();
+    let cases: [(&str, Vec<u8>, &str); 5] = [
         ("truncated", b[..b.len() / 2].to_vec(), "past the end"),
         ("zero bytes", Vec::new(), "the file is empty"),
         ("text", b"not a library\n".to_vec(), "ELF magic"),
+        ("another plugin", other_plugin, "was not loaded"),
         ("apply fails", b.clone(), "build B refuses to apply"),
     ];
     for (what, bytes, notice) in cases {
@@ -223,6 +225,10 @@ fn broken_builds_leave_the_previous_version_serving() {
         assert_eq!(dev.version(), "A", "{what}");
         assert_eq!(dev.reloads(), 0, "{what}");
     }
+    // One message per change, not one per look at the unchanged file.
+    std::thread::sleep(Duration::from_millis(800));
+    let refusals = dev.stderr().iter().filter(|l| l.contains("keeps serving")).count();
+    assert_eq!(refusals, 5, "{:?}", dev.stderr());
     drop(dev);
 
     let scratch = Scratch::new();

@@ -222,3 +222,32 @@ fn malformed_variants_are_reported_with_their_line() {
         std::fs::remove_file(scratch.path().join(".cordis/sessions/bad.jsonl")).unwrap();
     }
 }
+
+#[test]
+fn logs_are_read_without_a_composition_and_exports_never_overwrite() {
+    let scratch = Scratch::new();
+    let show = scratch.cordis(&["session", "show", fixture("todo-write.session.jsonl").to_str().unwrap()]);
+    let (out, err) = text(&show);
+    assert!(show.status.success(), "{out}\n{err}");
+    assert!(out.contains("transcript (5 messages)"), "{out}");
+    assert!(err.contains("no cordis.yml here"), "{err}");
+
+    scratch.composition(COMPOSITION);
+    assert!(scratch.cordis(&["session", "import", fixture("multi-turn.session.jsonl").to_str().unwrap(), "--id", "a"]).status.success());
+    assert!(scratch.cordis(&["session", "import", fixture("todo-write.session.jsonl").to_str().unwrap(), "--id", "b"]).status.success());
+    let stored_b = scratch.path().join(".cordis/sessions/b.jsonl");
+    let before = std::fs::read(&stored_b).unwrap();
+    let over = scratch.cordis(&["session", "export", "a", "-o", stored_b.to_str().unwrap(), "--force"]);
+    assert_eq!(over.status.code(), Some(2));
+    assert!(text(&over).1.contains("inside the session store"), "{:?}", text(&over));
+    assert_eq!(std::fs::read(&stored_b).unwrap(), before, "a stored session is never overwritten");
+    let out_file = scratch.path().join("out.jsonl");
+    std::fs::write(&out_file, "keep me").unwrap();
+    let refused = scratch.cordis(&["session", "export", "a", "-o", out_file.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(text(&refused).1.contains("exists; pass --force"));
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "keep me");
+    assert!(scratch.cordis(&["session", "export", "a", "-o", out_file.to_str().unwrap(), "--force"]).status.success());
+    let again = scratch.cordis(&["session", "import", fixture("todo-write.session.jsonl").to_str().unwrap(), "--id", "b"]);
+    assert!(text(&again).1.contains("pass --id NEW_ID"), "{:?}", text(&again));
+}

@@ -74,6 +74,21 @@ impl Host {
         Ok(Host { composition, services, loader, reports, state_dir })
     }
 
+    /// A host with no entries (no composition file), for commands that only
+    /// read or copy session logs. The state directory is `.cordis/` in the
+    /// current folder unless given.
+    ///
+    /// # Errors
+    /// [`BootError::Store`].
+    pub fn boot_without_composition(options: &HostOptions) -> Result<Host, BootError> {
+        let composition = Composition::parse(&options.composition.display().to_string(), PathBuf::from("."), "[]".into())?;
+        let state_dir = options.state_dir.clone().unwrap_or_else(|| PathBuf::from(".cordis"));
+        let store = if options.in_memory { None } else { Some(Store::open(&state_dir)?) };
+        let services = Arc::new(Services::new(store, options.durability));
+        let loader = Loader::new(services.clone(), PluginPath::standard(&options.plugin_dirs, Path::new(".")));
+        Ok(Host { composition, services, loader, reports: Vec::new(), state_dir })
+    }
+
     /// Reports of entries that failed or wait.
     pub fn failures(&self) -> Vec<&EntryReport> {
         self.reports.iter().filter(|r| r.state.is_failure()).collect()

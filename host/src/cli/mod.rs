@@ -129,9 +129,12 @@ pub enum SessionCommand {
     Export {
         /// A session id, or a path to a session file.
         session: String,
-        /// Write here instead of stdout.
+        /// Write here instead of stdout (an existing file is refused).
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Overwrite the --output file if it exists (never a stored session).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -227,7 +230,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Dev { file, session } => dev(&cli, file.as_deref(), session.as_deref()),
         Command::Run { script, session, prompt } => run_turn(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
         Command::Session { command: SessionCommand::Ls } => {
-            let host = boot_for_use(&cli, false)?;
+            let host = boot_for_sessions(&cli)?;
             let (list, skipped) = host.services.sessions.list().map_err(|e| e.to_string())?;
             for s in &skipped {
                 eprintln!("warning: {s}");
@@ -237,8 +240,13 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Session { command: SessionCommand::Import { path, id } } => {
-            let host = boot_for_use(&cli, false)?;
-            let report = host.services.sessions.import(path, id.as_deref()).map_err(|e| e.to_string())?;
+            let host = boot_for_sessions(&cli)?;
+            let report = host.services.sessions.import(path, id.as_deref()).map_err(|e| match e {
+                crate::session::StoreError::Exists(id) => {
+                    format!("session `{id}` already exists; pass --id NEW_ID to import this log under another id")
+                }
+                other => other.to_string(),
+            })?;
             let mut out = std::io::stdout().lock();
             for p in &report.problems {
                 let _ = writeln!(out, "{}:{}: {}", path.display(), p.line, p.message);
@@ -255,8 +263,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Session { command: SessionCommand::Export { session, output } } => {
-            let host = boot_for_use(&cli, false)?;
+        Command::Session { command: SessionCommand::Export { session, output, force } } => {
+            let host = boot_for_sessions(&cli)?;
+            if let Some(file) = output {
+                if let (Some(store), Ok(target)) = (host.services.sessions.store(), file.canonicalize()) {
+                    if store.dir().canonicalize().is_ok_and(|d| target.starts_with(d)) {
+                        return Err(format!("refusing to write {}: it is inside the session store", file.display()).into());
+                    }
+                }
+                if file.exists() && !force {
+                    return Err(format!("{} exists; pass --force to overwrite it", file.display()).into());
+                }
+            }
             let (s, problems) = host.services.sessions.view(session).map_err(|e| e.to_string())?;
             for p in &problems {
                 eprintln!("warning: {session}: {p}");
@@ -273,7 +291,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Session { command: SessionCommand::Show { session } } => {
-            let host = boot_for_use(&cli, false)?;
+            let host = boot_for_sessions(&cli)?;
             let (s, problems) = host.services.sessions.view(session).map_err(|e| e.to_string())?;
             let mut out = std::io::stdout().lock();
             render::session_show(&mut out, &s, &problems, &|kind| core_type_or_owned(&host.services.events, kind));
@@ -329,6 +347,18 @@ fn invocation(cli: &Cli, rest: &str) -> String {
     format!("{line} {rest}")
 }
 
+/// Boots for a session command: like [`boot_for_use`], but a missing default
+/// `cordis.yml` is not an error (reading or importing a log needs no
+/// plugins; events of plugin-owned types then show as opaque).
+fn boot_for_sessions(cli: &Cli) -> Result<Host, CliError> {
+    if cli.composition == Path::new("cordis.yml") && !cli.composition.exists() {
+        let host = Host::boot_without_composition(&options(cli, &cli.composition, false)).map_err(|e| e.to_string())?;
+        eprintln!("note: no cordis.yml here; no plugins are loaded, so their events show as opaque");
+        return Ok(host);
+    }
+    boot_for_use(cli, false)
+}
+
 /// Boots for a command that uses the host: failed entries are warnings, or
 /// fatal under `--strict` (exit 1).
 fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, CliError> {
@@ -336,10 +366,11 @@ fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, CliError> {
     let failures = host.failures();
     if !failures.is_empty() {
         let mut err = std::io::stderr().lock();
+        let label = if cli.strict { "error" } else { "warning" };
         for r in &failures {
             if let EntryState::Failed(m) | EntryState::Waiting(m) = &r.state {
                 for line in m {
-                    let _ = writeln!(err, "warning: {line}");
+                    let _ = writeln!(err, "{label}: {}", render::printable(line));
                 }
             }
         }

@@ -130,7 +130,7 @@ pub fn tool_result(out: &mut impl Write, title: &str, result: &ToolResult) {
 
 /// A projection view (the plan) during `cordis run`.
 pub fn plan(out: &mut impl Write, view: &str) {
-    let _ = writeln!(out, "plan      ┌ {}", indent_rest(view, 10).replace("\n          ", "\n          │ "));
+    let _ = writeln!(out, "plan      ┌ {}", indent_rest(&printable(view), 10).replace("\n          ", "\n          │ "));
 }
 
 /// `cordis session ls`.
@@ -140,9 +140,9 @@ pub fn session_list(out: &mut impl Write, list: &[SessionInfo], state_dir: &Path
         return;
     }
     for s in list {
-        let mut line = format!("{}  {}  {}", s.id, format_time(s.created_at), count(s.events, "event", "events"));
+        let mut line = format!("{}  {}  {}", printable(&s.id), format_time(s.created_at), count(s.events, "event", "events"));
         for (key, summary) in &s.summaries {
-            line.push_str(&format!("  {key}: {summary}"));
+            line.push_str(&format!("  {key}: {}", printable(summary)));
         }
         if s.problems > 0 {
             line.push_str(&format!("  ({})", count(s.problems, "problem line", "problem lines")));
@@ -197,7 +197,7 @@ pub fn session_show(out: &mut impl Write, s: &Session, problems: &[LineProblem],
             let _ = writeln!(out, "  (none)");
         } else {
             for line in view.lines() {
-                let _ = writeln!(out, "  {line}");
+                let _ = writeln!(out, "  {}", printable(line));
             }
         }
     }

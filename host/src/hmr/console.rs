@@ -62,6 +62,18 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32) -> 
             let call = ToolCallRequest { id: format!("dev_{turn}_{step}"), name: name.to_string(), arguments: arguments.to_string() };
             let run = || -> Result<Value, crate::session::AppendError> {
                 session.append_value("step/start", &json!({"turn": turn, "step": *step}), Appender::Host)?;
+                // The call is recorded as the agent's message, so the session's
+                // history pairs every tool result with its call.
+                session.append_value(
+                    "assistant/message",
+                    &json!({"turn": turn, "step": *step, "message": {
+                        "role": "assistant",
+                        "content": [{"type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments}],
+                        "source": {"kind": "dev-console"},
+                        "id": uuid::Uuid::new_v4().to_string(),
+                    }}),
+                    Appender::Host,
+                )?;
                 let result = call_tool(session, &dev.host.services.tools, turn, *step, &call, &mut Quiet)?;
                 session.append_value("step/end", &json!({"turn": turn, "step": *step}), Appender::Host)?;
                 Ok(json!({"isError": result.is_error, "text": result.text, "value": result.value}))

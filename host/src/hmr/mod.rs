@@ -43,8 +43,9 @@ pub struct DevOptions {
     pub debounce: Duration,
     /// How long a changed library may take to become complete.
     pub settle_timeout: Duration,
-    /// Reloads after which library changes are refused (each leaks a
-    /// mapping); restart `cordis dev` to reset.
+    /// Library reloads after which library changes are refused (each keeps
+    /// a mapping); restart `cordis dev` to reset. Composition reloads do not
+    /// count.
     pub max_reloads: u64,
 }
 
@@ -72,6 +73,10 @@ pub struct DevHost {
     composition: Mutex<Composition>,
     options: DevOptions,
     reloads: AtomicU64,
+    library_reloads: AtomicU64,
+    /// The content hash of the last build refused per library, so one
+    /// broken build is reported once, however many events it causes.
+    refused: Mutex<HashMap<PathBuf, u64>>,
     log: Mutex<Vec<String>>,
 }
 
@@ -94,7 +99,7 @@ impl DevHost {
         options.state_dir = Some(state_dir);
         let host = Host::boot(&options)?;
         let composition = Composition::read(&options.composition)?;
-        Ok(DevHost { host, composition: Mutex::new(composition), options: dev, reloads: AtomicU64::new(0), log: Mutex::new(Vec::new()) })
+        Ok(DevHost { host, composition: Mutex::new(composition), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()), log: Mutex::new(Vec::new()) })
     }
 
     /// The number of reloads applied so far.
@@ -176,7 +181,7 @@ impl DevHost {
     /// Loads the new content of library `source` and swaps every entry
     /// that uses it.
     pub fn library_changed(&self, source: &Path) -> Outcome {
-        if self.reloads() >= self.options.max_reloads {
+        if self.library_reloads.load(Ordering::SeqCst) >= self.options.max_reloads {
             return self.refuse(format!(
                 "{} was not reloaded: {} reloads reached the limit (each keeps a library mapping alive); restart cordis dev",
                 source.display(),
@@ -195,6 +200,35 @@ impl DevHost {
             Ok(Some(lib)) => lib,
             Err(e) => return self.refuse(format!("{e}; the previous version keeps serving")),
         };
+        let restore = || {
+            if let Some(old) = &old {
+                loader.libraries().set(old.clone());
+            }
+        };
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if fresh.hash.is_some() && refused.get(source) == fresh.hash.as_ref() {
+            restore();
+            return Outcome::Unchanged;
+        }
+        if let Some(hash) = fresh.hash {
+            refused.insert(source.to_path_buf(), hash);
+        }
+        drop(refused);
+        // The new build must still export the plugin each entry runs.
+        for id in &users {
+            let Some((was, export)) = loader.with_active(id, |a| (a.picked.decl.name.to_string(), a.export.clone())) else { continue };
+            let now = library::unwrap_export(&fresh, export.as_deref()).map(|p| p.decl.name.to_string());
+            if !now.as_ref().is_ok_and(|n| *n == was) {
+                if let Some(old) = old {
+                    loader.libraries().set(old);
+                }
+                let found = match now {
+                    Ok(name) => format!("it exports `{name}` where entry {id} runs `{was}`"),
+                    Err(e) => e.to_string(),
+                };
+                return self.refuse(format!("the new build of {} was not loaded: {found}; the previous version keeps serving", source.display()));
+            }
+        }
         let composition = self.composition.lock().unwrap_or_else(|e| e.into_inner());
         let mut prepared = Vec::new();
         for id in &users {
@@ -212,7 +246,13 @@ impl DevHost {
         }
         match loader.swap(&composition, prepared, &[]) {
             Ok(()) => {
+                self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
                 self.reloads.fetch_add(1, Ordering::SeqCst);
+                self.library_reloads.fetch_add(1, Ordering::SeqCst);
+                // The old copy stays mapped; its file is no longer needed.
+                if let Some(old) = old.filter(|o| o.path != fresh.path && o.hash.is_some()) {
+                    let _ = std::fs::remove_file(&old.path);
+                }
                 self.note(format!("reloaded {} for {}", source.display(), users.join(", ")));
                 Outcome::Reloaded(users)
             }

@@ -27,6 +27,11 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
     let (tx, rx) = mpsc::channel::<(PathBuf, bool)>();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(event) = res {
+            // Reads (our own included: copying a library, reading the
+            // composition) are not changes.
+            if !is_change(&event.kind) {
+                return;
+            }
             let finished = writer_finished(&event.kind);
             for path in event.paths {
                 let _ = tx.send((path, finished));
@@ -57,6 +62,18 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
         })
         .map_err(|e| format!("cannot start the watcher thread: {e}"))?;
     Ok(())
+}
+
+/// Whether an event can change a file's content or presence.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    use notify::EventKind;
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        EventKind::Modify(notify::event::ModifyKind::Metadata(_)) => false,
+        _ => true,
+    }
 }
 
 /// Whether an event says a writer is done with the file: closed after
