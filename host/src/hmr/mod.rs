@@ -26,7 +26,7 @@ mod watch;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -77,7 +77,6 @@ pub struct DevHost {
     /// The content hash of the last build refused per library, so one
     /// broken build is reported once, however many events it causes.
     refused: Mutex<HashMap<PathBuf, u64>>,
-    log: Mutex<Vec<String>>,
 }
 
 impl DevHost {
@@ -99,7 +98,7 @@ impl DevHost {
         options.state_dir = Some(state_dir);
         let host = Host::boot(&options)?;
         let composition = Composition::read(&options.composition)?;
-        Ok(DevHost { host, composition: Mutex::new(composition), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()), log: Mutex::new(Vec::new()) })
+        Ok(DevHost { host, composition: Mutex::new(composition), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()) })
     }
 
     /// The number of reloads applied so far.
@@ -107,14 +106,8 @@ impl DevHost {
         self.reloads.load(Ordering::SeqCst)
     }
 
-    /// Messages about handled changes, oldest first.
-    pub fn messages(&self) -> Vec<String> {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
     fn note(&self, message: String) {
         eprintln!("cordis dev: {message}");
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).push(message);
     }
 
     /// The composition file.
@@ -349,6 +342,3 @@ pub(crate) fn targets(dev: &DevHost) -> HashMap<PathBuf, bool> {
     }
     map
 }
-
-/// A handle that keeps the dev host's state alive across threads.
-pub type Shared = Arc<DevHost>;

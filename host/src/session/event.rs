@@ -136,10 +136,6 @@ fn push_json_str(out: &mut String, s: &str) {
     }
 }
 
-/// The envelope keys an event line may carry (`seq0`/`time0` only on packed
-/// chunk rows).
-pub const ENVELOPE_KEYS: [&str; 8] = ["seq", "time", "type", "data", "surfaceOp", "sourceEventSeqs", "seq0", "time0"];
-
 /// An event line as read, before `seq`/`time` defaults are filled in.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
