@@ -31,24 +31,30 @@
 //!
 //! # Why QuickJS, and what it costs
 //!
-//! `rquickjs` (0.14, MIT, actively released) bundles the C sources of
+//! `rquickjs` (0.14, MIT, released regularly) bundles the C sources of
 //! quickjs-ng and compiles them with the `cc` crate: no other native
-//! dependency, no bindgen on Linux x86_64 (pre-generated bindings). Measured
-//! on the 2-core build machine of this project (numbers in the commit that
-//! added the crate):
+//! dependency, and no bindgen on Linux x86_64 (its bindings are
+//! pre-generated). The alternative, `boa_engine`, is pure Rust but much
+//! heavier to build. Measured on this project's 2-core build machine:
 //!
-//! - a clean `cargo build -p cordis-expr` (dev profile, including
-//!   serde_json and thiserror) took about 16 s wall time; the same clean
-//!   debug build of a scratch project depending only on `boa_engine` 0.22
-//!   (the pure-Rust alternative) took about BOA_SECONDS s;
-//! - [`Evaluator::new`] (runtime, context, prelude) costs about NEW_US µs in
-//!   a release build, the first evaluation after it about FIRST_US µs, and a
-//!   later evaluation of a typical expression about LATER_US µs (run
-//!   `cargo run --release -p cordis-expr --example cost` to see them on your
-//!   machine).
+//! - Clean `cargo build -p cordis-expr` (23 crates, dev profile): about 16 s.
+//!   The release build takes about 47 s, because QuickJS is then compiled
+//!   with optimisation. A scratch project depending only on `boa_engine`
+//!   0.22 took about 75 s for its clean dev build (147 crates).
+//! - [`Evaluator::new`] (runtime, context, prelude) costs about 0.65 ms in a
+//!   release build (1.7 ms in a dev build). The first evaluation after it
+//!   takes about 24 µs (63 µs dev), a later one about 8 µs (40 µs dev), for
+//!   the longest expression of the fixture files (nested `??` and ternaries).
+//!   `cargo run --release -p cordis-expr --example cost` measures them again.
 //!
 //! Both are small next to the rest of a host start, so an embedder can
 //! create one evaluator per composition load and drop it afterwards.
+//!
+//! # Stack
+//!
+//! The engine may use up to 512 KiB of native stack below the point where the
+//! evaluator was created (deeper recursion is [`ExprError::Limit`]), so call
+//! it from a thread with at least 1 MiB of stack (Rust's default is 2 MiB).
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -239,7 +245,13 @@ impl Evaluator {
             let run: Function = helpers.get("run").map_err(|e| caught(&ctx, e))?;
             Ok(Persistent::save(&ctx, run))
         })?;
-        Ok(Evaluator { run, context, _runtime: runtime, deadline, interrupted })
+        Ok(Evaluator {
+            run,
+            context,
+            _runtime: runtime,
+            deadline,
+            interrupted,
+        })
     }
 
     /// Evaluates `source` as one JS expression. `services` maps injected
@@ -262,9 +274,11 @@ impl Evaluator {
         let outcome = self.run(source, services, false)?;
         match outcome.kind.as_str() {
             "undefined" => Ok(None),
-            "ok" => serde_json::from_str(&outcome.text).map(Some).map_err(|e| ExprError::Engine {
-                message: format!("the engine wrote JSON that does not parse: {e}"),
-            }),
+            "ok" => serde_json::from_str(&outcome.text)
+                .map(Some)
+                .map_err(|e| ExprError::Engine {
+                    message: format!("the engine wrote JSON that does not parse: {e}"),
+                }),
             _ => Err(outcome_error(outcome)),
         }
     }
@@ -300,11 +314,17 @@ impl Evaluator {
         self.deadline.set(Some(Instant::now() + TIME_LIMIT));
         let result = self.context.with(|ctx| -> Result<Outcome, ExprError> {
             let run = self.run.clone().restore(&ctx).map_err(engine)?;
-            let answer: Object = run.call((source, services, truthy)).map_err(|e| caught(&ctx, e))?;
+            let answer: Object = run
+                .call((source, services, truthy))
+                .map_err(|e| caught(&ctx, e))?;
             let field = |key: &str| -> Result<String, ExprError> {
                 answer.get::<_, String>(key).map_err(|e| caught(&ctx, e))
             };
-            Ok(Outcome { kind: field("kind")?, name: field("name")?, text: field("text")? })
+            Ok(Outcome {
+                kind: field("kind")?,
+                name: field("name")?,
+                text: field("text")?,
+            })
         });
         self.deadline.set(None);
         if self.interrupted.get() {
@@ -323,10 +343,16 @@ fn outcome_error(outcome: Outcome) -> ExprError {
         "noservice" => ExprError::NoService { name },
         "notjson" => ExprError::NotJson { what: name },
         "syntax" => ExprError::Syntax { message: text },
-        "limit" if name == "memory" => ExprError::Limit { what: memory_limit() },
-        "limit" => ExprError::Limit { what: "stack depth limit".to_owned() },
+        "limit" if name == "memory" => ExprError::Limit {
+            what: memory_limit(),
+        },
+        "limit" => ExprError::Limit {
+            what: "stack depth limit".to_owned(),
+        },
         "thrown" => ExprError::Thrown { message: text },
-        other => ExprError::Engine { message: format!("unexpected outcome `{other}`: {text}") },
+        other => ExprError::Engine {
+            message: format!("unexpected outcome `{other}`: {text}"),
+        },
     }
 }
 
@@ -348,17 +374,23 @@ fn options(filename: &str) -> rquickjs::context::EvalOptions {
 
 fn engine(error: rquickjs::Error) -> ExprError {
     match error {
-        rquickjs::Error::Allocation => ExprError::Limit { what: memory_limit() },
+        rquickjs::Error::Allocation => ExprError::Limit {
+            what: memory_limit(),
+        },
         // A NUL byte in the source: QuickJS takes C strings.
         rquickjs::Error::InvalidString(_) => ExprError::Syntax {
             message: "the source contains a NUL character".to_owned(),
         },
-        other => ExprError::Engine { message: other.to_string() },
+        other => ExprError::Engine {
+            message: other.to_string(),
+        },
     }
 }
 
 fn engine_json(error: serde_json::Error) -> ExprError {
-    ExprError::Engine { message: error.to_string() }
+    ExprError::Engine {
+        message: error.to_string(),
+    }
 }
 
 /// An error from calling into the engine. An exception that escaped the
@@ -380,9 +412,13 @@ fn caught(ctx: &Ctx<'_>, error: rquickjs::Error) -> ExprError {
     if text.contains("interrupted") {
         ExprError::Limit { what: time_limit() }
     } else if text.contains("out of memory") {
-        ExprError::Limit { what: memory_limit() }
+        ExprError::Limit {
+            what: memory_limit(),
+        }
     } else if text.contains("stack overflow") {
-        ExprError::Limit { what: "stack depth limit".to_owned() }
+        ExprError::Limit {
+            what: "stack depth limit".to_owned(),
+        }
     } else {
         ExprError::Engine { message: text }
     }
