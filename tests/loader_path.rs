@@ -74,10 +74,16 @@ fn not_a_plugin_and_missing_libraries_fail_only_their_entry() {
         true,
     );
     let messages = |i: usize| match &host.reports[i].state {
-        EntryState::Failed(m) => m.join("\n"),
-        other => panic!("entry {i} should fail, got {other:?}"),
+        EntryState::Failed(m) | EntryState::Missing(m) => m.join("\n"),
+        other => panic!("entry {i} should fail or be missing, got {other:?}"),
     };
+    assert!(matches!(host.reports[0].state, EntryState::Failed(_)));
     assert!(messages(0).contains("not a loadable shared library"), "{}", messages(0));
-    assert!(messages(1).contains("cordis.yml:4: entry nowhere: no plugin library libno_such_plugin.so"), "{}", messages(1));
+    assert!(matches!(host.reports[1].state, EntryState::Missing(_)), "a plugin no library provides is missing, not failed");
+    assert!(
+        messages(1).contains("cordis.yml:4: entry nowhere: no library on the plugin path provides `no-such-plugin` (looked for libno_such_plugin.so"),
+        "{}",
+        messages(1)
+    );
     assert_eq!(host.reports[2].state, EntryState::Loaded);
 }

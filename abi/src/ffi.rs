@@ -39,6 +39,24 @@ pub struct PluginLibrary {
     /// order. Called once per load.
     #[sabi(last_prefix_field)]
     pub plugins: extern "C" fn() -> RVec<PluginDecl>,
+    /// Returns the package names the library implements, each with the
+    /// plugin (export) it selects, e.g. `@deepseek-ai/dsh-tool-todo` →
+    /// `tool-todo`, so a composition written for the TypeScript harness can
+    /// name the package. Appended after the prefix: a library built before
+    /// this field existed still loads and declares no package names.
+    #[sabi(missing_field(option))]
+    pub packages: extern "C" fn() -> RVec<PackageName>,
+}
+
+/// One package name a library implements and the plugin it selects.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct PackageName {
+    /// The package name as compositions write it, e.g.
+    /// `@deepseek-ai/dsh-tool-todo`.
+    pub package: RString,
+    /// The name of the exported plugin (a [`PluginDecl::name`]) it selects.
+    pub plugin: RString,
 }
 
 impl RootModule for PluginLibraryRef {

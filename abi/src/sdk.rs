@@ -23,7 +23,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
 
 use crate::ffi::{
-    EventValidator, EventValidatorBox, EventValidator_TO, ExecContextRef, ExecContext_TO, HostContextRef, HostContext_TO, LogLevel, PluginDecl,
+    EventValidator, EventValidatorBox, EventValidator_TO, ExecContextRef, ExecContext_TO, HostContextRef, HostContext_TO, LogLevel, PackageName, PluginDecl,
     PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, Tool, ToolBox, ToolOutcome, Tool_TO,
 };
 use crate::schema::{self, Checker};
@@ -47,6 +47,11 @@ pub trait Plugin: 'static {
     /// they exist before `apply`, and [`Context::tools`] refuses a service
     /// that is not listed here.
     const INJECT: &'static [&'static str];
+    /// Package names this plugin also answers to, so compositions written
+    /// for the TypeScript harness load it unchanged (tool-todo:
+    /// `@deepseek-ai/dsh-tool-todo`). The host finds them by reading the
+    /// declarations of the libraries on its plugin path; none by default.
+    const PACKAGES: &'static [&'static str] = &[];
     /// The config; its JSON Schema (from `schemars`) is what the host
     /// validates the entry's `config` against. Use
     /// `#[serde(deny_unknown_fields)]` so a misspelled key is an error.
@@ -72,6 +77,13 @@ impl PluginError {
 pub struct PluginRegistration {
     /// Builds the declaration.
     pub declare: fn() -> PluginDecl,
+    /// The plugin's name and the package names it answers to.
+    pub packages: fn() -> (&'static str, &'static [&'static str]),
+}
+
+/// The name and package names of `P`, for [`PluginRegistration::packages`].
+pub fn packages_of<P: Plugin>() -> (&'static str, &'static [&'static str]) {
+    (P::NAME, P::PACKAGES)
 }
 
 inventory::collect!(PluginRegistration);
@@ -104,7 +116,7 @@ extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>)
 pub fn library_root() -> PluginLibraryRef {
     use abi_stable::prefix_type::PrefixTypeTrait;
     quiet_panics();
-    PluginLibrary { plugins: collect_plugins }.leak_into_prefix()
+    PluginLibrary { plugins: collect_plugins, packages: collect_packages }.leak_into_prefix()
 }
 
 thread_local! {
@@ -120,6 +132,19 @@ fn quiet_panics() {
         let at = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
         LAST_PANIC_AT.with(|slot| *slot.borrow_mut() = at);
     }));
+}
+
+extern "C" fn collect_packages() -> RVec<PackageName> {
+    let collected = catch_unwind(|| {
+        let mut names: Vec<PackageName> = Vec::new();
+        for registration in inventory::iter::<PluginRegistration> {
+            let (plugin, packages) = (registration.packages)();
+            names.extend(packages.iter().map(|p| PackageName { package: (*p).into(), plugin: plugin.into() }));
+        }
+        names.sort_by(|a, b| a.package.as_str().cmp(b.package.as_str()));
+        names
+    });
+    collected.unwrap_or_default().into_iter().collect()
 }
 
 extern "C" fn collect_plugins() -> RVec<PluginDecl> {
@@ -677,7 +702,10 @@ impl<F: Fold> Projection for FoldAdapter<F> {
 macro_rules! export_plugin {
     ($plugin:ty) => {
         $crate::inventory::submit! {
-            $crate::sdk::PluginRegistration { declare: $crate::sdk::declare::<$plugin> }
+            $crate::sdk::PluginRegistration {
+                declare: $crate::sdk::declare::<$plugin>,
+                packages: $crate::sdk::packages_of::<$plugin>,
+            }
         }
     };
 }

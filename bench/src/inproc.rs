@@ -39,7 +39,7 @@ pub fn boot(dir: &Path, composition: &str, in_memory: bool, durability: Durabili
         ..HostOptions::default()
     };
     let host = Host::boot(&options).map_err(|e| e.to_string())?;
-    if let Some(failed) = host.failures().first() {
+    if let Some(failed) = host.failures(true).first() {
         return Err(format!("entry {} did not load: {:?}", failed.id, failed.state));
     }
     Ok(host)

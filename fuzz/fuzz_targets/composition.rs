@@ -1,7 +1,8 @@
 //! Bytes as `cordis.yml` text through `Composition::parse`, then what the
-//! loader does next with a parsed composition: walk every entry and look up
+//! loader does next with a parsed composition: walk every entry, look up
 //! the line of the entry and of its config (the positions pass reads the
-//! text again with another YAML parser). No input may panic or overflow
+//! text again with another YAML parser), convert the config to JSON, and
+//! write the composed tree back (`cordis config`). No input may panic or overflow
 //! the stack; every error must name the file.
 
 #![no_main]
@@ -21,14 +22,17 @@ fuzz_target!(|data: &[u8]| {
         }
         Ok(composition) => {
             for entry in composition.walk() {
-                let _ = composition.locate(&entry.path);
-                let mut config = entry.path.clone();
-                config.push(Step::Key("config".into()));
-                let _ = composition.position(&config);
+                let _ = entry.locate();
+                let _ = entry.locate_key("config");
+                let _ = entry.locate_config(&[Step::Key("x".into()), Step::Index(0)]);
+                // Expressions are not evaluated here: the evaluator is
+                // fuzzed through its own crate's tests.
+                let _ = entry.config_json(&mut |_| Ok(None));
                 for problem in &entry.problems {
                     assert!(!problem.is_empty());
                 }
             }
+            let _ = cordis_host::loader::emit::composed_yaml(&composition);
         }
     }
 });

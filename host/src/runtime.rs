@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::context::Services;
-use crate::loader::{Composition, CompositionError, EntryReport, LibraryCache, Loader, PluginPath};
+use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
 use crate::session::{Durability, Store, StoreError};
 
 /// How to boot.
@@ -25,6 +25,9 @@ pub struct HostOptions {
     pub library_copies: Option<PathBuf>,
     /// Load libraries that every user may write (refused by default).
     pub allow_writable_plugins: bool,
+    /// Patch layers applied to the composition, in order (the user layer,
+    /// then `--patch` files).
+    pub layers: Vec<Layer>,
 }
 
 /// Booting failed as a whole.
@@ -59,7 +62,7 @@ impl Host {
     /// [`BootError`] when the composition as a whole is unusable or the state
     /// directory cannot be created; entry failures are in `reports`.
     pub fn boot(options: &HostOptions) -> Result<Host, BootError> {
-        let composition = Composition::read(&options.composition)?;
+        let composition = Composition::compose(&options.composition, &options.layers)?;
         let state_dir = options.state_dir.clone().unwrap_or_else(|| composition.dir.join(".cordis"));
         let store = if options.in_memory { None } else { Some(Store::open(&state_dir)?) };
         let services = Arc::new(Services::new(store, options.durability));
@@ -89,9 +92,10 @@ impl Host {
         Ok(Host { composition, services, loader, reports: Vec::new(), state_dir })
     }
 
-    /// Reports of entries that failed or wait.
-    pub fn failures(&self) -> Vec<&EntryReport> {
-        self.reports.iter().filter(|r| r.state.is_failure()).collect()
+    /// Reports of entries that failed (under `strict`, also those missing
+    /// or waiting).
+    pub fn failures(&self, strict: bool) -> Vec<&EntryReport> {
+        self.reports.iter().filter(|r| r.state.fails(strict)).collect()
     }
 
     /// The composition's folder.

@@ -1,7 +1,8 @@
 //! The `cordis` command line.
 //!
 //! ```text
-//! cordis [OPTIONS] check [FILE]         validate a composition, list entries
+//! cordis [OPTIONS] check [FILE] [--json] validate a composition, list entries
+//! cordis [OPTIONS] config [FILE]        print the composed tree (layers, includes)
 //! cordis [OPTIONS] tools [--json]       the tool catalog with JSON Schemas
 //! cordis [OPTIONS] run [--script FILE] [--session ID] [PROMPT]
 //! cordis [OPTIONS] dev [FILE] [--session ID]
@@ -25,7 +26,6 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::agent::{Agent, ScriptedModel, ToolCallRequest, TurnObserver};
-use crate::loader::EntryState;
 use crate::runtime::{Host, HostOptions};
 use crate::session::{core_type_or_owned, derive_messages, Durability, Event, Session};
 use crate::tools::ToolResult;
@@ -57,6 +57,13 @@ pub struct Cli {
     /// folder every user may write (refused by default).
     #[arg(long, global = true, env = "CORDIS_ALLOW_WRITABLE_PLUGINS")]
     pub allow_writable_plugins: bool,
+    /// A patch layer applied to the composition after the user layer
+    /// (repeatable; applied in order).
+    #[arg(long = "patch", global = true, value_name = "FILE")]
+    pub patches: Vec<PathBuf>,
+    /// Skip the user patch layer ($XDG_CONFIG_HOME/cordis/cordis.patch.yml).
+    #[arg(long, global = true)]
+    pub no_user_patch: bool,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -67,6 +74,16 @@ pub struct Cli {
 pub enum Command {
     /// Validate a composition: load every entry and report its state.
     Check {
+        /// The composition (overrides --composition).
+        file: Option<PathBuf>,
+        /// Print `{"entries": [{id, name, state, source, reason?}], "warnings": [...]}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the composed tree (patch layers applied, includes expanded as
+    /// groups) as one loadable YAML document, `!!js` kept verbatim; loads
+    /// nothing.
+    Config {
         /// The composition (overrides --composition).
         file: Option<PathBuf>,
     },
@@ -189,6 +206,7 @@ fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
         in_memory,
         library_copies: None,
         allow_writable_plugins: cli.allow_writable_plugins,
+        layers: crate::loader::composition::layers(&cli.patches, cli.no_user_patch),
     }
 }
 
@@ -203,16 +221,34 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
     }
     match &cli.command {
-        Command::Check { file } => {
+        Command::Check { file, json } => {
             let file = file.clone().unwrap_or_else(|| cli.composition.clone());
             let host = Host::boot(&options(&cli, &file, true)).map_err(|e| e.to_string())?;
             let mut out = std::io::stdout().lock();
-            render::check(&mut out, &host);
-            let failed = host.failures().len();
+            if *json {
+                let text = serde_json::to_string_pretty(&render::check_json(&host)).map_err(|e| e.to_string())?;
+                let _ = writeln!(out, "{text}");
+            } else {
+                render::check(&mut out, &host);
+            }
+            let failed = host.failures(cli.strict).len();
             if failed > 0 {
-                let _ = writeln!(out, "{failed} of {} failed", render::count(host.reports.len(), "entry", "entries"));
+                if !*json {
+                    let _ = writeln!(out, "{failed} of {} failed", render::count(host.reports.len(), "entry", "entries"));
+                }
                 return Ok(ExitCode::from(1));
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config { file } => {
+            let file = file.clone().unwrap_or_else(|| cli.composition.clone());
+            let layers = crate::loader::composition::layers(&cli.patches, cli.no_user_patch);
+            let composition = crate::loader::Composition::compose(&file, &layers).map_err(|e| e.to_string())?;
+            for w in &composition.warnings {
+                eprintln!("warning: {}", render::printable(w));
+            }
+            let text = crate::loader::emit::composed_yaml(&composition);
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools { json } => {
@@ -307,7 +343,7 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
         let mut err = std::io::stderr().lock();
         render::check(&mut err, &dev.host);
     }
-    if cli.strict && !dev.host.failures().is_empty() {
+    if cli.strict && !dev.host.failures(true).is_empty() {
         return Err(CliError { code: 1, message: "entries failed to load (--strict)".into() });
     }
     let sessions = &dev.host.services.sessions;
@@ -363,15 +399,13 @@ fn boot_for_sessions(cli: &Cli) -> Result<Host, CliError> {
 /// fatal under `--strict` (exit 1).
 fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, CliError> {
     let host = Host::boot(&options(cli, &cli.composition, in_memory)).map_err(|e| e.to_string())?;
-    let failures = host.failures();
+    let failures = host.failures(true);
     if !failures.is_empty() {
         let mut err = std::io::stderr().lock();
         let label = if cli.strict { "error" } else { "warning" };
         for r in &failures {
-            if let EntryState::Failed(m) | EntryState::Waiting(m) = &r.state {
-                for line in m {
-                    let _ = writeln!(err, "{label}: {}", render::printable(line));
-                }
+            for line in r.state.messages() {
+                let _ = writeln!(err, "{label}: {}", render::printable(line));
             }
         }
         if cli.strict {

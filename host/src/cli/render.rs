@@ -34,13 +34,16 @@ fn clip(text: &str, max: usize) -> String {
     format!("{kept}… ({} characters in all)", text.chars().count())
 }
 
-/// `cordis check`: one line per entry, then its problems.
+/// `cordis check`: one line per entry, then its problems, then the patches
+/// that could not apply.
 pub fn check(out: &mut impl Write, host: &Host) {
     let _ = writeln!(out, "{}: {}", host.composition.file, count(host.reports.len(), "entry", "entries"));
+    let root = &host.composition.file;
     for r in &host.reports {
         let indent = "  ".repeat(r.depth + 1);
         let name = if r.name.is_empty() { "no name".to_string() } else { printable(&r.name) };
-        let mut line = format!("{indent}{:<8} {} ({name}) at line {}", r.state.label(), printable(&r.id), r.line);
+        let at = if &r.file == root { format!("line {}", r.line) } else { format!("{}:{}", printable(&r.file), r.line) };
+        let mut line = format!("{indent}{:<8} {} ({name}) at {at}", r.state.label(), printable(&r.id));
         if !r.effects.is_empty() {
             line.push_str(&format!(": {}", r.effects.join(", ")));
         }
@@ -48,12 +51,49 @@ pub fn check(out: &mut impl Write, host: &Host) {
         if let Some(lib) = &r.library {
             let _ = writeln!(out, "{indent}         from {}", lib.display());
         }
-        if let EntryState::Failed(messages) | EntryState::Waiting(messages) = &r.state {
-            for m in messages {
-                let _ = writeln!(out, "{indent}  error: {}", printable(m));
-            }
+        for note in &r.notes {
+            let _ = writeln!(out, "{indent}         {}", printable(note));
+        }
+        let label = if matches!(r.state, EntryState::Failed(_)) { "error" } else { "note" };
+        for m in r.state.messages() {
+            let _ = writeln!(out, "{indent}  {label}: {}", printable(m));
         }
     }
+    for w in &host.composition.warnings {
+        let _ = writeln!(out, "warning: {}", printable(w));
+    }
+}
+
+/// `cordis check --json`: `{"entries": [{"id", "name", "state", "source":
+/// "FILE:LINE", "reason"?}], "warnings": [...]}`, entries flat in load
+/// order with scoped ids. Groups and includes report `loaded` when
+/// mounted. `reason` joins the entry's messages.
+pub fn check_json(host: &Host) -> serde_json::Value {
+    let entries: Vec<serde_json::Value> = host
+        .reports
+        .iter()
+        .map(|r| {
+            let state = match r.state {
+                EntryState::Group => "loaded",
+                ref other => other.label(),
+            };
+            let mut v = serde_json::json!({
+                "id": r.id,
+                "name": r.name,
+                "state": state,
+                "source": format!("{}:{}", r.file, r.line),
+            });
+            let messages = r.state.messages();
+            if !messages.is_empty() {
+                v["reason"] = serde_json::Value::String(messages.join("\n"));
+            }
+            if let Some(lib) = &r.library {
+                v["library"] = serde_json::Value::String(lib.display().to_string());
+            }
+            v
+        })
+        .collect();
+    serde_json::json!({"entries": entries, "warnings": host.composition.warnings})
 }
 
 /// `cordis tools`: each tool with its description and parameter schema.

@@ -47,6 +47,18 @@ impl Services {
     pub fn provides(&self, name: &str) -> bool {
         SERVICE_NAMES.contains(&name)
     }
+
+    /// The names of the services provided, in order.
+    pub fn names(&self) -> Vec<String> {
+        SERVICE_NAMES.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// What `ctx.<name>` shows a `!!js` expression for a provided service.
+    /// Host services are objects, not data: expressions see
+    /// `{"service": NAME}` (enough to test for presence).
+    pub fn value(&self, name: &str) -> serde_json::Value {
+        serde_json::json!({ "service": name })
+    }
 }
 
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::loader::{library, Composition, Entry, EntryState, Prepared};
+use crate::loader::{library, Composition, Entry, EntryState, Layer, Loader, Prepared};
 use crate::runtime::{BootError, Host, HostOptions};
 
 pub use watch::watch;
@@ -71,6 +71,7 @@ pub struct DevHost {
     /// The host.
     pub host: Host,
     composition: Mutex<Composition>,
+    layers: Vec<Layer>,
     options: DevOptions,
     reloads: AtomicU64,
     library_reloads: AtomicU64,
@@ -97,8 +98,8 @@ impl DevHost {
         options.library_copies = Some(copies);
         options.state_dir = Some(state_dir);
         let host = Host::boot(&options)?;
-        let composition = Composition::read(&options.composition)?;
-        Ok(DevHost { host, composition: Mutex::new(composition), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()) })
+        let composition = Composition::compose(&options.composition, &options.layers)?;
+        Ok(DevHost { host, composition: Mutex::new(composition), layers: options.layers.clone(), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()) })
     }
 
     /// The number of reloads applied so far.
@@ -115,6 +116,12 @@ impl DevHost {
         PathBuf::from(&self.composition.lock().unwrap_or_else(|e| e.into_inner()).file)
     }
 
+    /// Every file the composition was composed from: the root file, its
+    /// patch layers and the files it includes.
+    pub fn composition_files(&self) -> Vec<PathBuf> {
+        self.composition.lock().unwrap_or_else(|e| e.into_inner()).sources.iter().map(|s| s.path.clone()).collect()
+    }
+
     /// The library files (sources, not copies) live entries use.
     pub fn library_sources(&self) -> Vec<PathBuf> {
         let mut sources: Vec<PathBuf> = self.host.loader.live_libraries().into_iter().map(|(_, p)| p).collect();
@@ -126,19 +133,26 @@ impl DevHost {
     /// Re-reads the composition and applies what changed.
     pub fn composition_changed(&self) -> Outcome {
         let path = self.composition_path();
-        let next = match Composition::read(&path) {
+        let next = match Composition::compose(&path, &self.layers) {
             Ok(c) => c,
             Err(e) => return self.refuse(format!("the composition was not reloaded: {e}")),
         };
+        // An include whose file does not read would drop every entry it
+        // mounted: keep the last good tree instead.
+        let broken: Vec<String> =
+            next.walk().into_iter().filter(|e| e.is_container() && !e.problems.is_empty()).flat_map(|e| e.problems.clone()).collect();
+        if !broken.is_empty() {
+            return self.refuse(format!("the composition was not reloaded: {}; the running version is kept", broken.join("; ")));
+        }
         let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
-        collect_enabled(&next.entries, false, &mut wanted);
+        let mut problems = Vec::new();
+        collect_enabled(&self.host.loader, &next.entries, false, &mut wanted, &mut problems);
         let live: Vec<String> = self.host.loader.active_ids();
         let remove: Vec<String> = live.iter().filter(|id| !wanted.contains_key(*id)).cloned().collect();
         let mut prepared: Vec<(Entry, Prepared)> = Vec::new();
-        let mut problems = Vec::new();
         for (id, entry) in &wanted {
             if let Some(current) = self.host.loader.live_entry(id) {
-                if current.name == entry.name && current.config == entry.config {
+                if current.same_setup(entry) && !entry.config_has_expressions() {
                     continue;
                 }
             }
@@ -146,9 +160,9 @@ impl DevHost {
                 problems.extend(entry.problems.iter().cloned());
                 continue;
             }
-            match self.host.loader.prepare(&next, entry, None) {
+            match self.host.loader.prepare(entry, None) {
                 Ok(p) => prepared.push((entry.clone(), p)),
-                Err(EntryState::Failed(m) | EntryState::Waiting(m)) => problems.extend(m),
+                Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => problems.extend(m),
                 Err(_) => {}
             }
         }
@@ -160,7 +174,7 @@ impl DevHost {
             return if problems.is_empty() { Outcome::Unchanged } else { Outcome::Refused(problems.join("\n")) };
         }
         let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
-        match self.host.loader.swap(&next, prepared, &remove) {
+        match self.host.loader.swap(prepared, &remove) {
             Ok(()) => {
                 *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
                 self.reloads.fetch_add(1, Ordering::SeqCst);
@@ -222,13 +236,12 @@ impl DevHost {
                 return self.refuse(format!("the new build of {} was not loaded: {found}; the previous version keeps serving", source.display()));
             }
         }
-        let composition = self.composition.lock().unwrap_or_else(|e| e.into_inner());
         let mut prepared = Vec::new();
         for id in &users {
             let Some(entry) = loader.live_entry(id) else { continue };
-            match loader.prepare(&composition, &entry, Some(fresh.clone())) {
+            match loader.prepare(&entry, Some(fresh.clone())) {
                 Ok(p) => prepared.push((entry, p)),
-                Err(EntryState::Failed(m) | EntryState::Waiting(m)) => {
+                Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => {
                     if let Some(old) = old {
                         loader.libraries().set(old);
                     }
@@ -237,7 +250,7 @@ impl DevHost {
                 Err(_) => {}
             }
         }
-        match loader.swap(&composition, prepared, &[]) {
+        match loader.swap(prepared, &[]) {
             Ok(()) => {
                 self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
                 self.reloads.fetch_add(1, Ordering::SeqCst);
@@ -286,13 +299,21 @@ impl DevHost {
     }
 }
 
-/// Enabled, problem-free or not, non-group entries by id (a disabled group
-/// disables its children).
-fn collect_enabled(entries: &[Entry], parent_disabled: bool, out: &mut BTreeMap<String, Entry>) {
+/// Enabled, problem-free or not, non-container entries by id (a disabled
+/// group disables its children; `!!js` switches are evaluated now, as at
+/// every mount decision, and one that fails is reported in `problems`).
+fn collect_enabled(loader: &Loader, entries: &[Entry], parent_disabled: bool, out: &mut BTreeMap<String, Entry>, problems: &mut Vec<String>) {
     for e in entries {
-        let disabled = parent_disabled || e.disabled;
-        if e.group {
-            collect_enabled(&e.children, disabled, out);
+        let own = match loader.disabled(e) {
+            Ok(d) => d,
+            Err(message) => {
+                problems.push(message);
+                continue;
+            }
+        };
+        let disabled = parent_disabled || own;
+        if e.is_container() {
+            collect_enabled(loader, &e.children, disabled, out, problems);
         } else if !disabled {
             out.insert(e.id.clone(), e.clone());
         }
@@ -335,8 +356,9 @@ pub fn wait_until_complete(path: &Path, quiet: Duration, timeout: Duration) -> R
 /// A map from watched file paths to what they are.
 pub(crate) fn targets(dev: &DevHost) -> HashMap<PathBuf, bool> {
     let mut map = HashMap::new();
-    let comp = dev.composition_path();
-    map.insert(comp.canonicalize().unwrap_or(comp), true);
+    for file in dev.composition_files() {
+        map.insert(file.canonicalize().unwrap_or(file), true);
+    }
     for lib in dev.library_sources() {
         map.insert(lib, false);
     }

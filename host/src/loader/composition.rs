@@ -1,67 +1,254 @@
-//! The composition (`cordis.yml`): a YAML list of entries.
+//! The composition (`cordis.yml`) in the cordis loader's dialect.
 //!
-//! Entry keys are `id`, `name`, `config`, `disabled` and `group`. A group
-//! (`group: true`, name `cordis:group`) holds its nested entries as a list in
-//! `config`. Problems with the file as a whole (not YAML, empty, not a list,
-//! too large, too deep) fail the whole composition with a line and column;
-//! problems with one entry (an unknown key, a missing `name`) fail only that
-//! entry, so the others still load.
+//! A composition is a YAML list of entries. Each entry has the keys `id`,
+//! `name`, `config`, `group`, `disabled`, `inject`, `intercept` and
+//! `isolate` (any other key fails that entry). A group (`group: true`, name
+//! `cordis:group`) holds nested entries in `config`; an include (name
+//! `cordis:include`, or its package names) mounts another file's entry list
+//! with `config: {path, patches}`. Patch layers (the user's
+//! `cordis.patch.yml`, then `--patch` files) are lists of patches applied to
+//! the root list before anything is read as an entry. See
+//! `shared/reference/cordis-composition-dialect.md` for the dialect and
+//! [`super::patch`] for the patch rules.
+//!
+//! Problems with a file as a whole (not YAML, empty, not a list, too large)
+//! fail the whole composition with a line and column; problems with one
+//! entry fail only that entry, so the others still load. `!!js` values are
+//! kept as [`Switch::Expr`] or inside the config node and evaluated by the
+//! loader when the entry is mounted or started.
 
-use std::sync::OnceLock;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value as Json;
 use serde_yaml::Value as Yaml;
 
-use super::positions::{Position, Positions, Step};
+use super::patch::{apply_patches, RawEntry};
+use super::positions::{Position, Step};
+use super::source::{Node, Origin, Role, Source};
 
-/// The largest composition accepted, in bytes.
+/// The largest composition (or included or patch file) accepted, in bytes.
 pub const MAX_COMPOSITION_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The entry keys a composition accepts.
-pub const ENTRY_KEYS: [&str; 5] = ["id", "name", "config", "disabled", "group"];
+pub const ENTRY_KEYS: [&str; 8] = ["id", "name", "config", "group", "disabled", "inject", "intercept", "isolate"];
 
-/// A parsed composition.
+/// Names of the builtin group container.
+pub const GROUP_NAMES: [&str; 2] = ["cordis:group", "group"];
+
+/// Names of the builtin include: ours and the two package names the
+/// TypeScript harness's compositions use.
+pub const INCLUDE_NAMES: [&str; 3] = ["cordis:include", "@deepseek-ai/cordis-plugin-include", "@cordisjs/plugin-include"];
+
+/// Include files are read when their name ends in one of these (as the
+/// reference include does; JSON is read as YAML, of which it is a subset).
+pub const INCLUDE_EXTENSIONS: [&str; 3] = ["yml", "yaml", "json"];
+
+/// How deep includes may nest.
+pub const MAX_INCLUDE_DEPTH: usize = 32;
+
+/// A composed tree: the root file, its patch layers and its includes.
 #[derive(Debug)]
 pub struct Composition {
-    /// The file as the user named it (used in messages).
+    /// The root file as the user named it (used in messages).
     pub file: String,
-    /// The folder relative paths and the default state directory resolve
-    /// against.
+    /// The root file's folder: relative names and the default state
+    /// directory resolve against it.
     pub dir: PathBuf,
-    /// The file's text (without a byte-order mark).
+    /// The root file's text (without a byte-order mark).
     pub text: String,
-    /// Top-level entries in file order.
+    /// Top-level entries in order (after patch layers).
     pub entries: Vec<Entry>,
-    positions: OnceLock<Positions>,
+    /// Every file read: the root, the patch layers, then included files.
+    pub sources: Vec<Arc<Source>>,
+    /// Patches that could not apply, each naming its file and line.
+    pub warnings: Vec<String>,
+    root: Arc<Source>,
 }
 
-/// One entry of a composition.
+/// A patch layer to apply to the root list.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    /// The patch file.
+    pub path: PathBuf,
+    /// [`Role::UserPatch`] or [`Role::Patch`].
+    pub role: Role,
+}
+
+/// What an entry mounts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A plugin from a library.
+    Plugin,
+    /// The builtin group container; `children` holds its entries.
+    Group,
+    /// The builtin include; `children` holds the included file's entries.
+    Include {
+        /// The included file.
+        file: PathBuf,
+        /// How many patches its config lists.
+        patches: usize,
+    },
+}
+
+/// An on/off value that may be a `!!js` expression (`disabled`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Switch {
+    /// A literal `true` or `false` (absent and `null` are `false`).
+    Fixed(bool),
+    /// A `!!js` expression, evaluated at each mount decision.
+    Expr(String),
+}
+
+/// One service an entry injects (`inject:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Injection {
+    /// The service name.
+    pub name: String,
+    /// `false` for `required: false`: the entry starts without it.
+    pub required: bool,
+}
+
+/// Where services an entry provides resolve (`isolate:` values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Realm {
+    /// `true`: a realm private to the entry and its descendants.
+    Private,
+    /// A label: one realm shared by every entry using it.
+    Label(String),
+}
+
+impl fmt::Display for Realm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Realm::Private => write!(f, "private"),
+            Realm::Label(l) => write!(f, "realm `{l}`"),
+        }
+    }
+}
+
+/// One entry of a composed tree.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    /// The entry's id: as written, or generated from its position and name
-    /// (`tool-todo@2`, nested `group@0/tool-todo@1`).
+    /// The entry's id, scoped by its enclosing groups and includes
+    /// (`delegation/tool-subagent`, `base/tool-todo`); generated from its
+    /// position and name when the row has none (`tool-todo@2`).
     pub id: String,
+    /// The id as written in its list (what patches target).
+    pub local_id: String,
     /// Whether `id` was generated.
     pub id_generated: bool,
-    /// The plugin name (`tool-todo`, `./lib/libx.so`, `cordis:group`).
+    /// The plugin name (`tool-todo`, `@deepseek-ai/dsh-tool-todo`,
+    /// `./lib/libx.so`, `cordis:group`).
     pub name: String,
-    /// The entry's config as JSON (`None` when absent or null).
-    pub config: Option<Json>,
-    /// `disabled: true`.
-    pub disabled: bool,
-    /// `group: true`; `children` then holds the nested entries.
-    pub group: bool,
-    /// Nested entries of a group.
+    /// What the entry mounts.
+    pub kind: EntryKind,
+    /// The entry's config as written (`None` when absent or null); `!!js`
+    /// nodes inside are evaluated when the entry starts.
+    pub config: Option<Node>,
+    /// `disabled:`.
+    pub disabled: Switch,
+    /// `inject:`, in order.
+    pub inject: Vec<Injection>,
+    /// `intercept:` as JSON (recorded; applied with services).
+    pub intercept: Option<Json>,
+    /// `isolate:`, in order.
+    pub isolate: Vec<(String, Realm)>,
+    /// Nested entries of a group or include.
     pub children: Vec<Entry>,
-    /// The entry's path in the YAML document.
-    pub path: Vec<Step>,
-    /// Where the entry starts.
+    /// Where the row was written.
+    pub origin: Origin,
+    /// Where the row starts in that file.
     pub position: Position,
+    /// The folder relative library names resolve against: the folder of the
+    /// file whose list holds the row.
+    pub base_dir: PathBuf,
+    /// The row as composed (keys after patches), for `cordis config`.
+    pub raw: RawEntry,
     /// Problems that keep this entry from loading (each a full message).
     pub problems: Vec<String>,
+}
+
+impl Entry {
+    /// Whether the entry holds other entries (group or include).
+    pub fn is_container(&self) -> bool {
+        !matches!(self.kind, EntryKind::Plugin)
+    }
+
+    /// `file:line` of the row.
+    pub fn locate(&self) -> String {
+        self.origin.locate()
+    }
+
+    /// `file:line` of the row's `key` (of the row when absent).
+    pub fn locate_key(&self, key: &str) -> String {
+        match self.raw.get(key) {
+            Some(node) => node.origin.locate(),
+            None => self.locate(),
+        }
+    }
+
+    /// `file:line` of the node at `segments` inside the config.
+    pub fn locate_config(&self, segments: &[Step]) -> String {
+        match &self.config {
+            Some(node) => {
+                let mut origin = node.origin.clone();
+                origin.path.extend(segments.iter().cloned());
+                origin.locate()
+            }
+            None => self.locate_key("config"),
+        }
+    }
+
+    /// Whether two versions of an entry would start the same way (same
+    /// name, config, switches and services).
+    pub fn same_setup(&self, other: &Entry) -> bool {
+        self.name == other.name
+            && self.config.as_ref().map(|n| &n.value) == other.config.as_ref().map(|n| &n.value)
+            && self.disabled == other.disabled
+            && self.inject == other.inject
+            && self.intercept == other.intercept
+            && self.isolate == other.isolate
+            && self.base_dir == other.base_dir
+    }
+
+    /// The config as JSON: `{}` when absent, every `!!js` node replaced by
+    /// what `eval` returns for its source (`None`, JavaScript's `undefined`,
+    /// drops a mapping key and is `null` in a list, as `JSON.stringify`
+    /// does).
+    ///
+    /// # Errors
+    /// A message naming the file and line of the offending node: a value
+    /// with no JSON form, a non-string key, or what `eval` reported.
+    pub fn config_json(&self, eval: &mut dyn FnMut(&str) -> Result<Option<Json>, String>) -> Result<Json, String> {
+        let Some(node) = &self.config else { return Ok(Json::Object(Default::default())) };
+        match to_json(&node.value, &mut Some(eval)) {
+            Ok(Some(Json::Null) | None) => Ok(Json::Object(Default::default())),
+            Ok(Some(json)) => Ok(json),
+            Err((rel, message)) => Err(format!("{}: entry {}: {message}", self.locate_config(&rel), self.id)),
+        }
+    }
+
+    /// Whether the config holds `!!js` expressions.
+    pub fn config_has_expressions(&self) -> bool {
+        fn any(v: &Yaml) -> bool {
+            match v {
+                Yaml::Tagged(t) => is_js_tag(&t.tag) || any(&t.value),
+                Yaml::Sequence(items) => items.iter().any(any),
+                Yaml::Mapping(map) => map.values().any(any),
+                _ => false,
+            }
+        }
+        self.config.as_ref().is_some_and(|n| any(&n.value))
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.id, self.name)
+    }
 }
 
 /// The composition as a whole could not be read.
@@ -111,8 +298,14 @@ pub enum CompositionError {
         /// The file.
         file: String,
     },
+    /// A patch layer file is empty or holds only comments.
+    #[error("{file}: the patch file is empty; write `[]` to disable this layer, or list patches (`- id: ...`)")]
+    EmptyPatch {
+        /// The file.
+        file: String,
+    },
     /// The top level is not a list.
-    #[error("{file}:{line}:{column}: expected a list of entries (`- name: ...`), found {found}")]
+    #[error("{file}:{line}:{column}: expected {expected}, found {found}")]
     NotAList {
         /// The file.
         file: String,
@@ -120,42 +313,33 @@ pub enum CompositionError {
         line: usize,
         /// 1-based column.
         column: usize,
+        /// What the file should hold.
+        expected: String,
         /// What was found.
         found: String,
     },
 }
 
 impl Composition {
-    /// Reads and parses the composition at `path`; `file` is how messages
-    /// name it.
+    /// Reads the composition at `path` with no patch layers.
     ///
     /// # Errors
     /// [`CompositionError`] when the file cannot be read or is not a YAML
     /// list; entry-level problems are kept on the entries instead.
     pub fn read(path: &Path) -> Result<Composition, CompositionError> {
-        let file = path.display().to_string();
-        let meta = std::fs::metadata(path).map_err(|source| CompositionError::Read { file: file.clone(), source })?;
-        if meta.len() > MAX_COMPOSITION_BYTES {
-            return Err(CompositionError::TooLarge { file, size: meta.len(), limit: MAX_COMPOSITION_BYTES });
-        }
-        let bytes = std::fs::read(path).map_err(|source| CompositionError::Read { file: file.clone(), source })?;
-        let text = match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(e) => {
-                let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-                let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-                let column = valid.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-                return Err(CompositionError::Syntax {
-                    file,
-                    line,
-                    column,
-                    message: "the composition is not UTF-8 text (save it as UTF-8)".into(),
-                });
-            }
-        };
-        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
-        Composition::parse(&file, dir, text)
+        Composition::compose(path, &[])
+    }
+
+    /// Reads the composition at `path`, applies `layers` in order to its
+    /// list, then reads every entry (mounting included files).
+    ///
+    /// # Errors
+    /// [`CompositionError`] when the root file or a patch layer cannot be
+    /// read or is not a YAML list; problems inside included files fail the
+    /// include entry instead.
+    pub fn compose(path: &Path, layers: &[Layer]) -> Result<Composition, CompositionError> {
+        let (root, doc) = Source::read(path, Role::Root)?;
+        Composition::build(root, doc, layers)
     }
 
     /// Parses composition text. `file` names it in messages and `dir` is
@@ -164,71 +348,51 @@ impl Composition {
     /// # Errors
     /// See [`Composition::read`].
     pub fn parse(file: &str, dir: PathBuf, text: String) -> Result<Composition, CompositionError> {
-        let file = file.to_string();
-        if text.len() as u64 > MAX_COMPOSITION_BYTES {
-            return Err(CompositionError::TooLarge { file, size: text.len() as u64, limit: MAX_COMPOSITION_BYTES });
+        let (root, doc) = Source::parse(file, dir.join(file), dir, text, Role::Root)?;
+        Composition::build(root, doc, &[])
+    }
+
+    fn build(root: Arc<Source>, doc: Yaml, layers: &[Layer]) -> Result<Composition, CompositionError> {
+        let origin = Origin::root(&root);
+        let mut rows = list_of(&root, doc, origin, "a list of entries (`- name: ...`)")?;
+        let mut sources = vec![root.clone()];
+        let mut warnings = Vec::new();
+        for layer in layers {
+            let (source, doc) = Source::read(&layer.path, layer.role.clone())?;
+            let patches = patch_list(&source, doc)?;
+            sources.push(source);
+            warnings.extend(apply_patches(&mut rows, &patches, "the composition"));
         }
-        let text = match text.strip_prefix('\u{feff}') {
-            Some(rest) => rest.to_string(),
-            None => text,
-        };
-        if text.contains('\0') {
-            let line = text[..text.find('\0').unwrap_or(0)].matches('\n').count() + 1;
-            return Err(CompositionError::Syntax { file, line, column: 1, message: "the composition contains a NUL byte".into() });
-        }
-        let doc: Yaml = match serde_yaml::from_str(&text) {
-            Ok(doc) => doc,
-            Err(e) => {
-                if e.to_string().contains("duplicate entry") {
-                    if let Some((path, p)) = Positions::of(&text).first_duplicate() {
-                        let key = match path.last() {
-                            Some(Step::Key(k)) => k.clone(),
-                            _ => String::new(),
-                        };
-                        return Err(CompositionError::Syntax {
-                            file,
-                            line: p.line,
-                            column: p.column,
-                            message: format!("duplicate key `{key}`: each key may appear once in a mapping"),
-                        });
-                    }
-                }
-                return Err(syntax_error(&file, &text, &e));
-            }
-        };
-        let mut composition =
-            Composition { file: file.clone(), dir, text, entries: Vec::new(), positions: OnceLock::new() };
-        let items = match doc {
-            Yaml::Null => return Err(CompositionError::Empty { file }),
-            Yaml::Sequence(items) => items,
-            other => {
-                let p = composition.position(&[]);
-                return Err(CompositionError::NotAList { file, line: p.line, column: p.column, found: kind(&other) });
-            }
-        };
+        let mut builder = Builder { sources, warnings, chain: vec![canonical(&root.path)] };
         let mut ids = HashMap::new();
-        let mut entries = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            entries.push(composition.entry(item, vec![Step::Index(i)], i, "", &mut ids));
-        }
-        composition.entries = entries;
-        Ok(composition)
+        let entries = builder.list(&rows, "", &root.dir, &mut ids);
+        Ok(Composition {
+            file: root.file.clone(),
+            dir: root.dir.clone(),
+            text: root.text.clone(),
+            entries,
+            sources: builder.sources,
+            warnings: builder.warnings,
+            root,
+        })
     }
 
-    /// Where the node at `path` starts (ancestors when it does not exist).
+    /// The root file.
+    pub fn root(&self) -> &Arc<Source> {
+        &self.root
+    }
+
+    /// Where the node at `path` of the root file starts.
     pub fn position(&self, path: &[Step]) -> Position {
-        self.positions
-            .get_or_init(|| Positions::of(&self.text))
-            .find(path)
-            .unwrap_or(Position { line: 1, column: 1 })
+        self.root.position(path)
     }
 
-    /// `file:line` for the node at `path`.
+    /// `file:line` for the node at `path` of the root file.
     pub fn locate(&self, path: &[Step]) -> String {
-        format!("{}:{}", self.file, self.position(path).line)
+        self.root.locate(path)
     }
 
-    /// Every entry, depth first (groups before their children).
+    /// Every entry, depth first (containers before their children).
     pub fn walk(&self) -> Vec<&Entry> {
         fn push<'a>(out: &mut Vec<&'a Entry>, entries: &'a [Entry]) {
             for e in entries {
@@ -240,133 +404,387 @@ impl Composition {
         push(&mut out, &self.entries);
         out
     }
+}
 
-    fn entry(&self, item: &Yaml, path: Vec<Step>, index: usize, prefix: &str, ids: &mut HashMap<String, usize>) -> Entry {
-        let position = self.position(&path);
+/// The default user patch layer: `$XDG_CONFIG_HOME/cordis/cordis.patch.yml`,
+/// else `~/.config/cordis/cordis.patch.yml` (`None` when neither variable
+/// is set).
+pub fn user_patch_path() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".config"),
+    };
+    Some(base.join("cordis").join("cordis.patch.yml"))
+}
+
+/// The patch layers to apply: the user layer when it exists (unless
+/// `skip_user`), then each `--patch` file in order.
+pub fn layers(patches: &[PathBuf], skip_user: bool) -> Vec<Layer> {
+    let mut out = Vec::new();
+    if !skip_user {
+        if let Some(user) = user_patch_path().filter(|p| p.is_file()) {
+            out.push(Layer { path: user, role: Role::UserPatch });
+        }
+    }
+    out.extend(patches.iter().enumerate().map(|(i, p)| Layer { path: p.clone(), role: Role::Patch(i + 1) }));
+    out
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The rows of a file whose document must be an entry list.
+fn list_of(source: &Arc<Source>, doc: Yaml, origin: Origin, expected: &str) -> Result<Vec<RawEntry>, CompositionError> {
+    let file = source.file.clone();
+    match doc {
+        Yaml::Null => Err(CompositionError::Empty { file }),
+        Yaml::Sequence(_) => Ok(RawEntry::list(&Node { value: doc, origin }).unwrap_or_default()),
+        other => {
+            let p = source.position(&[]);
+            Err(CompositionError::NotAList { file, line: p.line, column: p.column, expected: expected.to_string(), found: kind(&other) })
+        }
+    }
+}
+
+/// The patches of a patch-layer file: a top-level list; an empty or
+/// comment-only file is an error (`[]` disables a layer).
+fn patch_list(source: &Arc<Source>, doc: Yaml) -> Result<Vec<Node>, CompositionError> {
+    match doc {
+        Yaml::Null => Err(CompositionError::EmptyPatch { file: source.file.clone() }),
+        Yaml::Sequence(_) => Ok(Node { value: doc, origin: Origin::root(source) }.items().unwrap_or_default()),
+        other => {
+            let p = source.position(&[]);
+            Err(CompositionError::NotAList {
+                file: source.file.clone(),
+                line: p.line,
+                column: p.column,
+                expected: "a list of patches (`- id: ...` or `- insert: [...]`)".into(),
+                found: kind(&other),
+            })
+        }
+    }
+}
+
+/// Reads raw rows into entries, mounting includes.
+struct Builder {
+    sources: Vec<Arc<Source>>,
+    warnings: Vec<String>,
+    /// Canonical paths of the files being read, outermost first.
+    chain: Vec<PathBuf>,
+}
+
+impl Builder {
+    /// Reads one list. `prefix` scopes generated and reported ids; `ids`
+    /// holds the ids already used in this list's tree (file), with where.
+    fn list(&mut self, rows: &[RawEntry], prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>) -> Vec<Entry> {
+        rows.iter().enumerate().map(|(i, row)| self.entry(row, i, prefix, base_dir, ids)).collect()
+    }
+
+    fn entry(&mut self, raw: &RawEntry, index: usize, prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>) -> Entry {
+        let origin = raw.origin.clone();
+        let mut stored = raw.clone();
+        stored.children = None;
         let mut entry = Entry {
             id: String::new(),
+            local_id: String::new(),
             id_generated: true,
             name: String::new(),
+            kind: EntryKind::Plugin,
             config: None,
-            disabled: false,
-            group: false,
+            disabled: Switch::Fixed(false),
+            inject: Vec::new(),
+            intercept: None,
+            isolate: Vec::new(),
             children: Vec::new(),
-            path: path.clone(),
-            position,
+            position: origin.position(),
+            origin: origin.clone(),
+            base_dir: base_dir.to_path_buf(),
+            raw: stored,
             problems: Vec::new(),
         };
-        let at = |p: &[Step]| self.locate(p);
-        // Problems with where they are; formatted with the entry's id at the
-        // end, once the id is known.
-        let mut problems: Vec<(Vec<Step>, String)> = Vec::new();
-        let map = match item {
-            Yaml::Mapping(map) => map,
-            other => {
-                entry.id = format!("{prefix}entry@{index}");
-                entry.problems.push(format!(
-                    "{}: entry {}: expected an entry (a mapping with at least `name`), found {}",
-                    at(&path),
-                    entry.id,
-                    kind(other)
-                ));
-                return entry;
-            }
-        };
-        let mut config_yaml = None;
-        for (key, value) in map {
+        // Problems with where they are; formatted with the entry's id once
+        // it is known.
+        let mut problems: Vec<(String, String)> = Vec::new();
+        if let Some(other) = &raw.not_a_mapping {
+            entry.local_id = format!("entry@{index}");
+            entry.id = format!("{prefix}{}", entry.local_id);
+            entry.problems.push(format!(
+                "{}: entry {}: expected an entry (a mapping with at least `name`), found {}",
+                origin.locate(),
+                entry.id,
+                kind(other)
+            ));
+            return entry;
+        }
+        let mut config: Option<&Node> = None;
+        let mut group = false;
+        for (key, node) in &raw.keys {
+            let at = node.origin.locate();
             let Some(key) = key.as_str() else {
-                problems.push((path.clone(), format!("entry keys must be strings, found {}", kind(key))));
+                problems.push((origin.locate(), format!("entry keys must be strings, found {}", kind(key))));
                 continue;
             };
-            let mut key_path = path.clone();
-            key_path.push(Step::Key(key.to_string()));
+            let value = &node.value;
             match key {
                 "id" => match scalar_text(value) {
                     Some(id) if !id.trim().is_empty() => {
-                        entry.id = id;
+                        entry.local_id = id;
                         entry.id_generated = false;
                     }
-                    _ => problems.push((key_path, format!("`id` must be a non-empty string, found {}", kind(value)))),
+                    _ => problems.push((at, format!("`id` must be a non-empty string, found {}", kind(value)))),
                 },
                 "name" => match value.as_str() {
                     Some(name) if !name.trim().is_empty() => entry.name = name.trim().to_string(),
-                    _ => problems.push((key_path, format!("`name` must be a non-empty string, found {}", kind(value)))),
+                    _ => problems.push((at, format!("`name` must be a non-empty string, found {}", kind(value)))),
                 },
-                "disabled" => match bool_of(value) {
-                    Ok(b) => entry.disabled = b,
-                    Err(m) => problems.push((key_path, format!("`disabled` {m}"))),
+                "disabled" => match switch_of(value) {
+                    Ok(s) => entry.disabled = s,
+                    Err(m) => problems.push((at, format!("`disabled` {m}"))),
                 },
-                "group" => match bool_of(value) {
-                    Ok(b) => entry.group = b,
-                    Err(m) => problems.push((key_path, format!("`group` {m}"))),
+                "group" => match value {
+                    Yaml::Null => {}
+                    _ => match bool_of(value) {
+                        Ok(b) => group = b,
+                        Err(m) => problems.push((at, format!("`group` {m}"))),
+                    },
                 },
-                "config" => config_yaml = Some(value),
+                "config" => config = Some(node),
+                "inject" => match injections(value) {
+                    Ok(list) => entry.inject = list,
+                    Err(m) => problems.push((at, format!("`inject` {m}"))),
+                },
+                "intercept" => match value {
+                    Yaml::Null => {}
+                    Yaml::Mapping(_) => match to_json(value, &mut None) {
+                        Ok(json) => entry.intercept = json,
+                        Err((_, m)) => problems.push((at, format!("`intercept` {m}"))),
+                    },
+                    other => problems.push((at, format!("`intercept` must be a mapping of service name to options, found {}", kind(other)))),
+                },
+                "isolate" => match realms(value) {
+                    Ok(list) => entry.isolate = list,
+                    Err(m) => problems.push((at, format!("`isolate` {m}"))),
+                },
                 other => problems.push((
-                    key_path.clone(),
+                    at,
                     format!("unknown entry key `{other}` (entry keys are {})", ENTRY_KEYS.map(|k| format!("`{k}`")).join(", ")),
                 )),
             }
         }
-        if entry.name.is_empty() && !map.keys().any(|k| k.as_str() == Some("name")) {
-            problems.push((path.clone(), "the entry has no `name` (the plugin to load)".into()));
+        if entry.name.is_empty() && raw.get("name").is_none() {
+            problems.push((origin.locate(), "the entry has no `name` (the plugin to load)".into()));
         }
-        let local = if entry.name.is_empty() { "entry".to_string() } else { entry.name.clone() };
-        if entry.id.is_empty() {
-            entry.id = format!("{prefix}{local}@{index}");
+        if entry.local_id.is_empty() {
+            let local = if entry.name.is_empty() { "entry".to_string() } else { entry.name.clone() };
+            entry.local_id = format!("{local}@{index}");
         }
-        let mut id_path = path.clone();
-        id_path.push(Step::Key("id".into()));
-        let line = self.position(&id_path).line;
-        if let Some(first) = ids.get(&entry.id) {
-            problems.push((id_path, format!("duplicate entry id `{}` (first used at line {first}); ids must be unique", entry.id)));
+        entry.id = format!("{prefix}{}", entry.local_id);
+        let id_at = raw.get("id").map(|n| n.origin.locate()).unwrap_or_else(|| origin.locate());
+        if let Some(first) = ids.get(&entry.local_id) {
+            problems.push((id_at.clone(), format!("duplicate entry id `{}` (first used at {first}); ids must be unique in a file", entry.local_id)));
         } else {
-            ids.insert(entry.id.clone(), line);
+            ids.insert(entry.local_id.clone(), id_at);
         }
-        let mut config_path = path.clone();
-        config_path.push(Step::Key("config".into()));
-        if entry.group {
-            if !matches!(entry.name.as_str(), "cordis:group" | "group" | "") {
-                problems.push((path.clone(), format!("a group entry must be named `cordis:group`, found `{}`", entry.name)));
+        let is_include = INCLUDE_NAMES.contains(&entry.name.as_str());
+        let config_at = config.map(|n| n.origin.locate()).unwrap_or_else(|| origin.locate());
+        let child_prefix = format!("{}/", entry.id);
+        if group {
+            entry.kind = EntryKind::Group;
+            if !GROUP_NAMES.contains(&entry.name.as_str()) && !entry.name.is_empty() {
+                problems.push((origin.locate(), format!("a group entry must be named `cordis:group`, found `{}`", entry.name)));
             }
-            match config_yaml {
-                Some(Yaml::Sequence(items)) => {
-                    let child_prefix = format!("{}/", entry.id);
-                    for (j, child) in items.iter().enumerate() {
-                        let mut child_path = config_path.clone();
-                        child_path.push(Step::Index(j));
-                        entry.children.push(self.entry(child, child_path, j, &child_prefix, ids));
-                    }
+            match (raw.children.as_ref(), config.map(|n| &n.value)) {
+                (Some(children), _) => entry.children = self.list(children, &child_prefix, base_dir, ids),
+                (None, None | Some(Yaml::Null)) => {}
+                (None, Some(other)) => problems.push((config_at, format!("a group's `config` must be a list of entries, found {}", kind(other)))),
+            }
+        } else if is_include {
+            match self.include(&entry, config, &child_prefix, base_dir) {
+                Ok((kind, children)) => {
+                    entry.kind = kind;
+                    entry.children = children;
                 }
-                None | Some(Yaml::Null) => {}
-                Some(other) => problems.push((
-                    config_path.clone(),
-                    format!("a group's `config` must be a list of entries, found {}", kind(other)),
-                )),
+                Err((at, message)) => {
+                    entry.kind = EntryKind::Include { file: PathBuf::new(), patches: 0 };
+                    problems.push((at, message));
+                }
             }
-        } else if let Some(value) = config_yaml {
-            match to_json(value) {
-                Ok(Json::Null) => {}
-                Ok(json) => entry.config = Some(json),
-                Err((rel, message)) => {
-                    let mut p = config_path.clone();
-                    p.extend(rel);
-                    problems.push((p, message));
+        } else if GROUP_NAMES.contains(&entry.name.as_str()) {
+            problems.push((origin.locate(), "the builtin `cordis:group` holds entries: add `group: true` and list them in `config`".into()));
+        } else if let Some(node) = config {
+            if !matches!(node.value, Yaml::Null) {
+                entry.config = Some(node.clone());
+                // Values with no JSON form are found now, not at start.
+                if !entry.config_has_expressions() {
+                    if let Err((rel, m)) = to_json(&node.value, &mut None) {
+                        let mut o = node.origin.clone();
+                        o.path.extend(rel);
+                        problems.push((o.locate(), m));
+                    }
                 }
             }
         }
         let id = entry.id.clone();
-        entry.problems.extend(problems.into_iter().map(|(p, m)| format!("{}: entry {id}: {m}", at(&p))));
+        entry.problems.extend(problems.into_iter().map(|(at, m)| format!("{at}: entry {id}: {m}")));
         entry
     }
-}
 
-impl fmt::Display for Entry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.id, self.name)
+    /// Mounts the file an include entry names: reads it, applies the
+    /// include's patches, reads its rows as the include's children.
+    fn include(&mut self, entry: &Entry, config: Option<&Node>, prefix: &str, base_dir: &Path) -> Result<(EntryKind, Vec<Entry>), (String, String)> {
+        let row_at = entry.origin.locate();
+        let Some(config) = config.filter(|n| !matches!(n.value, Yaml::Null)) else {
+            return Err((row_at, "an include needs `config: {path: FILE}` naming the entry list to mount".into()));
+        };
+        let at = config.origin.locate();
+        let Yaml::Mapping(map) = &config.value else {
+            return Err((at, format!("an include's `config` must be a mapping `{{path, patches}}`, found {}", kind(&config.value))));
+        };
+        for key in map.keys() {
+            match key.as_str() {
+                Some("path" | "patches" | "enableLogs") => {}
+                Some(other) => {
+                    return Err((config.origin.key(other).locate(), format!("unknown include option `{other}` (options are `path`, `patches`, `enableLogs`)")))
+                }
+                None => return Err((at, format!("include options must be named by strings, found {}", kind(key)))),
+            }
+        }
+        let path_node = config.get("path").ok_or_else(|| (at.clone(), "an include's `config` needs `path`, the entry list file to mount".to_string()))?;
+        let Some(rel) = path_node.value.as_str().filter(|p| !p.trim().is_empty()) else {
+            return Err((path_node.origin.locate(), format!("`path` must be a file name, found {}", kind(&path_node.value))));
+        };
+        let file = if Path::new(rel).is_absolute() || base_dir == Path::new(".") { PathBuf::from(rel) } else { base_dir.join(rel) };
+        let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if !INCLUDE_EXTENSIONS.contains(&ext) {
+            return Err((path_node.origin.locate(), format!("cannot include {}: the file must end in .yml, .yaml or .json", file.display())));
+        }
+        let patches = match config.get("patches") {
+            None => Vec::new(),
+            Some(node) => match &node.value {
+                Yaml::Null => Vec::new(),
+                Yaml::Sequence(_) => node.items().unwrap_or_default(),
+                other => return Err((node.origin.locate(), format!("`patches` must be a list of patches, found {}", kind(other)))),
+            },
+        };
+        let key = canonical(&file);
+        if let Some(first) = self.chain.iter().position(|p| *p == key) {
+            let mut names: Vec<String> = self.chain[first..].iter().map(|p| p.display().to_string()).collect();
+            names.push(key.display().to_string());
+            return Err((path_node.origin.locate(), format!("include cycle: {}", names.join(" → "))));
+        }
+        if self.chain.len() > MAX_INCLUDE_DEPTH {
+            return Err((path_node.origin.locate(), format!("includes nest more than {MAX_INCLUDE_DEPTH} deep")));
+        }
+        let (source, doc) = match Source::read(&file, Role::Include(entry.id.clone())) {
+            Ok(read) => read,
+            Err(CompositionError::Read { file, source }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err((path_node.origin.locate(), format!("the included file {file} does not exist")));
+            }
+            Err(e) => return Err((path_node.origin.locate(), format!("cannot include it: {e}"))),
+        };
+        self.sources.push(source.clone());
+        let mut rows = match list_of(&source, doc, Origin::root(&source), "an entry list") {
+            Ok(rows) => rows,
+            Err(CompositionError::Empty { .. }) => Vec::new(),
+            Err(e) => return Err((path_node.origin.locate(), format!("cannot include it: {e}"))),
+        };
+        let scope = format!("{} (included by `{}`)", source.file, entry.id);
+        self.warnings.extend(apply_patches(&mut rows, &patches, &scope));
+        self.chain.push(key);
+        let mut ids = HashMap::new();
+        let children = self.list(&rows, prefix, &source.dir.clone(), &mut ids);
+        self.chain.pop();
+        Ok((EntryKind::Include { file, patches: patches.len() }, children))
     }
 }
 
-fn syntax_error(file: &str, text: &str, e: &serde_yaml::Error) -> CompositionError {
+/// Whether a YAML tag is `!!js` (`tag:yaml.org,2002:js`).
+pub fn is_js_tag(tag: &serde_yaml::value::Tag) -> bool {
+    let t = tag.to_string();
+    t == "!!js" || t == "!js" || t.ends_with(":js") || t == "js"
+}
+
+/// The source of a `!!js` scalar, if `value` is one.
+pub fn js_source(value: &Yaml) -> Option<String> {
+    match value {
+        Yaml::Tagged(t) if is_js_tag(&t.tag) => match &t.value {
+            Yaml::String(s) => Some(s.clone()),
+            Yaml::Number(n) => Some(n.to_string()),
+            Yaml::Bool(b) => Some(b.to_string()),
+            Yaml::Null => Some(String::new()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn switch_of(value: &Yaml) -> Result<Switch, String> {
+    match value {
+        Yaml::Null => Ok(Switch::Fixed(false)),
+        Yaml::Tagged(t) if is_js_tag(&t.tag) => js_source(value).map(Switch::Expr).ok_or_else(|| "`!!js` must tag a scalar expression".to_string()),
+        other => bool_of(other).map(Switch::Fixed),
+    }
+}
+
+fn injections(value: &Yaml) -> Result<Vec<Injection>, String> {
+    let name_of = |k: &Yaml| match k {
+        Yaml::String(s) if !s.trim().is_empty() => Ok(s.clone()),
+        other => Err(format!("names services by strings, found {}", kind(other))),
+    };
+    match value {
+        Yaml::Null => Ok(Vec::new()),
+        Yaml::Sequence(items) => items.iter().map(|k| name_of(k).map(|name| Injection { name, required: true })).collect(),
+        Yaml::Mapping(map) => map
+            .iter()
+            .map(|(k, v)| {
+                let name = name_of(k)?;
+                let required = match v {
+                    Yaml::Null | Yaml::Bool(true) => true,
+                    Yaml::Mapping(options) => {
+                        let mut required = true;
+                        for (ok, ov) in options {
+                            match (ok.as_str(), ov) {
+                                (Some("required"), Yaml::Bool(b)) => required = *b,
+                                (Some("required"), other) => return Err(format!("`{name}.required` must be true or false, found {}", kind(other))),
+                                (Some(other), _) => return Err(format!("`{name}` has an unknown option `{other}` (options: `required`)")),
+                                (None, _) => return Err(format!("`{name}` options must be named by strings")),
+                            }
+                        }
+                        required
+                    }
+                    other => return Err(format!("`{name}` must be options such as `{{required: false}}`, found {}", kind(other))),
+                };
+                Ok(Injection { name, required })
+            })
+            .collect(),
+        other => Err(format!("must be a list of service names or a mapping of service name to options, found {}", kind(other))),
+    }
+}
+
+fn realms(value: &Yaml) -> Result<Vec<(String, Realm)>, String> {
+    match value {
+        Yaml::Null => Ok(Vec::new()),
+        Yaml::Mapping(map) => {
+            let mut out = Vec::new();
+            for (k, v) in map {
+                let Some(name) = k.as_str().filter(|s| !s.trim().is_empty()) else {
+                    return Err(format!("names services by strings, found {}", kind(k)));
+                };
+                match v {
+                    Yaml::Bool(true) => out.push((name.to_string(), Realm::Private)),
+                    Yaml::String(label) if !label.is_empty() => out.push((name.to_string(), Realm::Label(label.clone()))),
+                    Yaml::Bool(false) | Yaml::Null => {}
+                    other => return Err(format!("`{name}` must be true (a private realm) or a realm label, found {}", kind(other))),
+                }
+            }
+            Ok(out)
+        }
+        other => Err(format!("must be a mapping of service name to true or a realm label, found {}", kind(other))),
+    }
+}
+
+pub(crate) fn syntax_error(file: &str, text: &str, e: &serde_yaml::Error) -> CompositionError {
     let (line, column) = match e.location() {
         Some(l) => (l.line(), l.column()),
         None => (1, 1),
@@ -396,7 +814,7 @@ fn syntax_error(file: &str, text: &str, e: &serde_yaml::Error) -> CompositionErr
 }
 
 /// A short description of a YAML value for messages.
-fn kind(value: &Yaml) -> String {
+pub(crate) fn kind(value: &Yaml) -> String {
     match value {
         Yaml::Null => "nothing (null)".into(),
         Yaml::Bool(b) => format!("the boolean {b}"),
@@ -404,6 +822,7 @@ fn kind(value: &Yaml) -> String {
         Yaml::String(s) => format!("the string {s:?}"),
         Yaml::Sequence(_) => "a list".into(),
         Yaml::Mapping(_) => "a mapping".into(),
+        Yaml::Tagged(t) if is_js_tag(&t.tag) => "a `!!js` expression".into(),
         Yaml::Tagged(t) => format!("a value tagged {}", t.tag),
     }
 }
@@ -442,10 +861,14 @@ fn bool_of(value: &Yaml) -> Result<bool, String> {
     }
 }
 
-/// Converts a YAML value to JSON. Errors carry the relative path of the
-/// offending node.
-fn to_json(value: &Yaml) -> Result<Json, (Vec<Step>, String)> {
-    Ok(match value {
+/// Evaluates a `!!js` source to a JSON value (`None` is `undefined`).
+pub type Eval<'a> = Option<&'a mut dyn FnMut(&str) -> Result<Option<Json>, String>>;
+
+/// Converts a YAML value to JSON (`None`: `undefined`, from an expression).
+/// `!!js` nodes go through `eval`; without one they are an error. Errors
+/// carry the relative path of the offending node.
+fn to_json(value: &Yaml, eval: &mut Eval<'_>) -> Result<Option<Json>, (Vec<Step>, String)> {
+    Ok(Some(match value {
         Yaml::Null => Json::Null,
         Yaml::Bool(b) => Json::Bool(*b),
         Yaml::Number(n) => {
@@ -464,10 +887,11 @@ fn to_json(value: &Yaml) -> Result<Json, (Vec<Step>, String)> {
         Yaml::Sequence(items) => {
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                out.push(to_json(item).map_err(|(mut p, m)| {
+                let json = to_json(item, eval).map_err(|(mut p, m)| {
                     p.insert(0, Step::Index(i));
                     (p, m)
-                })?);
+                })?;
+                out.push(json.unwrap_or(Json::Null));
             }
             Json::Array(out)
         }
@@ -480,20 +904,30 @@ fn to_json(value: &Yaml) -> Result<Json, (Vec<Step>, String)> {
                     Yaml::Bool(b) => b.to_string(),
                     other => return Err((vec![], format!("config keys must be strings, found {}", kind(other)))),
                 };
-                let json = to_json(v).map_err(|(mut p, m)| {
+                let json = to_json(v, eval).map_err(|(mut p, m)| {
                     p.insert(0, Step::Key(key.clone()));
                     (p, m)
                 })?;
-                out.insert(key, json);
+                if let Some(json) = json {
+                    out.insert(key, json);
+                }
             }
             Json::Object(out)
         }
-        Yaml::Tagged(t) => {
-            return Err((vec![], format!("the tag {} is not supported: config values are plain YAML", t.tag)));
+        Yaml::Tagged(t) if is_js_tag(&t.tag) => {
+            let Some(source) = js_source(value) else {
+                return Err((vec![], "`!!js` must tag a scalar holding an expression".into()));
+            };
+            return match eval {
+                Some(eval) => eval(&source).map_err(|m| (vec![], m)),
+                None => Err((vec![], "a `!!js` expression is not allowed here".into())),
+            };
         }
-    })
+        Yaml::Tagged(t) => {
+            return Err((vec![], format!("the tag {} is not supported: values are plain YAML or `!!js` expressions", t.tag)));
+        }
+    }))
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,18 +942,59 @@ mod tests {
         assert_eq!(c.entries.len(), 2);
         assert_eq!(c.entries[0].id, "tool-todo@0");
         assert!(c.entries[0].id_generated);
-        assert_eq!(c.entries[0].config, Some(serde_json::json!({"allowParallelInProgress": true})));
+        let config = c.entries[0].config_json(&mut |_| Ok(None)).unwrap();
+        assert_eq!(config, serde_json::json!({"allowParallelInProgress": true}));
         assert_eq!(c.entries[1].id, "b");
-        assert!(c.entries[1].disabled);
+        assert_eq!(c.entries[1].disabled, Switch::Fixed(true));
         assert!(c.entries.iter().all(|e| e.problems.is_empty()));
     }
 
     #[test]
-    fn unknown_key_fails_only_that_entry_with_its_line() {
-        let c = parse("- name: a\n- name: b\n  isolate:\n    x: true\n").unwrap();
+    fn dialect_keys_are_read_and_unknown_keys_fail_only_that_entry() {
+        let c = parse(concat!(
+            "- name: a\n",
+            "- name: b\n  inject: [x, y]\n  isolate:\n    svc: true\n    other: shared\n  intercept:\n    svc: {timeout: 5}\n",
+            "- name: c\n  inject:\n    x: {required: false}\n    y:\n",
+            "- name: d\n  bogus: 1\n",
+        ))
+        .unwrap();
         assert!(c.entries[0].problems.is_empty());
-        assert_eq!(c.entries[1].problems.len(), 1);
-        assert!(c.entries[1].problems[0].starts_with("cordis.yml:3: entry b@1: unknown entry key `isolate`"), "{:?}", c.entries[1].problems);
+        let b = &c.entries[1];
+        assert!(b.problems.is_empty(), "{:?}", b.problems);
+        assert_eq!(b.inject.iter().map(|i| (i.name.as_str(), i.required)).collect::<Vec<_>>(), [("x", true), ("y", true)]);
+        assert_eq!(b.isolate, [("svc".to_string(), Realm::Private), ("other".to_string(), Realm::Label("shared".into()))]);
+        assert_eq!(b.intercept, Some(serde_json::json!({"svc": {"timeout": 5}})));
+        let c2 = &c.entries[2];
+        assert_eq!(c2.inject.iter().map(|i| (i.name.as_str(), i.required)).collect::<Vec<_>>(), [("x", false), ("y", true)]);
+        assert_eq!(c.entries[3].problems.len(), 1);
+        assert!(c.entries[3].problems[0].starts_with("cordis.yml:14: entry d@3: unknown entry key `bogus`"), "{:?}", c.entries[3].problems);
+    }
+
+    #[test]
+    fn js_values_are_kept_as_expressions() {
+        let c = parse("- name: a\n  disabled: !!js process.platform === 'win32'\n  config:\n    root: !!js \"process.env.X ?? 'y'\"\n    gone: !!js undefined\n    list: [1, !!js undefined]\n").unwrap();
+        let e = &c.entries[0];
+        assert!(e.problems.is_empty(), "{:?}", e.problems);
+        assert_eq!(e.disabled, Switch::Expr("process.platform === 'win32'".into()));
+        assert!(e.config_has_expressions());
+        let mut seen = Vec::new();
+        let json = e
+            .config_json(&mut |src| {
+                seen.push(src.to_string());
+                Ok(if src == "undefined" { None } else { Some(serde_json::json!("v")) })
+            })
+            .unwrap();
+        assert_eq!(json, serde_json::json!({"root": "v", "list": [1, null]}));
+        assert_eq!(seen[0], "process.env.X ?? 'y'");
+        let err = e.config_json(&mut |_| Err("boom".into())).unwrap_err();
+        assert_eq!(err, "cordis.yml:4: entry a@0: boom");
+    }
+
+    #[test]
+    fn package_names_are_valid_names() {
+        let c = parse("- id: t\n  name: '@deepseek-ai/dsh-tool-todo'\n  config: {allowParallelInProgress: true}\n").unwrap();
+        assert_eq!(c.entries[0].name, "@deepseek-ai/dsh-tool-todo");
+        assert!(c.entries[0].problems.is_empty());
     }
 
     #[test]
@@ -540,11 +1015,14 @@ mod tests {
     }
 
     #[test]
-    fn groups_nest_entries() {
+    fn groups_nest_entries_with_scoped_ids() {
         let c = parse("- id: g\n  name: cordis:group\n  group: true\n  config:\n    - name: a\n    - id: b\n      name: b\n").unwrap();
         let g = &c.entries[0];
+        assert_eq!(g.kind, EntryKind::Group);
         assert_eq!(g.children.len(), 2);
         assert_eq!(g.children[0].id, "g/a@0");
+        assert_eq!(g.children[1].id, "g/b");
+        assert_eq!(g.children[1].local_id, "b");
         assert_eq!(g.children[1].position.line, 6);
         assert_eq!(c.walk().len(), 3);
     }
@@ -553,5 +1031,80 @@ mod tests {
     fn yaml11_booleans_get_a_hint() {
         let c = parse("- name: a\n  disabled: yes\n").unwrap();
         assert!(c.entries[0].problems[0].contains("write true or false"), "{:?}", c.entries[0].problems);
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn includes_mount_files_with_patches_and_scoped_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "sub/base.yml", "- id: a\n  name: x\n  config: {k: 1}\n- id: g\n  name: cordis:group\n  group: true\n  config:\n    - id: deep\n      name: y\n");
+        let root = write(
+            dir.path(),
+            "cordis.yml",
+            concat!(
+                "- id: base\n  name: '@deepseek-ai/cordis-plugin-include'\n  config:\n    path: ./sub/base.yml\n    patches:\n",
+                "      - insert:\n          - id: added\n            name: z\n",
+                "      - id: added\n        config: {late: true}\n",
+                "      - id: a\n        config: {whole: 2}\n",
+                "      - id: deep\n        disabled: true\n",
+                "      - id: nowhere\n        disabled: true\n",
+            ),
+        );
+        let c = Composition::read(&root).unwrap();
+        let inc = &c.entries[0];
+        assert!(inc.problems.is_empty(), "{:?}", inc.problems);
+        assert!(matches!(&inc.kind, EntryKind::Include { patches: 5, .. }));
+        let ids: Vec<&str> = c.walk().iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["base", "base/a", "base/g", "base/g/deep", "base/added"]);
+        let a = &inc.children[0];
+        assert_eq!(a.config_json(&mut |_| Ok(None)).unwrap(), serde_json::json!({"whole": 2}));
+        assert_eq!(a.locate_key("config"), format!("{}:12", root.display()));
+        assert_eq!(inc.children[2].config_json(&mut |_| Ok(None)).unwrap(), serde_json::json!({"late": true}));
+        assert_eq!(inc.children[1].children[0].disabled, Switch::Fixed(true));
+        assert_eq!(a.base_dir, dir.path().join("sub"));
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("`nowhere`"), "{:?}", c.warnings);
+        assert_eq!(c.sources.len(), 2);
+    }
+
+    #[test]
+    fn include_cycles_and_errors_inside_included_files_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.yml", "- id: to-b\n  name: cordis:include\n  config: {path: b.yml}\n");
+        write(dir.path(), "b.yml", "- id: to-a\n  name: cordis:include\n  config: {path: a.yml}\n- id: bad\n  name: q\n  oops: 1\n");
+        let root = write(dir.path(), "cordis.yml", "- id: top\n  name: cordis:include\n  config: {path: a.yml}\n- id: broken\n  name: cordis:include\n  config: {path: missing.yml}\n");
+        let c = Composition::read(&root).unwrap();
+        let cycle = &c.walk().into_iter().find(|e| e.id == "top/to-b/to-a").unwrap().problems;
+        assert!(cycle[0].contains("include cycle: ") && cycle[0].contains("a.yml → ") && cycle[0].ends_with("a.yml"), "{cycle:?}");
+        let bad = c.walk().into_iter().find(|e| e.id == "top/to-b/bad").unwrap();
+        assert!(bad.problems[0].starts_with(&format!("{}:6: entry top/to-b/bad: unknown entry key `oops`", dir.path().join("b.yml").display())), "{:?}", bad.problems);
+        assert!(c.entries[1].problems[0].contains("does not exist"), "{:?}", c.entries[1].problems);
+    }
+
+    #[test]
+    fn patch_layers_apply_in_order_and_empty_layers_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = write(dir.path(), "cordis.yml", "- id: a\n  name: x\n  config: {v: 0}\n");
+        let one = write(dir.path(), "one.yml", "- id: a\n  config: {v: 1}\n- insert:\n    - id: b\n      name: y\n");
+        let two = write(dir.path(), "two.yml", "- id: b\n  disabled: true\n- id: a\n  config: {v: 2}\n");
+        let layers = vec![Layer { path: one, role: Role::Patch(1) }, Layer { path: two.clone(), role: Role::Patch(2) }];
+        let c = Composition::compose(&root, &layers).unwrap();
+        assert_eq!(c.entries[0].config_json(&mut |_| Ok(None)).unwrap(), serde_json::json!({"v": 2}));
+        assert_eq!(c.entries[0].locate_key("config"), format!("{}:4", two.display()));
+        assert_eq!(c.entries[1].id, "b");
+        assert_eq!(c.entries[1].disabled, Switch::Fixed(true));
+        let empty = write(dir.path(), "empty.yml", "# nothing\n");
+        let err = Composition::compose(&root, &[Layer { path: empty, role: Role::Patch(1) }]).unwrap_err();
+        assert!(matches!(err, CompositionError::EmptyPatch { .. }), "{err}");
+        let off = write(dir.path(), "off.yml", "[]\n");
+        assert!(Composition::compose(&root, &[Layer { path: off, role: Role::Patch(1) }]).is_ok());
     }
 }

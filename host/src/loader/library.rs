@@ -34,6 +34,9 @@ pub struct Library {
     pub name: String,
     /// Its plugin declarations, in the order the library lists them.
     pub plugins: Vec<PluginDecl>,
+    /// Package names the library implements, each with the plugin it
+    /// selects (empty for a library built before packages were declared).
+    pub packages: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Library {
@@ -113,6 +116,8 @@ pub enum LoadError {
 #[derive(Default)]
 pub struct LibraryCache {
     loaded: Mutex<HashMap<PathBuf, Arc<Library>>>,
+    /// Files the package search found unloadable, with their identity then.
+    unloadable: Mutex<HashMap<PathBuf, FileIdentity>>,
     copies: Option<PathBuf>,
     allow_writable: bool,
 }
@@ -143,6 +148,58 @@ impl LibraryCache {
             return Ok(lib.clone());
         }
         self.load_fresh(&source)
+    }
+
+    /// Finds the library on `plugin_path` that declares package `name`
+    /// (`@scope/pkg`, or `@scope/pkg/export` for a named export): folders in
+    /// order, libraries in a folder by file name. Each library's
+    /// declarations are read once (loading it runs no `apply`); files that
+    /// are not loadable plugin libraries are skipped, and remembered by file
+    /// identity (device, inode, size, modification time) so they are not
+    /// tried again. Returns the library and the plugin (export) selected.
+    pub fn find_package(&self, name: &str, plugin_path: &super::PluginPath) -> Option<(Arc<Library>, String)> {
+        let readings = super::resolve::package_readings(name);
+        for (dir, _) in &plugin_path.dirs {
+            let Ok(listing) = std::fs::read_dir(dir) else { continue };
+            let mut files: Vec<PathBuf> = listing
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
+                        f.starts_with(std::env::consts::DLL_PREFIX) && f.ends_with(std::env::consts::DLL_SUFFIX)
+                    })
+                })
+                .collect();
+            files.sort();
+            for file in files {
+                let Some(lib) = self.declarations(&file) else { continue };
+                for (package, export) in &readings {
+                    if let Some((_, plugin)) = lib.packages.iter().find(|(p, _)| p == package) {
+                        return Some((lib.clone(), export.clone().unwrap_or_else(|| plugin.clone())));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The loaded library at `file`, or `None` when it is not a loadable
+    /// plugin library (remembered until the file changes).
+    fn declarations(&self, file: &Path) -> Option<Arc<Library>> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(file).ok()?;
+        let identity = (meta.dev(), meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec());
+        if self.unloadable.lock().unwrap_or_else(|e| e.into_inner()).get(file) == Some(&identity) {
+            return None;
+        }
+        match self.load(file) {
+            Ok(lib) => Some(lib),
+            Err(e) => {
+                tracing::debug!("package search skips {}: {e}", file.display());
+                self.unloadable.lock().unwrap_or_else(|e| e.into_inner()).insert(file.to_path_buf(), identity);
+                None
+            }
+        }
     }
 
     /// Loads the current content of `source` again, if it changed: returns
@@ -314,7 +371,11 @@ pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError>
     })?;
     let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| abi_error(&shown, e))?;
     let plugins: Vec<PluginDecl> = (module.plugins())().into_iter().collect();
-    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins })
+    let packages = match module.packages() {
+        Some(list) => list().into_iter().map(|p| (p.package.into_string(), p.plugin.into_string())).collect(),
+        None => Vec::new(),
+    };
+    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins, packages })
 }
 
 fn abi_error(path: &str, e: LibraryError) -> LoadError {
@@ -477,6 +538,9 @@ pub enum UnwrapError {
         detail: String,
     },
 }
+
+/// Device, inode, size and modification time (seconds, nanoseconds).
+type FileIdentity = (u64, u64, u64, i64, i64);
 
 /// A declaration picked from a library, with its parsed config schema.
 #[derive(Clone)]

@@ -8,9 +8,13 @@
 //! not stop the others.
 
 pub mod composition;
+pub mod emit;
+pub mod expr;
 pub mod library;
+pub mod patch;
 pub mod positions;
 pub mod resolve;
+pub mod source;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,7 +25,7 @@ use cordis_abi::ffi::HostContext_TO;
 use cordis_abi::schema::{Checker, Segment};
 use serde_json::Value;
 
-pub use composition::{Composition, CompositionError, Entry};
+pub use composition::{Composition, CompositionError, Entry, EntryKind, Layer, Switch};
 pub use library::{Library, LibraryCache, LoadError, Picked, UnwrapError};
 pub use resolve::{PluginPath, ResolveError, Target};
 
@@ -33,23 +37,38 @@ use positions::Step;
 pub enum EntryState {
     /// Applied; its fiber is live.
     Loaded,
-    /// `disabled: true`.
+    /// `disabled` (or inside a disabled group).
     Disabled,
-    /// A group; see its children.
+    /// A group or include; see its children.
     Group,
     /// Not applied; each message names file, line and entry.
     Failed(Vec<String>),
     /// Waiting for services nothing provides.
     Waiting(Vec<String>),
+    /// No library on the plugin path provides its plugin; the message says
+    /// where the loader looked.
+    Missing(Vec<String>),
 }
 
 impl EntryState {
-    /// Whether the entry failed or waits.
+    /// Whether the entry failed (`missing` and `waiting` are not failures:
+    /// see [`EntryState::fails`]).
     pub fn is_failure(&self) -> bool {
-        matches!(self, EntryState::Failed(_) | EntryState::Waiting(_))
+        matches!(self, EntryState::Failed(_))
     }
 
-    /// A one-word label: `loaded`, `disabled`, `group`, `failed`, `waiting`.
+    /// Whether the entry counts as a failure: `failed`, and under `strict`
+    /// also `missing` and `waiting`.
+    pub fn fails(&self, strict: bool) -> bool {
+        match self {
+            EntryState::Failed(_) => true,
+            EntryState::Missing(_) | EntryState::Waiting(_) => strict,
+            _ => false,
+        }
+    }
+
+    /// A one-word label: `loaded`, `disabled`, `group`, `failed`,
+    /// `waiting`, `missing`.
     pub fn label(&self) -> &'static str {
         match self {
             EntryState::Loaded => "loaded",
@@ -57,6 +76,15 @@ impl EntryState {
             EntryState::Group => "group",
             EntryState::Failed(_) => "failed",
             EntryState::Waiting(_) => "waiting",
+            EntryState::Missing(_) => "missing",
+        }
+    }
+
+    /// The messages of a failed, waiting or missing entry.
+    pub fn messages(&self) -> &[String] {
+        match self {
+            EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m) => m,
+            _ => &[],
         }
     }
 }
@@ -64,10 +92,12 @@ impl EntryState {
 /// The outcome for one entry.
 #[derive(Debug, Clone)]
 pub struct EntryReport {
-    /// The entry's id.
+    /// The entry's scoped id (`group/child`).
     pub id: String,
     /// Its `name`.
     pub name: String,
+    /// The file the row was written in.
+    pub file: String,
     /// 1-based line where the entry starts.
     pub line: usize,
     /// Nesting depth (0 at top level).
@@ -78,6 +108,8 @@ pub struct EntryReport {
     pub library: Option<PathBuf>,
     /// The effects of the fiber, when loaded (`tool todo_write`, ...).
     pub effects: Vec<String>,
+    /// `isolate` and `intercept` as recorded (`isolate planMode: private`).
+    pub notes: Vec<String>,
 }
 
 /// One applied entry.
@@ -145,32 +177,45 @@ impl Loader {
     pub fn load(&self, composition: &Composition) -> Vec<EntryReport> {
         let mut reports = Vec::new();
         for entry in &composition.entries {
-            self.load_entry(composition, entry, 0, false, &mut reports);
+            self.load_entry(entry, 0, false, &mut reports);
         }
         reports
     }
 
-    fn load_entry(&self, c: &Composition, entry: &Entry, depth: usize, parent_disabled: bool, out: &mut Vec<EntryReport>) {
+    fn load_entry(&self, entry: &Entry, depth: usize, parent_disabled: bool, out: &mut Vec<EntryReport>) {
+        let mut notes: Vec<String> = entry.isolate.iter().map(|(name, realm)| format!("isolate {name}: {realm}")).collect();
+        if let Some(intercept) = &entry.intercept {
+            notes.push(format!("intercept {intercept}"));
+        }
         let mut report = EntryReport {
             id: entry.id.clone(),
             name: entry.name.clone(),
+            file: entry.origin.source.file.clone(),
             line: entry.position.line,
             depth,
             state: EntryState::Loaded,
             library: None,
             effects: Vec::new(),
+            notes,
         };
         if !entry.problems.is_empty() {
             report.state = EntryState::Failed(entry.problems.clone());
             out.push(report);
             return;
         }
-        let disabled = parent_disabled || entry.disabled;
-        if entry.group {
+        let disabled = match self.disabled(entry) {
+            Ok(d) => parent_disabled || d,
+            Err(message) => {
+                report.state = EntryState::Failed(vec![message]);
+                out.push(report);
+                return;
+            }
+        };
+        if entry.is_container() {
             report.state = if disabled { EntryState::Disabled } else { EntryState::Group };
             out.push(report);
             for child in &entry.children {
-                self.load_entry(c, child, depth + 1, disabled, out);
+                self.load_entry(child, depth + 1, disabled, out);
             }
             return;
         }
@@ -179,7 +224,7 @@ impl Loader {
             out.push(report);
             return;
         }
-        match self.apply(c, entry) {
+        match self.apply(entry) {
             Ok(active) => {
                 report.library = Some(active.library.source.clone());
                 report.effects = active.fiber.effects();
@@ -190,59 +235,114 @@ impl Loader {
         out.push(report);
     }
 
+    /// Whether `entry` is switched off by its own `disabled` (a `!!js`
+    /// expression is evaluated now, as at every mount decision).
+    ///
+    /// # Errors
+    /// The expression's failure, naming file, line and entry.
+    pub fn disabled(&self, entry: &Entry) -> Result<bool, String> {
+        match &entry.disabled {
+            Switch::Fixed(b) => Ok(*b),
+            Switch::Expr(source) => {
+                let services = self.service_values(self.services.names().iter().map(String::as_str));
+                expr::truthy(source, &services).map_err(|e| format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id))
+            }
+        }
+    }
+
+    /// The values `ctx.<name>` shows expressions for the provided services
+    /// among `names`.
+    fn service_values<'a>(&self, names: impl Iterator<Item = &'a str>) -> serde_json::Map<String, Value> {
+        names.filter(|n| self.services.provides(n)).map(|n| (n.to_string(), self.services.value(n))).collect()
+    }
+
     /// Resolves, loads, validates and applies one entry.
     ///
     /// # Errors
-    /// The entry's failed or waiting state, with messages naming file, line
-    /// and entry.
-    pub fn apply(&self, c: &Composition, entry: &Entry) -> Result<Active, EntryState> {
-        let prepared = self.prepare(c, entry, None)?;
-        self.apply_prepared(c, entry, prepared)
+    /// The entry's failed, waiting or missing state, with messages naming
+    /// file, line and entry.
+    pub fn apply(&self, entry: &Entry) -> Result<Active, EntryState> {
+        let prepared = self.prepare(entry, None)?;
+        self.apply_prepared(entry, prepared)
     }
 
     /// Everything before `apply`: resolve the name, load the library (or use
-    /// `library`, a freshly reloaded one), unwrap the export, validate the
-    /// config, check `inject`.
+    /// `library`, a freshly reloaded one), unwrap the export, check
+    /// `inject`, evaluate and validate the config.
     ///
     /// # Errors
     /// As [`Loader::apply`].
-    pub fn prepare(&self, c: &Composition, entry: &Entry, library: Option<Arc<Library>>) -> Result<Prepared, EntryState> {
-        let at = |path: &[Step]| format!("{}: entry {}", c.locate(path), entry.id);
-        let mut name_path = entry.path.clone();
-        name_path.push(Step::Key("name".into()));
-        let fail = |path: &[Step], msg: String| EntryState::Failed(vec![format!("{}: {msg}", at(path))]);
+    pub fn prepare(&self, entry: &Entry, library: Option<Arc<Library>>) -> Result<Prepared, EntryState> {
+        let at_name = format!("{}: entry {}", entry.locate_key("name"), entry.id);
+        let fail = |msg: String| EntryState::Failed(vec![format!("{at_name}: {msg}")]);
+        let missing = |e: ResolveError| EntryState::Missing(vec![format!("{at_name}: {e}")]);
 
-        let target = resolve::resolve(&entry.name, &c.dir, &self.plugin_path).map_err(|e| fail(&name_path, e.to_string()))?;
-        let (path, export) = match target {
-            Target::Builtin(b) => {
-                return Err(fail(&name_path, format!("the builtin `cordis:{b}` is a group container: add `group: true` and list entries in `config`")))
+        let target = match resolve::resolve(&entry.name, &entry.base_dir, &self.plugin_path) {
+            Ok(t) => t,
+            Err(e @ (ResolveError::NoSuchFile { .. } | ResolveError::NotFound { .. })) => return Err(missing(e)),
+            Err(e) => return Err(fail(e.to_string())),
+        };
+        let (library, export) = match (target, library) {
+            (Target::Builtin(b), _) => {
+                return Err(fail(format!("the builtin `cordis:{b}` holds entries and cannot be applied as a plugin")));
             }
-            Target::Library { path, export, .. } => (path, export),
+            (Target::Library { export, .. }, Some(lib)) => (lib, export),
+            (Target::Library { path, export, .. }, None) => (self.libraries.load(&path).map_err(|e| fail(e.to_string()))?, export),
+            (Target::Package { name }, given) => match self.libraries.find_package(&name, &self.plugin_path) {
+                Some((found, plugin)) => (given.unwrap_or(found), Some(plugin)),
+                None => return Err(missing(resolve::package_not_found(&name, &self.plugin_path))),
+            },
         };
-        let library = match library {
-            Some(lib) => lib,
-            None => self.libraries.load(&path).map_err(|e| fail(&name_path, e.to_string()))?,
-        };
-        let picked = library::unwrap_export(&library, export.as_deref()).map_err(|e| fail(&name_path, e.to_string()))?;
+        let picked = library::unwrap_export(&library, export.as_deref()).map_err(|e| fail(e.to_string()))?;
         let decl_name = picked.decl.name.to_string();
 
-        let config = entry.config.clone().unwrap_or_else(|| Value::Object(Default::default()));
+        // Services: the plugin's own `inject` and the entry's, required
+        // unless the entry says `required: false`.
+        let mut wanted: Vec<(String, bool)> = picked.decl.inject.iter().map(|s| (s.to_string(), true)).collect();
+        for i in &entry.inject {
+            match wanted.iter_mut().find(|(n, _)| *n == i.name) {
+                Some(w) => w.1 = w.1 && i.required,
+                None => wanted.push((i.name.clone(), i.required)),
+            }
+        }
+        let absent: Vec<String> = wanted
+            .iter()
+            .filter(|(n, required)| *required && !self.services.provides(n))
+            .map(|(n, _)| {
+                format!(
+                    "{}: entry {}: waiting for service `{n}`, which nothing provides (services: {})",
+                    entry.locate(),
+                    entry.id,
+                    self.services.names().join(", ")
+                )
+            })
+            .collect();
+        if !absent.is_empty() {
+            return Err(EntryState::Waiting(absent));
+        }
+
+        let services = self.service_values(wanted.iter().map(|(n, _)| n.as_str()));
+        let config = entry
+            .config_json(&mut |source| expr::evaluate(source, &services).map_err(|e| e.to_string()))
+            .map_err(|m| EntryState::Failed(vec![m]))?;
         let checker = Checker::new(picked.config_schema.clone())
-            .map_err(|e| fail(&name_path, format!("plugin {decl_name} declares a config schema that does not compile: {e}")))?;
+            .map_err(|e| fail(format!("plugin {decl_name} declares a config schema that does not compile: {e}")))?;
         let violations = checker.violations(&config);
         if !violations.is_empty() {
             let messages = violations
                 .iter()
                 .map(|v| {
-                    let mut p = entry.path.clone();
-                    p.push(Step::Key("config".into()));
-                    p.extend(v.segments.iter().map(|s| match s {
-                        Segment::Key(k) => Step::Key(k.clone()),
-                        Segment::Index(i) => Step::Index(*i),
-                    }));
+                    let steps: Vec<Step> = v
+                        .segments
+                        .iter()
+                        .map(|s| match s {
+                            Segment::Key(k) => Step::Key(k.clone()),
+                            Segment::Index(i) => Step::Index(*i),
+                        })
+                        .collect();
                     // The config object itself is `config` to an operator.
                     let shown = if v.path == "$" { format!("`config` {}", v.message.replace("an object", "a mapping")) } else { v.to_string() };
-                    let mut text = format!("{}: {shown}", at(&p));
+                    let mut text = format!("{}: entry {}: {shown}", entry.locate_config(&steps), entry.id);
                     let pointer: String = v.segments.iter().map(|s| match s {
                         Segment::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
                         Segment::Index(i) => format!("/{i}"),
@@ -255,17 +355,6 @@ impl Loader {
                 .collect();
             return Err(EntryState::Failed(messages));
         }
-
-        let missing: Vec<String> = picked
-            .decl
-            .inject
-            .iter()
-            .filter(|s| !self.services.provides(s.as_str()))
-            .map(|s| format!("{}: waiting for service `{s}`, which nothing provides (services: tools, sessions, projections)", at(&entry.path)))
-            .collect();
-        if !missing.is_empty() {
-            return Err(EntryState::Waiting(missing));
-        }
         Ok(Prepared { library, picked, export, config })
     }
 
@@ -274,10 +363,10 @@ impl Loader {
     ///
     /// # Errors
     /// The entry's failed state.
-    pub fn apply_prepared(&self, c: &Composition, entry: &Entry, prepared: Prepared) -> Result<Active, EntryState> {
+    pub fn apply_prepared(&self, entry: &Entry, prepared: Prepared) -> Result<Active, EntryState> {
         let Prepared { library, picked, export, config } = prepared;
         self.run_apply(entry, library, picked, export, config)
-            .map_err(|e| EntryState::Failed(vec![format!("{}: entry {}: {e}", c.locate(&entry.path), entry.id)]))
+            .map_err(|e| EntryState::Failed(vec![format!("{}: entry {}: {e}", entry.locate(), entry.id)]))
     }
 
     fn run_apply(&self, entry: &Entry, library: Arc<Library>, picked: Picked, export: Option<String>, config: Value) -> Result<Active, String> {
@@ -303,7 +392,7 @@ impl Loader {
     ///
     /// # Errors
     /// The first failure, naming the entry; nothing changed.
-    pub fn swap(&self, c: &Composition, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<(), String> {
+    pub fn swap(&self, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<(), String> {
         let _calls = self.services.tools.exclusive();
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         let mut old: Vec<Active> = Vec::new();
@@ -316,11 +405,11 @@ impl Loader {
         let mut applied: Vec<Active> = Vec::new();
         let mut failure = None;
         for (entry, prepared) in new {
-            match self.apply_prepared(c, &entry, prepared) {
+            match self.apply_prepared(&entry, prepared) {
                 Ok(a) => applied.push(a),
                 Err(state) => {
                     failure = Some(match state {
-                        EntryState::Failed(m) | EntryState::Waiting(m) => m.join("; "),
+                        EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m) => m.join("; "),
                         other => format!("entry {}: {}", entry.id, other.label()),
                     });
                     break;

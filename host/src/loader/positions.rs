@@ -37,6 +37,8 @@ pub struct Positions {
     keys: HashMap<Vec<Step>, Position>,
     /// Keys that appear twice in one mapping, in document order.
     duplicates: Vec<(Vec<Step>, Position)>,
+    /// Paths of scalars tagged `!!js`, in document order.
+    js: Vec<Vec<Step>>,
 }
 
 impl Positions {
@@ -67,6 +69,13 @@ impl Positions {
     /// second occurrence starts.
     pub fn first_duplicate(&self) -> Option<&(Vec<Step>, Position)> {
         self.duplicates.first()
+    }
+
+    /// Paths of the scalars tagged `!!js` (`tag:yaml.org,2002:js`), in
+    /// document order. `serde_yaml` drops tags in the `!!` namespace, so
+    /// the composition reader finds its expressions here.
+    pub fn js_paths(&self) -> &[Vec<Step>] {
+        &self.js
     }
 
     /// The position of the value at `path`, falling back to ancestors.
@@ -162,9 +171,15 @@ impl Builder {
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         match ev {
-            Event::Scalar(text, ..) => {
+            Event::Scalar(text, _, _, tag) => {
                 if self.begin_node(&mark, Some(&text)) {
                     return;
+                }
+                if tag.as_ref().is_some_and(|t| {
+                    (t.suffix == "js" && matches!(t.handle.as_str(), "!!" | "tag:yaml.org,2002:")) || t.suffix == "tag:yaml.org,2002:js"
+                }) && self.path.len() <= MAX_DEPTH
+                {
+                    self.positions.js.push(self.path.clone());
                 }
                 self.record_value(&mark);
                 if !self.stack.is_empty() {
@@ -233,3 +248,23 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod js_tests {
+    use super::*;
+
+    #[test]
+    fn js_tags_are_indexed() {
+        let text = "- id: a\n  disabled: !!js process.platform === 'win32'\n  config:\n    x: !!js \"a ?? b\"\n    y: !!js >-\n      1 +\n      2\n";
+        let p = Positions::of(text);
+        assert_eq!(
+            p.js_paths(),
+            [
+                vec![Step::Index(0), Step::Key("disabled".into())],
+                vec![Step::Index(0), Step::Key("config".into()), Step::Key("x".into())],
+                vec![Step::Index(0), Step::Key("config".into()), Step::Key("y".into())],
+            ]
+        );
+    }
+}
+

@@ -5,12 +5,16 @@
 //!   the composition's folder; `path/export` picks an export when `path` is
 //!   the file;
 //! - a bare `name` (or `name/export`) → `lib<name with - as _>.so`, searched
-//!   in the plugin path.
+//!   in the plugin path;
+//! - anything else that is a package name (`@deepseek-ai/dsh-tool-todo`,
+//!   `@scope/pkg/export`), or a bare name with no such file → a package,
+//!   found by the package names libraries on the plugin path declare
+//!   ([`super::LibraryCache::find_package`]).
 
 use std::path::{Path, PathBuf};
 
 /// Builtin plugins: compiled into the host.
-pub const BUILTINS: [&str; 1] = ["group"];
+pub const BUILTINS: [&str; 2] = ["group", "include"];
 
 /// What a name resolved to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +30,12 @@ pub enum Target {
         /// The library's own name (`tool-todo` for `libtool_todo.so`), which
         /// picks the default export.
         library: String,
+    },
+    /// A package name, looked up in the declarations of the libraries on
+    /// the plugin path.
+    Package {
+        /// The name as written.
+        name: String,
     },
 }
 
@@ -46,7 +56,7 @@ pub enum ResolveError {
         base: String,
     },
     /// A bare name found nowhere in the plugin path.
-    #[error("no plugin library {file} for `{name}`{hint}; searched {searched}. Build it (`cargo build --release`), pass --plugin-dir, or name the file with a ./relative path")]
+    #[error("no library on the plugin path provides `{name}` (looked for {file}){hint}; searched {searched}. Build it (`cargo build --release`), pass --plugin-dir, or name the file with a ./relative path")]
     NotFound {
         /// The name as written.
         name: String,
@@ -58,7 +68,7 @@ pub enum ResolveError {
         hint: String,
     },
     /// A name that is not a valid plugin name.
-    #[error("`{0}` is not a valid plugin name: use letters, digits, `-`, `_` and `.`, optionally `/export`, or a ./relative path")]
+    #[error("`{0}` is not a valid plugin name: use a package name (`@scope/name`, letters, digits, `-`, `_`, `.`), optionally `/export`, or a ./relative path")]
     InvalidName(String),
 }
 
@@ -120,24 +130,68 @@ pub fn resolve(name: &str, composition_dir: &Path, plugin_path: &PluginPath) -> 
     let valid = |s: &str| {
         !s.is_empty() && !s.starts_with('.') && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     };
-    if !valid(library) || export.is_some_and(|e| !valid(e)) {
-        return Err(ResolveError::InvalidName(name.to_string()));
-    }
-    let file = library_file_name(library);
-    for (dir, _) in &plugin_path.dirs {
-        let candidate = dir.join(&file);
-        if candidate.is_file() {
-            return Ok(Target::Library { path: candidate, export: export.map(str::to_string), library: library.to_string() });
+    if valid(library) && export.is_none_or(valid) {
+        let file = library_file_name(library);
+        for (dir, _) in &plugin_path.dirs {
+            let candidate = dir.join(&file);
+            if candidate.is_file() {
+                return Ok(Target::Library { path: candidate, export: export.map(str::to_string), library: library.to_string() });
+            }
         }
     }
+    if is_package_name(name) {
+        return Ok(Target::Package { name: name.to_string() });
+    }
+    Err(ResolveError::InvalidName(name.to_string()))
+}
+
+/// Whether `name` has the shape of an npm-style package name, optionally
+/// followed by `/export`: `pkg`, `@scope/pkg`, `@scope/pkg/export`.
+pub fn is_package_name(name: &str) -> bool {
+    let part = |s: &str| !s.is_empty() && !s.starts_with('.') && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~'));
+    let rest = match name.strip_prefix('@') {
+        Some(scoped) => match scoped.split_once('/') {
+            Some((scope, rest)) if part(scope) => rest,
+            _ => return false,
+        },
+        None => name,
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    parts.len() <= 2 && parts.iter().all(|p| part(p))
+}
+
+/// The ways a package name can be read: the whole name as a package, then
+/// (when it has a trailing `/export`) the package before it with that
+/// export.
+pub fn package_readings(name: &str) -> Vec<(String, Option<String>)> {
+    let mut out = vec![(name.to_string(), None)];
+    let slashes = name.matches('/').count();
+    let has_export = if name.starts_with('@') { slashes == 2 } else { slashes == 1 };
+    if has_export {
+        if let Some((package, export)) = name.rsplit_once('/') {
+            out.push((package.to_string(), Some(export.to_string())));
+        }
+    }
+    out
+}
+
+/// The message for a package no library declares: where it looked, and the
+/// closest library name when one is within two edits.
+pub fn package_not_found(name: &str, plugin_path: &PluginPath) -> ResolveError {
     let searched = plugin_path
         .dirs
         .iter()
         .map(|(d, from)| format!("{} ({from})", d.display()))
         .collect::<Vec<_>>()
         .join(", ");
-    let hint = closest_library(library, plugin_path).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default();
-    Err(ResolveError::NotFound { name: name.to_string(), file, searched, hint })
+    let bare = name.rsplit('/').next().unwrap_or(name);
+    let hint = closest_library(bare, plugin_path).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default();
+    let file = if name.starts_with('@') {
+        "a library declaring that package name".to_string()
+    } else {
+        format!("{} or a library declaring that package name", library_file_name(name.split('/').next().unwrap_or(name)))
+    };
+    ResolveError::NotFound { name: name.to_string(), file, searched, hint }
 }
 
 /// The library in the plugin path whose name is closest to `wanted`, if it
@@ -219,7 +273,16 @@ mod tests {
         assert!(matches!(resolve("../../etc", Path::new("/nonexistent"), &pp), Err(ResolveError::NoSuchFile { .. })));
         assert!(matches!(resolve("a/../b", Path::new("."), &pp), Err(ResolveError::InvalidName(_))));
         assert!(matches!(resolve("bad\0name", Path::new("."), &pp), Err(ResolveError::InvalidName(_))));
-        assert!(matches!(resolve("tool-todo", Path::new("."), &pp), Err(ResolveError::NotFound { .. })));
+        assert_eq!(resolve("tool-todo", Path::new("."), &pp).unwrap(), Target::Package { name: "tool-todo".into() });
+        assert_eq!(resolve("@deepseek-ai/dsh-tool-todo", Path::new("."), &pp).unwrap(), Target::Package { name: "@deepseek-ai/dsh-tool-todo".into() });
+        assert!(matches!(resolve("@bad", Path::new("."), &pp), Err(ResolveError::InvalidName(_))));
+        assert_eq!(resolve("cordis:include", Path::new("."), &pp).unwrap(), Target::Builtin("include".into()));
+        assert_eq!(
+            package_readings("@s/p/x"),
+            [("@s/p/x".to_string(), None), ("@s/p".to_string(), Some("x".to_string()))]
+        );
+        assert_eq!(package_readings("@s/p"), [("@s/p".to_string(), None)]);
+        assert_eq!(package_readings("p/x"), [("p/x".to_string(), None), ("p".to_string(), Some("x".to_string()))]);
     }
 
     #[test]
@@ -235,7 +298,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(library_name_of(Path::new("/x/libtool_todo.so")), "tool-todo");
-        let typo = resolve("tool-todoo", Path::new("."), &pp).unwrap_err().to_string();
+        let typo = package_not_found("tool-todoo", &pp).to_string();
         assert!(typo.contains("(did you mean `tool-todo`?)"), "{typo}");
     }
 }

@@ -47,6 +47,10 @@ pub use view::{plan_summary, render_plan, PlanSummary};
 /// The plugin's name, as a composition entry names it.
 pub const PLUGIN_NAME: &str = "tool-todo";
 
+/// The package name the TypeScript harness publishes this tool under; a
+/// composition written for the harness names it, and resolves to this plugin.
+pub const PACKAGE_NAME: &str = "@deepseek-ai/dsh-tool-todo";
+
 /// The config of a `tool-todo` entry: `{"allowParallelInProgress": true|false}`.
 ///
 /// The field is required and has no default, and unknown keys are errors: a
@@ -76,6 +80,7 @@ pub struct TodoPlugin;
 impl Plugin for TodoPlugin {
     const NAME: &'static str = PLUGIN_NAME;
     const INJECT: &'static [&'static str] = &["tools"];
+    const PACKAGES: &'static [&'static str] = &[PACKAGE_NAME];
     type Config = Config;
 
     fn apply(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {

@@ -1,0 +1,228 @@
+//! `cordis config`: the composed tree written back as one YAML document.
+//!
+//! The document is the root list after every patch layer, with each include
+//! expanded in place as a `cordis:group` holding the included rows (after
+//! the include's patches). Ids therefore stay the same when the output is
+//! loaded again: a group scopes its children's ids exactly as the include
+//! did. Relative library paths in included files are written as absolute
+//! paths, since they were relative to the included file's folder. `!!js`
+//! values are written as `!!js "source"`, unevaluated. Comments say which
+//! file each run of rows came from, and which files patched a row.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_yaml::Value as Yaml;
+
+use super::composition::{is_js_tag, js_source, Composition, Entry, EntryKind};
+use super::source::{Role, Source};
+
+/// The composed tree of `composition` as YAML text.
+pub fn composed_yaml(composition: &Composition) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("# composed from {}", composition.file));
+    let layers: Vec<String> = composition
+        .sources
+        .iter()
+        .filter(|s| matches!(s.role, Role::UserPatch | Role::Patch(_)))
+        .map(|s| format!("{} ({})", s.file, s.role))
+        .collect();
+    if !layers.is_empty() {
+        out.push_str(&format!(" with patch layers: {}", layers.join(", ")));
+    }
+    out.push('\n');
+    if composition.entries.is_empty() {
+        out.push_str("[]\n");
+        return out;
+    }
+    list(&mut out, &composition.entries, 0, Some(composition.root()), composition.root().dir.as_path());
+    out
+}
+
+fn describe(source: &Source) -> String {
+    match source.role {
+        Role::Root => source.file.clone(),
+        _ => format!("{} ({})", source.file, source.role),
+    }
+}
+
+/// Writes `entries` as a block list; `context` is the file of the row
+/// that holds the list (a `# from` comment precedes every run of rows from
+/// another file).
+fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc<Source>>, root_dir: &Path) {
+    let pad = " ".repeat(indent);
+    let mut current: Option<Arc<Source>> = context.cloned();
+    for entry in entries {
+        let source = &entry.origin.source;
+        if !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, source)) {
+            out.push_str(&format!("{pad}# from {}\n", describe(source)));
+            current = Some(source.clone());
+        }
+        let mut patchers: Vec<String> = Vec::new();
+        for (_, node) in &entry.raw.keys {
+            if !Arc::ptr_eq(&node.origin.source, source) {
+                let d = describe(&node.origin.source);
+                if !patchers.contains(&d) {
+                    patchers.push(d);
+                }
+            }
+        }
+        if !patchers.is_empty() {
+            out.push_str(&format!("{pad}# patched by {}\n", patchers.join(", ")));
+        }
+        let mut row = serde_yaml::Mapping::new();
+        let container = entry.is_container() && entry.problems.is_empty();
+        for (key, node) in &entry.raw.keys {
+            let name = key.as_str().unwrap_or_default();
+            if container && matches!(name, "config" | "group" | "name") {
+                continue;
+            }
+            let mut value = node.value.clone();
+            if name == "name" && entry.base_dir != root_dir {
+                if let Some(n) = value.as_str().filter(|n| n.starts_with("./") || n.starts_with("../")) {
+                    value = Yaml::String(entry.base_dir.join(n).display().to_string());
+                }
+            }
+            row.insert(key.clone(), value);
+        }
+        let mut text = String::new();
+        if container {
+            let mut head = serde_yaml::Mapping::new();
+            if let Some(id) = entry.raw.get("id") {
+                head.insert(Yaml::String("id".into()), id.value.clone());
+            }
+            head.insert(Yaml::String("name".into()), Yaml::String("cordis:group".into()));
+            head.insert(Yaml::String("group".into()), Yaml::Bool(true));
+            for (k, v) in row {
+                if k.as_str() != Some("id") {
+                    head.insert(k, v);
+                }
+            }
+            block(&mut text, &Yaml::Mapping(head), indent + 2);
+            out.push_str(&pad);
+            out.push_str("- ");
+            out.push_str(&text[indent + 2..]);
+            if let EntryKind::Include { file, patches } = &entry.kind {
+                out.push_str(&format!("{pad}  # include of {} with {patches} patches, expanded\n", file.display()));
+            }
+            if entry.children.is_empty() {
+                out.push_str(&format!("{pad}  config: []\n"));
+            } else {
+                out.push_str(&format!("{pad}  config:\n"));
+                list(out, &entry.children, indent + 4, Some(source), root_dir);
+            }
+        } else {
+            block(&mut text, &Yaml::Mapping(row), indent + 2);
+            out.push_str(&pad);
+            out.push_str("- ");
+            out.push_str(text.get(indent + 2..).unwrap_or("{}\n"));
+        }
+    }
+}
+
+/// A scalar's text, or an empty collection's (`[]`, `{}`); `None` for a
+/// collection with items.
+fn scalar(v: &Yaml) -> Option<String> {
+    Some(match v {
+        Yaml::Null => "null".into(),
+        Yaml::Bool(b) => b.to_string(),
+        Yaml::Number(n) => n.to_string(),
+        Yaml::String(s) => string(s),
+        Yaml::Sequence(items) if items.is_empty() => "[]".into(),
+        Yaml::Mapping(map) if map.is_empty() => "{}".into(),
+        Yaml::Sequence(_) | Yaml::Mapping(_) => return None,
+        Yaml::Tagged(t) if is_js_tag(&t.tag) => format!("!!js {}", string_quoted(&js_source(v).unwrap_or_default())),
+        Yaml::Tagged(t) => format!("{} {}", t.tag, scalar(&t.value).unwrap_or_else(|| "null".into())),
+    })
+}
+
+fn string_quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// A string as a plain scalar when it reads back as the same string, else
+/// double-quoted (JSON escapes are valid YAML escapes).
+fn string(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_'))
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-' | '@' | ':' | '+'))
+        && !s.ends_with(':')
+        && matches!(serde_yaml::from_str::<Yaml>(s), Ok(Yaml::String(ref back)) if back == s);
+    if safe {
+        s.to_string()
+    } else {
+        string_quoted(s)
+    }
+}
+
+/// Writes a collection with items as block YAML, every line indented by
+/// `indent` spaces.
+fn block(out: &mut String, v: &Yaml, indent: usize) {
+    let pad = " ".repeat(indent);
+    match v {
+        Yaml::Mapping(map) => {
+            for (k, val) in map {
+                let key = scalar(k).unwrap_or_else(|| "\"?\"".into());
+                match scalar(val) {
+                    Some(s) => out.push_str(&format!("{pad}{key}: {s}\n")),
+                    None => {
+                        out.push_str(&format!("{pad}{key}:\n"));
+                        block(out, val, indent + 2);
+                    }
+                }
+            }
+        }
+        Yaml::Sequence(items) => {
+            for item in items {
+                match scalar(item) {
+                    Some(s) => out.push_str(&format!("{pad}- {s}\n")),
+                    None => {
+                        let mut inner = String::new();
+                        block(&mut inner, item, indent + 2);
+                        out.push_str(&pad);
+                        out.push_str("- ");
+                        out.push_str(inner.get(indent + 2..).unwrap_or_default());
+                    }
+                }
+            }
+        }
+        other => out.push_str(&format!("{pad}{}\n", scalar(other).unwrap_or_default())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn composed_output_reads_back_as_the_same_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/base.yml"), "- id: a\n  name: x\n  config: {k: 1, s: 'yes', n: '12', e: ''}\n- id: b\n  name: ./lib/liby.so\n").unwrap();
+        let root = dir.path().join("cordis.yml");
+        std::fs::write(
+            &root,
+            "- id: inc\n  name: '@deepseek-ai/cordis-plugin-include'\n  config:\n    path: sub/base.yml\n    patches:\n      - id: a\n        config: {k: 2, when: !!js \"process.env.X ?? 'z'\"}\n- id: t\n  name: '@deepseek-ai/dsh-tool-todo'\n  disabled: !!js process.platform === 'win32'\n  isolate: {svc: true}\n  config:\n    list: [1, {a: [x, 'two words']}]\n",
+        )
+        .unwrap();
+        let c = Composition::read(&root).unwrap();
+        let text = composed_yaml(&c);
+        assert!(text.contains("# from "), "{text}");
+        assert!(text.contains("!!js \"process.env.X ?? 'z'\""), "{text}");
+        let again = Composition::parse("out.yml", dir.path().to_path_buf(), text.clone()).unwrap();
+        let ids = |c: &Composition| c.walk().iter().map(|e| (e.id.clone(), e.name.clone())).collect::<Vec<_>>();
+        let first: Vec<(String, String)> = ids(&c).into_iter().map(|(id, n)| (id, if n.ends_with("liby.so") { "lib".into() } else { n })).collect();
+        let second: Vec<(String, String)> = ids(&again).into_iter().map(|(id, n)| (id, if n.ends_with("liby.so") { "lib".into() } else { n })).collect();
+        assert_eq!(first.iter().map(|p| &p.0).collect::<Vec<_>>(), second.iter().map(|p| &p.0).collect::<Vec<_>>(), "{text}");
+        let a1 = c.walk()[1].config.as_ref().unwrap().value.clone();
+        let a2 = again.walk()[1].config.as_ref().unwrap().value.clone();
+        assert_eq!(a1, a2, "{text}");
+        let t2 = again.walk().into_iter().find(|e| e.id == "t").unwrap();
+        assert!(t2.problems.is_empty(), "{:?}\n{text}", t2.problems);
+        assert_eq!(t2.disabled, crate::loader::Switch::Expr("process.platform === 'win32'".into()));
+        assert_eq!(t2.config.as_ref().unwrap().value, c.walk().into_iter().find(|e| e.id == "t").unwrap().config.as_ref().unwrap().value);
+        let b = again.walk().into_iter().find(|e| e.id == "inc/b").unwrap();
+        assert_eq!(PathBuf::from(&b.name), dir.path().join("sub").join("./lib/liby.so"));
+    }
+}

@@ -1,0 +1,240 @@
+//! The files a composition is made of, and where each node came from.
+//!
+//! A composed tree mixes rows from several files: the root composition, the
+//! files it includes, and patch layers. Every YAML node the loader keeps is a
+//! [`Node`]: the value and its [`Origin`] (the [`Source`] file and the path
+//! inside it), so an error about any key names the file and line the
+//! operator wrote it on, whatever layer it came from.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde_yaml::Value as Yaml;
+
+use super::composition::{CompositionError, MAX_COMPOSITION_BYTES};
+use super::positions::{Position, Positions, Step};
+
+/// What part a file plays in a composition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// The composition the command was given.
+    Root,
+    /// A file mounted by a `cordis:include` entry (its full id).
+    Include(String),
+    /// The user's patch layer (`$XDG_CONFIG_HOME/cordis/cordis.patch.yml`).
+    UserPatch,
+    /// The n-th (1-based) `--patch` file.
+    Patch(usize),
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Role::Root => write!(f, "the composition"),
+            Role::Include(id) => write!(f, "included by `{id}`"),
+            Role::UserPatch => write!(f, "user patch layer"),
+            Role::Patch(n) => write!(f, "--patch layer {n}"),
+        }
+    }
+}
+
+/// One YAML file of a composition, as read.
+#[derive(Debug)]
+pub struct Source {
+    /// The file as messages name it (as given, or joined to the including
+    /// file's folder).
+    pub file: String,
+    /// The file's path.
+    pub path: PathBuf,
+    /// The folder relative names in it resolve against.
+    pub dir: PathBuf,
+    /// The file's text (without a byte-order mark).
+    pub text: String,
+    /// What part it plays.
+    pub role: Role,
+    positions: OnceLock<Positions>,
+}
+
+impl Source {
+    /// Reads the YAML file at `path` and parses it.
+    ///
+    /// # Errors
+    /// [`CompositionError`] when the file cannot be read, is over
+    /// [`MAX_COMPOSITION_BYTES`], is not UTF-8 or is not YAML.
+    pub fn read(path: &Path, role: Role) -> Result<(Arc<Source>, Yaml), CompositionError> {
+        let file = path.display().to_string();
+        let meta = std::fs::metadata(path).map_err(|source| CompositionError::Read { file: file.clone(), source })?;
+        if meta.len() > MAX_COMPOSITION_BYTES {
+            return Err(CompositionError::TooLarge { file, size: meta.len(), limit: MAX_COMPOSITION_BYTES });
+        }
+        let bytes = std::fs::read(path).map_err(|source| CompositionError::Read { file: file.clone(), source })?;
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+                let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+                let column = valid.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+                return Err(CompositionError::Syntax {
+                    file,
+                    line,
+                    column,
+                    message: "the composition is not UTF-8 text (save it as UTF-8)".into(),
+                });
+            }
+        };
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        Source::parse(&file, path.to_path_buf(), dir, text, role)
+    }
+
+    /// Parses YAML text; `file` names it in messages and `dir` is the folder
+    /// relative names resolve against.
+    ///
+    /// # Errors
+    /// As [`Source::read`].
+    pub fn parse(file: &str, path: PathBuf, dir: PathBuf, text: String, role: Role) -> Result<(Arc<Source>, Yaml), CompositionError> {
+        let file = file.to_string();
+        if text.len() as u64 > MAX_COMPOSITION_BYTES {
+            return Err(CompositionError::TooLarge { file, size: text.len() as u64, limit: MAX_COMPOSITION_BYTES });
+        }
+        let text = match text.strip_prefix('\u{feff}') {
+            Some(rest) => rest.to_string(),
+            None => text,
+        };
+        if text.contains('\0') {
+            let line = text[..text.find('\0').unwrap_or(0)].matches('\n').count() + 1;
+            return Err(CompositionError::Syntax { file, line, column: 1, message: "the composition contains a NUL byte".into() });
+        }
+        let doc: Yaml = match serde_yaml::from_str(&text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                if e.to_string().contains("duplicate entry") {
+                    if let Some((path, p)) = Positions::of(&text).first_duplicate() {
+                        let key = match path.last() {
+                            Some(Step::Key(k)) => k.clone(),
+                            _ => String::new(),
+                        };
+                        return Err(CompositionError::Syntax {
+                            file,
+                            line: p.line,
+                            column: p.column,
+                            message: format!("duplicate key `{key}`: each key may appear once in a mapping"),
+                        });
+                    }
+                }
+                return Err(super::composition::syntax_error(&file, &text, &e));
+            }
+        };
+        let source = Arc::new(Source { file, path, dir, text, role, positions: OnceLock::new() });
+        let mut doc = doc;
+        // `serde_yaml` reads `!!js x` as the plain string `x`: mark the
+        // expressions again from the event-level index (built only when the
+        // text can hold one).
+        if source.text.contains("js") {
+            let positions = source.positions.get_or_init(|| Positions::of(&source.text));
+            for path in positions.js_paths() {
+                if let Some(node) = node_at(&mut doc, path) {
+                    let value = std::mem::replace(node, Yaml::Null);
+                    *node = Yaml::Tagged(Box::new(serde_yaml::value::TaggedValue { tag: serde_yaml::value::Tag::new("js"), value }));
+                }
+            }
+        }
+        Ok((source, doc))
+    }
+
+    /// Where the node at `path` starts (its nearest existing ancestor when
+    /// it does not exist; line 1 when nothing does).
+    pub fn position(&self, path: &[Step]) -> Position {
+        self.positions
+            .get_or_init(|| Positions::of(&self.text))
+            .find(path)
+            .unwrap_or(Position { line: 1, column: 1 })
+    }
+
+    /// `file:line` for the node at `path`.
+    pub fn locate(&self, path: &[Step]) -> String {
+        format!("{}:{}", self.file, self.position(path).line)
+    }
+}
+
+fn node_at<'a>(doc: &'a mut Yaml, path: &[Step]) -> Option<&'a mut Yaml> {
+    let mut node = doc;
+    for step in path {
+        node = match (node, step) {
+            (Yaml::Sequence(items), Step::Index(i)) => items.get_mut(*i)?,
+            (Yaml::Mapping(map), Step::Key(k)) => map.get_mut(k.as_str())?,
+            (Yaml::Tagged(t), _) => return node_at(&mut t.value, std::slice::from_ref(step)),
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+/// Where a node sits: a file and the path inside it.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// The file.
+    pub source: Arc<Source>,
+    /// The path of the node in the file's document.
+    pub path: Vec<Step>,
+}
+
+impl Origin {
+    /// The origin of the document root of `source`.
+    pub fn root(source: &Arc<Source>) -> Origin {
+        Origin { source: source.clone(), path: Vec::new() }
+    }
+
+    /// The origin of a child node.
+    pub fn child(&self, step: Step) -> Origin {
+        let mut path = self.path.clone();
+        path.push(step);
+        Origin { source: self.source.clone(), path }
+    }
+
+    /// The origin of the mapping key `key` below this node.
+    pub fn key(&self, key: &str) -> Origin {
+        self.child(Step::Key(key.to_string()))
+    }
+
+    /// The origin of index `i` below this node.
+    pub fn index(&self, i: usize) -> Origin {
+        self.child(Step::Index(i))
+    }
+
+    /// Where the node starts.
+    pub fn position(&self) -> Position {
+        self.source.position(&self.path)
+    }
+
+    /// `file:line` of the node.
+    pub fn locate(&self) -> String {
+        self.source.locate(&self.path)
+    }
+}
+
+/// A YAML value with where it came from.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The value.
+    pub value: Yaml,
+    /// Where it was written.
+    pub origin: Origin,
+}
+
+impl Node {
+    /// The mapping value under `key`, if the node is a mapping that has it.
+    pub fn get(&self, key: &str) -> Option<Node> {
+        let Yaml::Mapping(map) = &self.value else { return None };
+        map.iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| Node { value: v.clone(), origin: self.origin.key(key) })
+    }
+
+    /// The items of a sequence node, each with its origin.
+    pub fn items(&self) -> Option<Vec<Node>> {
+        let Yaml::Sequence(items) = &self.value else { return None };
+        Some(items.iter().enumerate().map(|(i, v)| Node { value: v.clone(), origin: self.origin.index(i) }).collect())
+    }
+}
