@@ -347,3 +347,30 @@ fn composition_edits_restart_only_the_touched_entry() {
     assert_eq!(dev.fiber("v"), v_fiber);
     assert_eq!(dev.version(), "A");
 }
+
+#[test]
+fn included_file_edits_reload_and_a_bad_edit_keeps_the_last_good_tree() {
+    let scratch = Scratch::new();
+    setup(&scratch, true);
+    let base = |parallel: &str| format!("- id: todo\n  name: ../plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: {parallel}\n");
+    std::fs::create_dir_all(scratch.path().join("parts")).unwrap();
+    std::fs::write(scratch.path().join("parts/base.yml"), base("true")).unwrap();
+    scratch.composition("- id: v\n  name: ./plugins/libversioned.so\n- id: inc\n  name: cordis:include\n  config:\n    path: parts/base.yml\n");
+    let mut dev = Dev::start(scratch.path(), &[]);
+    let two_active = r#"{"todos": [{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}]}"#;
+    assert_eq!(dev.call("todo_write", two_active)["isError"], false);
+    let v_fiber = dev.fiber("v");
+
+    std::fs::write(scratch.path().join("parts/base.yml"), base("false")).unwrap();
+    dev.expect_reloads(1);
+    assert_eq!(dev.call("todo_write", two_active)["isError"], true, "the included file's new config is live");
+    assert_eq!(dev.fiber("v"), v_fiber, "entries outside the include keep their fiber");
+
+    let todo_fiber = dev.fiber("inc/todo");
+    std::fs::write(scratch.path().join("parts/base.yml"), "- id: todo\n  name: [unclosed\n").unwrap();
+    let notice = dev.expect_notice("the composition was not reloaded");
+    assert!(notice.contains("parts/base.yml"), "{notice}");
+    assert_eq!(dev.reloads(), 1);
+    assert_eq!(dev.fiber("inc/todo"), todo_fiber, "the last good tree keeps running");
+    assert_eq!(dev.call("todo_write", two_active)["isError"], true);
+}

@@ -150,6 +150,9 @@ impl Scratch {
             .args(args)
             .current_dir(self.path())
             .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            // The user patch layer is looked up under XDG_CONFIG_HOME: keep
+            // the developer's own out of the tests.
+            .env("XDG_CONFIG_HOME", self.path().join(".config"))
             .env_remove("RUST_LOG")
             .output()
             .expect("run cordis")

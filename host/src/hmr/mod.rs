@@ -151,16 +151,17 @@ impl DevHost {
         let remove: Vec<String> = live.iter().filter(|id| !wanted.contains_key(*id)).cloned().collect();
         let mut prepared: Vec<(Entry, Prepared)> = Vec::new();
         for (id, entry) in &wanted {
-            if let Some(current) = self.host.loader.live_entry(id) {
-                if current.same_setup(entry) && !entry.config_has_expressions() {
-                    continue;
-                }
+            let unchanged = self.host.loader.live_entry(id).is_some_and(|current| current.same_setup(entry));
+            if unchanged && !entry.config_has_expressions() {
+                continue;
             }
             if !entry.problems.is_empty() {
                 problems.extend(entry.problems.iter().cloned());
                 continue;
             }
             match self.host.loader.prepare(entry, None) {
+                // Same rows, and expressions that evaluate as before: keep it.
+                Ok(p) if unchanged && self.host.loader.with_active(id, |a| a.config == *p.config()).unwrap_or(false) => {}
                 Ok(p) => prepared.push((entry.clone(), p)),
                 Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => problems.extend(m),
                 Err(_) => {}

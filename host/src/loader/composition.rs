@@ -654,7 +654,9 @@ impl Builder {
         let Some(rel) = path_node.value.as_str().filter(|p| !p.trim().is_empty()) else {
             return Err((path_node.origin.locate(), format!("`path` must be a file name, found {}", kind(&path_node.value))));
         };
-        let file = if Path::new(rel).is_absolute() || base_dir == Path::new(".") { PathBuf::from(rel) } else { base_dir.join(rel) };
+        let file: PathBuf = if Path::new(rel).is_absolute() || base_dir == Path::new(".") { PathBuf::from(rel) } else { base_dir.join(rel) };
+        // `a/./b` reads as `a/b` in messages.
+        let file: PathBuf = file.components().collect();
         let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
         if !INCLUDE_EXTENSIONS.contains(&ext) {
             return Err((path_node.origin.locate(), format!("cannot include {}: the file must end in .yml, .yaml or .json", file.display())));

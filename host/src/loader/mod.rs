@@ -137,6 +137,13 @@ pub struct Prepared {
     config: Value,
 }
 
+impl Prepared {
+    /// The config `apply` will get (expressions evaluated, validated).
+    pub fn config(&self) -> &Value {
+        &self.config
+    }
+}
+
 /// Applies composition entries against the host's services.
 pub struct Loader {
     services: Arc<Services>,
