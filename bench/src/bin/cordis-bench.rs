@@ -176,7 +176,13 @@ fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
     let default = Program::new(&cordis, &args(&["-c", &root.join("cordis.yml").display().to_string(), "check"]), &root);
     let bare_todo = Program::new(&bare, &args(&[&todo.display().to_string()]), &root);
     let bare_both = Program::new(&bare, &args(&[&todo.display().to_string(), &named.display().to_string()]), &root);
-    let mut programs = vec![default, bare_todo, bare_both];
+    // The dialect: an include with patches, a package name, `!!js`.
+    let dialect = Program::new(
+        &cordis,
+        &args(&["-c", &root.join("examples/compositions/with-patches.cordis.yml").display().to_string(), "check"]),
+        &root,
+    );
+    let mut programs = vec![default, bare_todo, bare_both, dialect];
     for n in ENTRIES {
         let file = dir.join(format!("cordis-{n}.yml"));
         std::fs::write(&file, workload::composition(n, &todo, &named)).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -184,7 +190,7 @@ fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
     }
     let refs: Vec<&Program> = programs.iter().collect();
     let times = interleaved(&refs, o.runs, || Ok(()))?;
-    let names = ["boot/default", "boot/bare", "boot/bare_both", "boot/entries/1", "boot/entries/10", "boot/entries/50"];
+    let names = ["boot/default", "boot/bare", "boot/bare_both", "boot/dialect", "boot/entries/1", "boot/entries/10", "boot/entries/50"];
     for (name, t) in names.iter().zip(times) {
         if let Some(s) = Summary::of(&t) {
             f.time.insert((*name).to_string(), s);
@@ -579,6 +585,19 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
     rows.push(Row {
         figure: "boot".into(),
         ours: format!("`cordis check`, default composition: {}", show(t("boot/default"), Unit::Seconds)),
+        baseline: format!("bare `dlopen` of libtool_todo.so: {}", show(t("boot/bare"), Unit::Seconds)),
+        ratio: format!("{} slower", x(r)),
+        target: "≤ 3×".into(),
+        verdict: verdict(r, 3.0, true),
+    });
+
+    let r = ratio_of(t("boot/dialect"), t("boot/bare"));
+    rows.push(Row {
+        figure: "boot, dialect".into(),
+        ours: format!(
+            "`cordis check` on `examples/compositions/with-patches.cordis.yml` (an include with patches, a package name, `!!js`): {}",
+            show(t("boot/dialect"), Unit::Seconds)
+        ),
         baseline: format!("bare `dlopen` of libtool_todo.so: {}", show(t("boot/bare"), Unit::Seconds)),
         ratio: format!("{} slower", x(r)),
         target: "≤ 3×".into(),

@@ -152,7 +152,8 @@ impl LibraryCache {
 
     /// Finds the library on `plugin_path` that declares package `name`
     /// (`@scope/pkg`, or `@scope/pkg/export` for a named export): folders in
-    /// order, libraries in a folder by file name. Each library's
+    /// order; in a folder, libraries whose own name ends the package name
+    /// first, then the others by file name. Each library's
     /// declarations are read once (loading it runs no `apply`); files that
     /// are not loadable plugin libraries are skipped, and remembered by file
     /// identity (device, inode, size, modification time) so they are not
@@ -170,7 +171,14 @@ impl LibraryCache {
                     })
                 })
                 .collect();
-            files.sort();
+            // Libraries whose own name ends the package's name are tried
+            // first (`libtool_todo.so` for `@deepseek-ai/dsh-tool-todo`), so
+            // the usual lookup loads one library; the declarations decide.
+            let stems: Vec<&str> = readings.iter().map(|(p, _)| p.rsplit('/').next().unwrap_or(p)).collect();
+            files.sort_by_key(|f| {
+                let own = super::resolve::library_name_of(f);
+                (!stems.iter().any(|s| s.ends_with(own.as_str())), f.clone())
+            });
             for file in files {
                 let Some(lib) = self.declarations(&file) else { continue };
                 for (package, export) in &readings {
