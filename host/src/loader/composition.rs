@@ -262,6 +262,14 @@ pub enum CompositionError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A patch layer file could not be read.
+    #[error("{file}: cannot read the patch layer: {source}")]
+    ReadLayer {
+        /// The file.
+        file: String,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// The file is larger than [`MAX_COMPOSITION_BYTES`].
     #[error("{file}: the composition is {size} bytes, over the limit of {limit} bytes")]
     TooLarge {
@@ -358,7 +366,10 @@ impl Composition {
         let mut sources = vec![root.clone()];
         let mut warnings = Vec::new();
         for layer in layers {
-            let (source, doc) = Source::read(&layer.path, layer.role.clone())?;
+            let (source, doc) = Source::read(&layer.path, layer.role.clone()).map_err(|e| match e {
+                CompositionError::Read { file, source } => CompositionError::ReadLayer { file, source },
+                other => other,
+            })?;
             let patches = patch_list(&source, doc)?;
             sources.push(source);
             warnings.extend(apply_patches(&mut rows, &patches, "the composition"));
@@ -528,12 +539,18 @@ impl Builder {
             let value = &node.value;
             match key {
                 "id" => match scalar_text(value) {
+                    Some(id) if id.contains('/') => {
+                        problems.push((at, format!("`id` {id:?} contains `/`, which joins the ids of nested rows; use `-`, `_` or `.`")))
+                    }
                     Some(id) if !id.trim().is_empty() => {
                         entry.local_id = id;
                         entry.id_generated = false;
                     }
                     _ => problems.push((at, format!("`id` must be a non-empty string, found {}", kind(value)))),
                 },
+                "name" if js_source(value).is_some() => {
+                    problems.push((at, "`name` is never evaluated: write the plugin's name without `!!js`".into()))
+                }
                 "name" => match value.as_str() {
                     Some(name) if !name.trim().is_empty() => entry.name = name.trim().to_string(),
                     _ => problems.push((at, format!("`name` must be a non-empty string, found {}", kind(value)))),
@@ -651,6 +668,9 @@ impl Builder {
             }
         }
         let path_node = config.get("path").ok_or_else(|| (at.clone(), "an include's `config` needs `path`, the entry list file to mount".to_string()))?;
+        if js_source(&path_node.value).is_some() {
+            return Err((path_node.origin.locate(), "an include's `path` is never evaluated: write the file name without `!!js`".into()));
+        }
         let Some(rel) = path_node.value.as_str().filter(|p| !p.trim().is_empty()) else {
             return Err((path_node.origin.locate(), format!("`path` must be a file name, found {}", kind(&path_node.value))));
         };
@@ -680,15 +700,18 @@ impl Builder {
         }
         let (source, doc) = match Source::read(&file, Role::Include(entry.id.clone())) {
             Ok(read) => read,
-            Err(CompositionError::Read { file, source }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Err((path_node.origin.locate(), format!("the included file {file} does not exist")));
+            Err(CompositionError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err((path_node.origin.locate(), format!("the included file {} does not exist (`{rel}`, resolved against {})", file.display(), base_dir.display())));
             }
             Err(e) => return Err((path_node.origin.locate(), format!("cannot include it: {e}"))),
         };
         self.sources.push(source.clone());
         let mut rows = match list_of(&source, doc, Origin::root(&source), "an entry list") {
             Ok(rows) => rows,
-            Err(CompositionError::Empty { .. }) => Vec::new(),
+            Err(CompositionError::Empty { .. }) => {
+                self.warnings.push(format!("{}: the included file {} is empty; the include mounts no entries (write `[]` to say so)", path_node.origin.locate(), file.display()));
+                Vec::new()
+            }
             Err(e) => return Err((path_node.origin.locate(), format!("cannot include it: {e}"))),
         };
         let scope = format!("{} (included by `{}`)", source.file, entry.id);
@@ -990,6 +1013,13 @@ mod tests {
         assert_eq!(seen[0], "process.env.X ?? 'y'");
         let err = e.config_json(&mut |_| Err("boom".into())).unwrap_err();
         assert_eq!(err, "cordis.yml:4: entry a@0: boom");
+    }
+
+    #[test]
+    fn slashes_in_ids_and_expressions_in_names_are_refused() {
+        let c = parse("- id: g/x\n  name: a\n- id: b\n  name: !!js \"'tool-todo'\"\n").unwrap();
+        assert!(c.entries[0].problems[0].contains("contains `/`"), "{:?}", c.entries[0].problems);
+        assert!(c.entries[1].problems[0].contains("`name` is never evaluated"), "{:?}", c.entries[1].problems);
     }
 
     #[test]

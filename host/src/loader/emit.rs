@@ -60,7 +60,8 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
         }
         let mut patchers: Vec<String> = Vec::new();
         for (_, node) in &entry.raw.keys {
-            if !Arc::ptr_eq(&node.origin.source, source) {
+            let own = Arc::ptr_eq(&node.origin.source, source) && node.origin.path.starts_with(&entry.origin.path);
+            if !own {
                 let d = describe(&node.origin.source);
                 if !patchers.contains(&d) {
                     patchers.push(d);
@@ -80,7 +81,18 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
             let mut value = node.value.clone();
             if name == "name" && entry.base_dir != root_dir {
                 if let Some(n) = value.as_str().filter(|n| n.starts_with("./") || n.starts_with("../")) {
-                    value = Yaml::String(entry.base_dir.join(n).display().to_string());
+                    value = Yaml::String(absolute(&entry.base_dir.join(n)));
+                }
+            }
+            // An include left unexpanded (it failed) keeps pointing at the
+            // same file wherever the output is saved.
+            if name == "config" && !container && matches!(entry.kind, EntryKind::Include { .. }) {
+                if let Yaml::Mapping(map) = &mut value {
+                    if let Some(Yaml::String(p)) = map.get_mut("path") {
+                        if !Path::new(p.as_str()).is_absolute() {
+                            *p = absolute(&entry.base_dir.join(p.as_str()));
+                        }
+                    }
                 }
             }
             row.insert(key.clone(), value);
@@ -118,6 +130,23 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
             out.push_str(text.get(indent + 2..).unwrap_or("{}\n"));
         }
     }
+}
+
+/// `path` as an absolute path (against the current folder when relative),
+/// `.` and `..` resolved lexically.
+fn absolute(path: &Path) -> String {
+    let full = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = std::path::PathBuf::new();
+    for part in full.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out.display().to_string()
 }
 
 /// A scalar's text, or an empty collection's (`[]`, `{}`); `None` for a
@@ -223,6 +252,6 @@ mod tests {
         assert_eq!(t2.disabled, crate::loader::Switch::Expr("process.platform === 'win32'".into()));
         assert_eq!(t2.config.as_ref().unwrap().value, c.walk().into_iter().find(|e| e.id == "t").unwrap().config.as_ref().unwrap().value);
         let b = again.walk().into_iter().find(|e| e.id == "inc/b").unwrap();
-        assert_eq!(PathBuf::from(&b.name), dir.path().join("sub").join("./lib/liby.so"));
+        assert_eq!(PathBuf::from(&b.name), dir.path().join("sub/lib/liby.so"));
     }
 }

@@ -18,7 +18,9 @@
 //! - a patch that cannot apply is a warning, never an error.
 //!
 //! The ids patches look up are the ids as written in the list (not the
-//! scoped ids the loader reports).
+//! scoped ids the loader reports). Where two rows share an id (an error the
+//! loader reports on the second), patches change the first, the one that
+//! loads; the reference indexes the last.
 
 use std::collections::HashMap;
 
@@ -122,8 +124,10 @@ fn index(rows: &[RawEntry], base: &[usize], map: &mut HashMap<String, RowPath>) 
     for (i, row) in rows.iter().enumerate() {
         let mut path = base.to_vec();
         path.push(i);
+        // The first row with an id is the one patches change (a later row
+        // with the same id fails as a duplicate when the list is read).
         if let Some(id) = row.id() {
-            map.insert(id, path.clone());
+            map.entry(id).or_insert_with(|| path.clone());
         }
         if let Some(children) = &row.children {
             index(children, &path, map);
@@ -293,6 +297,18 @@ mod tests {
         assert!(warnings[3].contains("needs the `id`"), "{}", warnings[3]);
         assert!(warnings[4].contains("must be a mapping"), "{}", warnings[4]);
         assert!(list[0].get("disabled").is_none());
+    }
+
+    #[test]
+    fn a_duplicate_id_patches_the_first_row() {
+        let mut list: Vec<RawEntry> = nodes("b.yml", "- id: x\n  name: a\n- id: g\n  name: cordis:group\n  group: true\n  config:\n    - id: x\n      name: b\n")
+            .iter()
+            .map(RawEntry::from_node)
+            .collect();
+        let warnings = apply_patches(&mut list, &nodes("p.yml", "- id: x\n  disabled: true\n"), "the composition");
+        assert!(warnings.is_empty());
+        assert!(list[0].get("disabled").is_some());
+        assert!(list[1].children.as_ref().unwrap()[0].get("disabled").is_none());
     }
 
     #[test]
