@@ -374,3 +374,54 @@ fn included_file_edits_reload_and_a_bad_edit_keeps_the_last_good_tree() {
     assert_eq!(dev.fiber("inc/todo"), todo_fiber, "the last good tree keeps running");
     assert_eq!(dev.call("todo_write", two_active)["isError"], true);
 }
+
+#[test]
+fn a_provider_reload_restarts_its_consumers_and_none_reaches_the_old_one() {
+    let scratch = Scratch::new();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let provider = plugins.join("libfixture_counter.so");
+    std::fs::copy(library("fixture-counter"), &provider).unwrap();
+    let composition = |label: &str, with_provider: bool| {
+        let mut text = String::from("- id: user\n  name: fixture-counter-user\n  config: {tool: next}\n");
+        if with_provider {
+            text.push_str(&format!("- id: counter\n  name: ./plugins/libfixture_counter.so\n  config: {{label: {label}}}\n"));
+        }
+        text
+    };
+    scratch.composition(&composition("a", true));
+    let mut dev = Dev::start(scratch.path(), &[]);
+    let first: Value = serde_json::from_str(dev.call("next", "{}")["text"].as_str().unwrap()).unwrap();
+    assert_eq!(first["count"], 1);
+    let user_fiber = dev.fiber("user");
+
+    // A new build of the provider: the consumer is stopped first and started
+    // again against the new instance.
+    let mut bytes = std::fs::read(library("fixture-counter")).unwrap();
+    bytes.extend_from_slice(&[0u8; 64]);
+    atomic_rename(&provider, &bytes);
+    dev.expect_reloads(1);
+    assert_ne!(dev.fiber("user"), user_fiber, "the consumer was restarted");
+    for n in 1..=3 {
+        let reply = dev.call("next", "{}");
+        assert_eq!(reply["isError"], false, "{reply}");
+        let v: Value = serde_json::from_str(reply["text"].as_str().unwrap()).unwrap();
+        assert_ne!(v["instance"], first["instance"], "no call reaches the old provider");
+        assert_eq!(v["count"], n);
+    }
+
+    // Reconfiguring the provider restarts the consumer too.
+    scratch.composition(&composition("b", true));
+    dev.expect_reloads(2);
+    let v: Value = serde_json::from_str(dev.call("next", "{}")["text"].as_str().unwrap()).unwrap();
+    assert_eq!(v["label"], "b");
+
+    // Without a provider the consumer waits; it starts when one comes back.
+    scratch.composition(&composition("b", false));
+    dev.expect_reloads(3);
+    assert_eq!(dev.call("next", "{}")["isError"], true);
+    scratch.composition(&composition("c", true));
+    dev.expect_reloads(4);
+    let v: Value = serde_json::from_str(dev.call("next", "{}")["text"].as_str().unwrap()).unwrap();
+    assert_eq!(v["label"], "c");
+}

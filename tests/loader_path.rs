@@ -13,7 +13,9 @@ fn unwrapped_tool_todo_export_keeps_name_inject_and_schema() {
     let picked = library::unwrap_export(&lib, None).expect("the export named after the library is picked");
     assert_eq!(picked.decl.name.as_str(), "tool-todo");
     let inject: Vec<&str> = picked.decl.inject.iter().map(|s| s.as_str()).collect();
-    assert_eq!(inject, vec!["tools"]);
+    assert_eq!(inject, vec!["tools", "projections"]);
+    assert_eq!(lib.provides, vec![("tool-todo".to_string(), "todos".to_string())], "the library declares the service it provides");
+    assert_eq!(lib.packages, vec![("@deepseek-ai/dsh-tool-todo".to_string(), "tool-todo".to_string())]);
     let required = picked.config_schema["required"].as_array().expect("the schema lists required keys");
     assert!(required.contains(&Value::from("allowParallelInProgress")), "{}", picked.config_schema);
     assert_eq!(picked.config_schema["additionalProperties"], Value::Bool(false));
@@ -30,8 +32,9 @@ fn composition_entry_applies_the_unwrapped_export() {
     assert_eq!(host.reports[0].state, EntryState::Loaded, "{:?}", host.reports[0]);
     let inject: Vec<String> =
         host.loader.with_active("todo", |a| a.picked.decl.inject.iter().map(|s| s.to_string()).collect()).unwrap();
-    assert_eq!(inject, vec!["tools"]);
+    assert_eq!(inject, vec!["tools", "projections"]);
     let effects = &host.reports[0].effects;
+    assert!(effects.contains(&"service todos".to_string()), "{effects:?}");
     assert!(effects.contains(&"tool todo_write".to_string()), "{effects:?}");
     assert!(effects.contains(&"event type todo/write".to_string()), "{effects:?}");
     assert!(effects.contains(&"projection todos".to_string()), "{effects:?}");

@@ -42,10 +42,27 @@ pub struct PluginLibrary {
     /// Returns the package names the library implements, each with the
     /// plugin (export) it selects, e.g. `@deepseek-ai/dsh-tool-todo` →
     /// `tool-todo`, so a composition written for the TypeScript harness can
-    /// name the package. Appended after the prefix: a library built before
-    /// this field existed still loads and declares no package names.
+    /// name the package. Added in cordis-abi 0.2, after the prefix, so a host
+    /// that reads it as optional could load a library without it; but
+    /// abi_stable refuses a library that knows fewer root-module fields than
+    /// the host, so libraries must be rebuilt for 0.2 anyway (see
+    /// `docs/plugins.md`, "The ABI and its versioning rules").
     #[sabi(missing_field(option))]
     pub packages: extern "C" fn() -> RVec<PackageName>,
+    /// Returns, per plugin, the services it provides, so the host can list
+    /// them without running `apply` (`cordis plugins`). Added in 0.2.
+    #[sabi(missing_field(option))]
+    pub provides: extern "C" fn() -> RVec<ProvidedService>,
+}
+
+/// A service a plugin provides.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct ProvidedService {
+    /// The plugin (a [`PluginDecl::name`]).
+    pub plugin: RString,
+    /// The service name.
+    pub service: RString,
 }
 
 /// One package name a library implements and the plugin it selects.
@@ -122,7 +139,56 @@ pub trait HostContext {
     /// Writes a log line attributed to the plugin.
     #[sabi(last_prefix_field)]
     fn log(&self, level: LogLevel, message: RStr<'_>);
+    /// Provides the service `name` in the entry's realm until the fiber is
+    /// disposed. Fails when the plugin does not declare `name` among the
+    /// services it provides, or another live entry already provides `name`
+    /// in that realm (the message names it). Added in 0.2.
+    fn provide(&self, name: RStr<'_>, service: ServiceBox) -> RResult<(), RString>;
+    /// A handle on the service `name` as the entry sees it (in its realm):
+    /// each call goes to whichever provider is live at that moment, and
+    /// fails with a clear message when none is. Fails when `name` is not
+    /// injected by the plugin or the entry.
+    fn service(&self, name: RStr<'_>) -> RResult<ServiceBox, RString>;
+    /// Claims a session event type, like `own_event_type`, that is also a
+    /// surface event: each event of the type yields a user-side message
+    /// for the model (its data's `text`), and transcripts show it. Its data
+    /// must be an object with `"role": "user"` and a string `text`.
+    fn own_surface_event_type(&self, event_type: RStr<'_>, validator: EventValidatorBox) -> RResult<(), RString>;
+    /// Registers a hook the agent loop runs when the model ends a turn (a
+    /// response with no tool calls). Fails when `agent` is not injected.
+    fn on_turn_end(&self, hook: TurnEndHookBox) -> RResult<(), RString>;
 }
+
+/// A hook run when the model ends a turn.
+#[sabi_trait]
+pub trait TurnEndHook: Send + Sync {
+    /// `turn` is JSON `{"session": ID, "turn": N, "step": N, "text":
+    /// "the model's last text"}`; `cx` appends the plugin's own event types
+    /// to that session. Returns `true` to let the model take another step
+    /// in the same turn.
+    #[sabi(last_prefix_field)]
+    fn turn_end(&self, turn: RStr<'_>, cx: ExecContextRef<'_>) -> RResult<bool, RString>;
+}
+
+/// An owned [`TurnEndHook`] object.
+pub type TurnEndHookBox = TurnEndHook_TO<'static, RBox<()>>;
+
+/// A service: named requests with JSON text in and out.
+///
+/// Plugins implement it to provide a service ([`HostContext::provide`]); the
+/// host implements it for the handles it gives consumers
+/// ([`HostContext::service`]). Implementations never panic across the
+/// boundary (the SDK catches panics on the provider's side).
+#[sabi_trait]
+pub trait Service: Send + Sync {
+    /// Handles one request: `method` names it, `args` is JSON text; returns
+    /// JSON text, or a one-line error.
+    #[sabi(last_prefix_field)]
+    fn call(&self, method: RStr<'_>, args: RStr<'_>) -> RResult<RString, RString>;
+}
+
+/// An owned [`Service`] object.
+pub type ServiceBox = Service_TO<'static, RBox<()>>;
 
 /// A borrowed [`HostContext`] object, valid for one `apply` call.
 pub type HostContextRef<'a> = HostContext_TO<'a, RRef<'a, ()>>;

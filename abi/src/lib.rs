@@ -47,7 +47,7 @@ pub mod sdk;
 
 pub use abi_stable;
 pub use inventory;
-pub use ffi::{PackageName, PluginDecl, PluginLibrary, PluginLibraryRef};
+pub use ffi::{PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, ProvidedService};
 
 /// The symbol-independent name of the root module type, as reported by the
 /// host in load errors.

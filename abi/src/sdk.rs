@@ -19,19 +19,21 @@ use abi_stable::{
     std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RString, RVec},
 };
 use schemars::JsonSchema;
-use serde::{de::DeserializeOwned, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ffi::{
     EventValidator, EventValidatorBox, EventValidator_TO, ExecContextRef, ExecContext_TO, HostContextRef, HostContext_TO, LogLevel, PackageName, PluginDecl,
-    PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, Tool, ToolBox, ToolOutcome, Tool_TO,
+    PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, ProvidedService, Service, ServiceBox, Service_TO, Tool,
+    ToolBox, ToolOutcome, Tool_TO, TurnEndHook, TurnEndHookBox, TurnEndHook_TO,
 };
 use crate::schema::{self, Checker};
 
 /// Everything a plugin crate usually needs.
 pub mod prelude {
     pub use super::{
-        Context, EncodedReply, EventInvariant, Fold, Plugin, PluginError, ToolContext, ToolError, ToolReply, TypedTool,
+        Context, EncodedReply, EventInvariant, Fold, Plugin, PluginError, ServiceError, ServiceHandle, ServiceProvider, ToolContext,
+        ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
     };
     pub use crate::ffi::LogLevel;
     pub use schemars::JsonSchema;
@@ -52,6 +54,10 @@ pub trait Plugin: 'static {
     /// `@deepseek-ai/dsh-tool-todo`). The host finds them by reading the
     /// declarations of the libraries on its plugin path; none by default.
     const PACKAGES: &'static [&'static str] = &[];
+    /// Services this plugin provides from `apply` with
+    /// [`Context::provide`]; providing a name not listed is an error. `cordis
+    /// plugins` lists them without running `apply`. None by default.
+    const PROVIDES: &'static [&'static str] = &[];
     /// The config; its JSON Schema (from `schemars`) is what the host
     /// validates the entry's `config` against. Use
     /// `#[serde(deny_unknown_fields)]` so a misspelled key is an error.
@@ -77,13 +83,24 @@ impl PluginError {
 pub struct PluginRegistration {
     /// Builds the declaration.
     pub declare: fn() -> PluginDecl,
-    /// The plugin's name and the package names it answers to.
-    pub packages: fn() -> (&'static str, &'static [&'static str]),
+    /// The plugin's name, package names and provided services.
+    pub meta: fn() -> PluginMeta,
 }
 
-/// The name and package names of `P`, for [`PluginRegistration::packages`].
-pub fn packages_of<P: Plugin>() -> (&'static str, &'static [&'static str]) {
-    (P::NAME, P::PACKAGES)
+/// What a library lists about a plugin besides its declaration.
+#[derive(Debug, Clone, Copy)]
+pub struct PluginMeta {
+    /// The plugin's name.
+    pub name: &'static str,
+    /// [`Plugin::PACKAGES`].
+    pub packages: &'static [&'static str],
+    /// [`Plugin::PROVIDES`].
+    pub provides: &'static [&'static str],
+}
+
+/// The [`PluginMeta`] of `P`, for [`PluginRegistration::meta`].
+pub fn meta_of<P: Plugin>() -> PluginMeta {
+    PluginMeta { name: P::NAME, packages: P::PACKAGES, provides: P::PROVIDES }
 }
 
 inventory::collect!(PluginRegistration);
@@ -102,7 +119,7 @@ extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>)
     let outcome = guard(P::NAME, "apply", || {
         let config: P::Config = serde_json::from_str(config.as_str())
             .map_err(|e| format!("plugin {} could not read its config: {e}", P::NAME))?;
-        let context = Context { raw: &ctx, plugin: P::NAME, inject: P::INJECT };
+        let context = Context { raw: &ctx, plugin: P::NAME, inject: P::INJECT, provides: P::PROVIDES };
         P::apply(&context, config).map_err(|e| e.0)
     });
     match outcome {
@@ -116,7 +133,7 @@ extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>)
 pub fn library_root() -> PluginLibraryRef {
     use abi_stable::prefix_type::PrefixTypeTrait;
     quiet_panics();
-    PluginLibrary { plugins: collect_plugins, packages: collect_packages }.leak_into_prefix()
+    PluginLibrary { plugins: collect_plugins, packages: collect_packages, provides: collect_provides }.leak_into_prefix()
 }
 
 thread_local! {
@@ -138,11 +155,24 @@ extern "C" fn collect_packages() -> RVec<PackageName> {
     let collected = catch_unwind(|| {
         let mut names: Vec<PackageName> = Vec::new();
         for registration in inventory::iter::<PluginRegistration> {
-            let (plugin, packages) = (registration.packages)();
-            names.extend(packages.iter().map(|p| PackageName { package: (*p).into(), plugin: plugin.into() }));
+            let meta = (registration.meta)();
+            names.extend(meta.packages.iter().map(|p| PackageName { package: (*p).into(), plugin: meta.name.into() }));
         }
         names.sort_by(|a, b| a.package.as_str().cmp(b.package.as_str()));
         names
+    });
+    collected.unwrap_or_default().into_iter().collect()
+}
+
+extern "C" fn collect_provides() -> RVec<ProvidedService> {
+    let collected = catch_unwind(|| {
+        let mut out: Vec<ProvidedService> = Vec::new();
+        for registration in inventory::iter::<PluginRegistration> {
+            let meta = (registration.meta)();
+            out.extend(meta.provides.iter().map(|s| ProvidedService { plugin: meta.name.into(), service: (*s).into() }));
+        }
+        out.sort_by(|a, b| (a.plugin.as_str(), a.service.as_str()).cmp(&(b.plugin.as_str(), b.service.as_str())));
+        out
     });
     collected.unwrap_or_default().into_iter().collect()
 }
@@ -197,6 +227,10 @@ trait RawHost {
     fn own_event_type(&self, event_type: &str, validator: EventValidatorBox) -> RResult<(), RString>;
     fn register_projection(&self, projection: ProjectionBox) -> RResult<(), RString>;
     fn log(&self, level: LogLevel, message: &str);
+    fn provide(&self, name: &str, service: ServiceBox) -> RResult<(), RString>;
+    fn service(&self, name: &str) -> RResult<ServiceBox, RString>;
+    fn own_surface_event_type(&self, event_type: &str, validator: EventValidatorBox) -> RResult<(), RString>;
+    fn on_turn_end(&self, hook: TurnEndHookBox) -> RResult<(), RString>;
 }
 
 impl RawHost for HostContextRef<'_> {
@@ -217,6 +251,18 @@ impl RawHost for HostContextRef<'_> {
     }
     fn log(&self, level: LogLevel, message: &str) {
         HostContext_TO::log(self, level, message.into())
+    }
+    fn provide(&self, name: &str, service: ServiceBox) -> RResult<(), RString> {
+        HostContext_TO::provide(self, name.into(), service)
+    }
+    fn service(&self, name: &str) -> RResult<ServiceBox, RString> {
+        HostContext_TO::service(self, name.into())
+    }
+    fn own_surface_event_type(&self, event_type: &str, validator: EventValidatorBox) -> RResult<(), RString> {
+        HostContext_TO::own_surface_event_type(self, event_type.into(), validator)
+    }
+    fn on_turn_end(&self, hook: TurnEndHookBox) -> RResult<(), RString> {
+        HostContext_TO::on_turn_end(self, hook)
     }
 }
 
@@ -244,6 +290,7 @@ pub struct Context<'a> {
     raw: &'a dyn RawHost,
     plugin: &'static str,
     inject: &'static [&'static str],
+    provides: &'static [&'static str],
 }
 
 impl<'a> Context<'a> {
@@ -258,11 +305,11 @@ impl<'a> Context<'a> {
     /// When the plugin does not list `tools` in `inject`, or the host does not
     /// provide it.
     pub fn tools(&self) -> Result<Tools<'_>, PluginError> {
-        self.service("tools")?;
+        self.require("tools")?;
         Ok(Tools { ctx: self })
     }
 
-    fn service(&self, name: &str) -> Result<(), PluginError> {
+    fn require(&self, name: &str) -> Result<(), PluginError> {
         if !self.inject.contains(&name) {
             return Err(PluginError(format!(
                 "plugin {} uses the `{name}` service without listing it in `inject`",
@@ -299,6 +346,181 @@ impl<'a> Context<'a> {
     /// Writes a log line attributed to this plugin.
     pub fn log(&self, level: LogLevel, message: &str) {
         self.raw.log(level, message);
+    }
+
+    /// Provides the service `name` (listed in [`Plugin::PROVIDES`]) in the
+    /// entry's realm until the fiber is disposed. Entries that inject it
+    /// start once it is there, and are stopped before this fiber is
+    /// disposed. Panics in `provider` are caught and become errors of the
+    /// call.
+    ///
+    /// # Errors
+    /// When `name` is not in `PROVIDES`, or another entry provides it in
+    /// this realm.
+    pub fn provide<S: ServiceProvider>(&self, name: &str, provider: S) -> Result<(), PluginError> {
+        if !self.provides.contains(&name) {
+            return Err(PluginError(format!(
+                "plugin {} provides the `{name}` service without listing it in `PROVIDES`",
+                self.plugin
+            )));
+        }
+        let adapter = ProviderAdapter { inner: provider, plugin: self.plugin, service: name.to_string() };
+        let boxed: ServiceBox = Service_TO::from_ptr(RBox::new(adapter), TD_Opaque);
+        self.raw.provide(name, boxed).into_result().map_err(|e| PluginError(e.into()))
+    }
+
+    /// Claims `event_type` as a surface event type: like
+    /// [`Context::own_event_type`], and each event of the type is shown to
+    /// the model as a user-side message (its data's `text`; the data must
+    /// carry `"role": "user"`).
+    ///
+    /// # Errors
+    /// As [`Context::own_event_type`].
+    pub fn own_surface_event_type<V: EventInvariant>(&self, event_type: &str, invariant: V) -> Result<(), PluginError> {
+        let adapter = InvariantAdapter { inner: invariant, plugin: self.plugin, event_type: event_type.to_string() };
+        let boxed: EventValidatorBox = EventValidator_TO::from_ptr(RBox::new(adapter), TD_Opaque);
+        self.raw.own_surface_event_type(event_type, boxed).into_result().map_err(|e| PluginError(e.into()))
+    }
+
+    /// Registers `hook`, run by the agent loop when the model ends a turn.
+    /// The plugin must inject `agent`.
+    ///
+    /// # Errors
+    /// When `agent` is not injected.
+    pub fn on_turn_end<H: TurnEnd>(&self, hook: H) -> Result<(), PluginError> {
+        self.require("agent")?;
+        let adapter = TurnEndAdapter { inner: hook, plugin: self.plugin };
+        let boxed: TurnEndHookBox = TurnEndHook_TO::from_ptr(RBox::new(adapter), TD_Opaque);
+        self.raw.on_turn_end(boxed).into_result().map_err(|e| PluginError(e.into()))
+    }
+
+    /// A handle on the injected service `name`. Keep it (in a tool, a
+    /// provider) to call the service later: each call reaches whichever
+    /// provider is live then. Host services (`projections`, `sessions`)
+    /// answer too.
+    ///
+    /// # Errors
+    /// When the plugin does not list `name` in `inject` (and the entry does
+    /// not inject it), or the host refuses.
+    pub fn service(&self, name: &str) -> Result<ServiceHandle, PluginError> {
+        let raw = self.raw.service(name).into_result().map_err(|e| PluginError(e.into()))?;
+        Ok(ServiceHandle { raw, name: name.to_string() })
+    }
+}
+
+/// What a turn-end hook is told about the turn the model just ended.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TurnInfo {
+    /// The session's id.
+    pub session: String,
+    /// The turn's number.
+    pub turn: u64,
+    /// The step the model ended it in.
+    pub step: u64,
+    /// The model's last text.
+    #[serde(default)]
+    pub text: String,
+}
+
+/// A hook run when the model ends a turn (see [`Context::on_turn_end`]).
+pub trait TurnEnd: Send + Sync + 'static {
+    /// Called with the turn; `cx` appends this plugin's event types to the
+    /// session. Return `true` to let the model take another step.
+    ///
+    /// # Errors
+    /// A short message; the host logs it and ends the turn as usual.
+    fn turn_end(&self, turn: &TurnInfo, cx: &ToolContext<'_>) -> Result<bool, String>;
+}
+
+struct TurnEndAdapter<H> {
+    inner: H,
+    plugin: &'static str,
+}
+
+impl<H: TurnEnd> TurnEndHook for TurnEndAdapter<H> {
+    fn turn_end(&self, turn: RStr<'_>, cx: ExecContextRef<'_>) -> RResult<bool, RString> {
+        let outcome = guard(self.plugin, "turn_end", || {
+            let info: TurnInfo = serde_json::from_str(turn.as_str()).map_err(|e| format!("the host sent a turn this SDK cannot read: {e}"))?;
+            let context = ToolContext { raw: &cx };
+            self.inner.turn_end(&info, &context)
+        });
+        match outcome {
+            Ok(b) => ROk(b),
+            Err(e) => RErr(e.into()),
+        }
+    }
+}
+
+/// A service implemented by a plugin: named requests, JSON in and out.
+pub trait ServiceProvider: Send + Sync + 'static {
+    /// Handles one request. `args` is the parsed JSON arguments.
+    ///
+    /// # Errors
+    /// A short message the caller sees (an unknown method, bad arguments).
+    fn call(&self, method: &str, args: Value) -> Result<Value, ServiceError>;
+}
+
+/// The error of a service call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ServiceError(pub String);
+
+impl ServiceError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        ServiceError(message.into())
+    }
+}
+
+struct ProviderAdapter<S> {
+    inner: S,
+    plugin: &'static str,
+    service: String,
+}
+
+impl<S: ServiceProvider> Service for ProviderAdapter<S> {
+    fn call(&self, method: RStr<'_>, args: RStr<'_>) -> RResult<RString, RString> {
+        let outcome = guard_named(self.plugin, || format!("service {} method {}", self.service, method.as_str()), || {
+            let args: Value = if args.as_str().trim().is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_str(args.as_str()).map_err(|e| format!("service {}: the arguments are not JSON: {e}", self.service))?
+            };
+            self.inner.call(method.as_str(), args).map(|v| v.to_string()).map_err(|e| e.0)
+        });
+        match outcome {
+            Ok(text) => ROk(text.into()),
+            Err(e) => RErr(e.into()),
+        }
+    }
+}
+
+/// A handle on a service, from [`Context::service`].
+pub struct ServiceHandle {
+    raw: ServiceBox,
+    name: String,
+}
+
+impl ServiceHandle {
+    /// The service's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Calls `method` with `args` serialized as JSON.
+    ///
+    /// # Errors
+    /// The provider's error, or the host's when no provider is live.
+    pub fn call(&self, method: &str, args: &impl Serialize) -> Result<Value, ServiceError> {
+        let text = serde_json::to_string(args).map_err(|e| ServiceError(format!("cannot encode the arguments: {e}")))?;
+        let reply = self.raw.call(method.into(), text.as_str().into()).into_result().map_err(|e| ServiceError(e.into()))?;
+        serde_json::from_str(reply.as_str()).map_err(|e| ServiceError(format!("service {} answered text that is not JSON: {e}", self.name)))
+    }
+}
+
+impl std::fmt::Debug for ServiceHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceHandle").field("name", &self.name).finish()
     }
 }
 
@@ -704,7 +926,7 @@ macro_rules! export_plugin {
         $crate::inventory::submit! {
             $crate::sdk::PluginRegistration {
                 declare: $crate::sdk::declare::<$plugin>,
-                packages: $crate::sdk::packages_of::<$plugin>,
+                meta: $crate::sdk::meta_of::<$plugin>,
             }
         }
     };

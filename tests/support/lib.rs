@@ -47,7 +47,7 @@ pub fn plugin_dir() -> PathBuf {
         let dir = std::env::temp_dir().join(format!("cordis-test-plugins-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the plugin folder");
-        for name in ["tool-todo", "fixture-decoy", "fixture-faulty", "fixture-not-plugin", "fixture-old-abi"] {
+        for name in ["tool-todo", "fixture-decoy", "fixture-faulty", "fixture-not-plugin", "fixture-old-abi", "fixture-counter", "fixture-counter-user", "todo-nudge"] {
             let src = library(name);
             let dst = dir.join(src.file_name().expect("a file name"));
             // A symbolic link: never a copy written over a hard link to the

@@ -16,8 +16,12 @@ use serde_json::json;
 pub use model::{Model, ModelError, ModelRequest, ModelStep, ToolCallRequest};
 pub use scripted::ScriptedModel;
 
+use abi_stable::sabi_trait::TD_Opaque;
+use cordis_abi::ffi::ExecContext_TO;
+
+use crate::context::TurnHooks;
 use crate::session::{derive_messages, AppendError, Appender, Event, Session};
-use crate::tools::{ToolCall, ToolRegistry, ToolResult};
+use crate::tools::{CallScope, ToolCall, ToolRegistry, ToolResult};
 
 /// The most model steps one turn may take.
 pub const MAX_STEPS_PER_TURN: u32 = 64;
@@ -68,12 +72,41 @@ pub struct Agent<'m> {
     session: Arc<Session>,
     tools: Arc<ToolRegistry>,
     model: &'m mut dyn Model,
+    hooks: Option<Arc<TurnHooks>>,
 }
 
 impl<'m> Agent<'m> {
     /// An agent over `session`.
     pub fn new(session: Arc<Session>, tools: Arc<ToolRegistry>, model: &'m mut dyn Model) -> Agent<'m> {
-        Agent { session, tools, model }
+        Agent { session, tools, model, hooks: None }
+    }
+
+    /// Runs `hooks` when the model ends a turn (the `agent` host service's
+    /// turn-end hooks): a hook may append its plugin's events (a reminder)
+    /// and let the model take another step.
+    pub fn with_turn_hooks(mut self, hooks: Arc<TurnHooks>) -> Agent<'m> {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// Runs the turn-end hooks; returns whether one asked for another step.
+    fn turn_end_hooks(&self, turn: u64, step: u32, text: &str, obs: &mut dyn TurnObserver) -> bool {
+        let Some(hooks) = &self.hooks else { return false };
+        let info = json!({"session": self.session.id(), "turn": turn, "step": step, "text": text}).to_string();
+        let mut again = false;
+        for (owner, hook) in hooks.all() {
+            let before = self.session.len();
+            let scope = CallScope { call_id: "", session: Some(&self.session), owner: &owner };
+            match hook.turn_end(info.as_str().into(), ExecContext_TO::from_ptr(&scope, TD_Opaque)).into_result() {
+                Ok(more) => again |= more,
+                Err(e) => tracing::warn!("the turn-end hook of {owner} failed: {e}"),
+            }
+            let appended: Vec<Event> = self.session.with_events(|all| all[before.min(all.len())..].to_vec());
+            for e in &appended {
+                obs.on_event(&self.session, e);
+            }
+        }
+        again
     }
 
     fn append(&self, obs: &mut dyn TurnObserver, kind: &str, data: serde_json::Value) -> Result<Event, AppendError> {
@@ -185,6 +218,9 @@ impl<'m> Agent<'m> {
             }
             self.append(obs, "step/end", json!({"turn": turn, "step": step}))?;
             if answer.tool_calls.is_empty() {
+                if self.turn_end_hooks(turn, step, &answer.text, obs) {
+                    continue;
+                }
                 summary.final_text = answer.text;
                 return Ok(summary);
             }

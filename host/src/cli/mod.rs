@@ -3,6 +3,7 @@
 //! ```text
 //! cordis [OPTIONS] check [FILE] [--json] validate a composition, list entries
 //! cordis [OPTIONS] config [FILE]        print the composed tree (layers, includes)
+//! cordis [OPTIONS] plugins [--json]     the libraries on the plugin path and what they declare
 //! cordis [OPTIONS] tools [--json]       the tool catalog with JSON Schemas
 //! cordis [OPTIONS] run [--script FILE] [--session ID] [PROMPT]
 //! cordis [OPTIONS] dev [FILE] [--session ID]
@@ -77,6 +78,14 @@ pub enum Command {
         /// The composition (overrides --composition).
         file: Option<PathBuf>,
         /// Print `{"entries": [{id, name, state, source, reason?}], "warnings": [...]}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the plugin libraries on the plugin path: their plugins, package
+    /// names, config keys and services provided and injected (runs no
+    /// `apply`).
+    Plugins {
+        /// Print the list as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -237,6 +246,19 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
                     let _ = writeln!(out, "{failed} of {} failed", render::count(host.reports.len(), "entry", "entries"));
                 }
                 return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plugins { json } => {
+            let dir = cli.composition.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| PathBuf::from("."));
+            let plugin_path = crate::loader::PluginPath::standard(&cli.plugin_dir, &dir);
+            let libraries = crate::loader::catalog::catalog(&plugin_path);
+            let mut out = std::io::stdout().lock();
+            if *json {
+                let text = serde_json::to_string_pretty(&serde_json::json!({"libraries": libraries})).map_err(|e| e.to_string())?;
+                let _ = writeln!(out, "{text}");
+            } else {
+                render::plugins(&mut out, &libraries, &plugin_path);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -456,7 +478,7 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
     };
     let mut observer = Printer { out: &mut out, host: &host, pending_views: Vec::new() };
     let tools = host.services.tools.clone();
-    let mut agent = Agent::new(session.clone(), tools, &mut model);
+    let mut agent = Agent::new(session.clone(), tools, &mut model).with_turn_hooks(host.services.turn_hooks.clone());
     let result = agent.run_turn(&prompt, &mut observer);
     match result {
         Ok(summary) => {

@@ -96,6 +96,40 @@ pub fn check_json(host: &Host) -> serde_json::Value {
     serde_json::json!({"entries": entries, "warnings": host.composition.warnings})
 }
 
+/// `cordis plugins`: each library with its plugins.
+pub fn plugins(out: &mut impl Write, libraries: &[crate::loader::catalog::LibraryInfo], plugin_path: &crate::loader::PluginPath) {
+    if libraries.is_empty() {
+        let searched: Vec<String> = plugin_path.dirs.iter().map(|(d, from)| format!("{} ({from})", d.display())).collect();
+        let _ = writeln!(out, "no plugin libraries found; searched {}", searched.join(", "));
+        return;
+    }
+    for lib in libraries {
+        let _ = writeln!(out, "{} ({})", lib.file.display(), lib.found_through);
+        if let Some(e) = &lib.error {
+            let _ = writeln!(out, "  not usable: {}", printable(e));
+        }
+        for p in &lib.plugins {
+            let _ = writeln!(out, "  plugin {}", printable(&p.name));
+            if !p.packages.is_empty() {
+                let _ = writeln!(out, "    package names: {}", p.packages.join(", "));
+            }
+            let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+            let _ = writeln!(out, "    injects: {}", list(&p.inject));
+            let _ = writeln!(out, "    provides: {}", list(&p.provides));
+            let keys: Vec<String> = p
+                .config
+                .properties
+                .iter()
+                .map(|(k, t)| format!("{k}: {t}{}", if p.config.required.contains(k) { " (required)" } else { "" }))
+                .collect();
+            let _ = writeln!(out, "    config: {}", if keys.is_empty() { "no keys".to_string() } else { keys.join(", ") });
+            if let Some(e) = &p.error {
+                let _ = writeln!(out, "    not usable: {}", printable(e));
+            }
+        }
+    }
+}
+
 /// `cordis tools`: each tool with its description and parameter schema.
 pub fn tools(out: &mut impl Write, schemas: &[ToolSchema]) {
     if schemas.is_empty() {

@@ -6,21 +6,24 @@
 //! `apply`) undoes all of them in reverse order.
 
 mod fiber;
+pub mod service;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
-use cordis_abi::ffi::{EventValidatorBox, HostContext, LogLevel, ProjectionBox, ToolBox};
+use abi_stable::sabi_trait::TD_Opaque;
+use cordis_abi::ffi::{EventValidatorBox, HostContext, LogLevel, ProjectionBox, Service, ServiceBox, Service_TO, ToolBox};
 
 pub use fiber::{Effect, Fiber, Owner};
+pub use service::{RealmKey, Realms, ServiceRegistry};
 
 use crate::projection::Projections;
 use crate::session::{EventTypes, Sessions};
 use crate::tools::ToolRegistry;
 
 /// The services the host provides, by the names plugins `inject`.
-pub const SERVICE_NAMES: [&str; 3] = ["tools", "sessions", "projections"];
+pub const SERVICE_NAMES: [&str; 4] = ["tools", "sessions", "projections", "agent"];
 
 /// The host's services.
 pub struct Services {
@@ -32,6 +35,35 @@ pub struct Services {
     pub events: Arc<EventTypes>,
     /// `projections`: folds over session events.
     pub projections: Arc<Projections>,
+    /// Services plugins provide, by realm and name.
+    pub registry: Arc<ServiceRegistry>,
+    /// `agent`: hooks the agent loop runs at the end of a turn.
+    pub turn_hooks: Arc<TurnHooks>,
+}
+
+/// The turn-end hooks plugins registered, in registration order.
+#[derive(Default)]
+pub struct TurnHooks {
+    hooks: std::sync::Mutex<Vec<(u64, Owner, Arc<cordis_abi::ffi::TurnEndHookBox>)>>,
+}
+
+impl TurnHooks {
+    /// Registers `hook` for `owner`; returns the token that removes it.
+    pub fn add(&self, owner: Owner, hook: cordis_abi::ffi::TurnEndHookBox) -> u64 {
+        let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).push((token, owner, Arc::new(hook)));
+        token
+    }
+
+    /// Removes the hook registered with `token`.
+    pub fn remove(&self, token: u64) {
+        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).retain(|(t, _, _)| *t != token);
+    }
+
+    /// The hooks, in registration order.
+    pub fn all(&self) -> Vec<(Owner, Arc<cordis_abi::ffi::TurnEndHookBox>)> {
+        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(_, o, h)| (o.clone(), h.clone())).collect()
+    }
 }
 
 impl Services {
@@ -40,12 +72,18 @@ impl Services {
         let events = Arc::new(EventTypes::default());
         let projections = Arc::new(Projections::default());
         let sessions = Arc::new(Sessions::new(store, durability, events.clone(), projections.clone()));
-        Services { tools: Arc::new(ToolRegistry::default()), sessions, events, projections }
+        Services { tools: Arc::new(ToolRegistry::default()), sessions, events, projections, registry: Arc::default(), turn_hooks: Arc::default() }
     }
 
-    /// Whether a service with this name exists.
+    /// Whether the host provides a service with this name.
     pub fn provides(&self, name: &str) -> bool {
         SERVICE_NAMES.contains(&name)
+    }
+
+    /// Whether `name` is available to an entry with `realms`: a host
+    /// service, or a plugin's in the entry's realm for `name`.
+    pub fn available(&self, name: &str, realms: &Realms) -> bool {
+        self.provides(name) || self.registry.provides(&realms.of(name), name)
     }
 
     /// The names of the services provided, in order.
@@ -53,10 +91,18 @@ impl Services {
         SERVICE_NAMES.iter().map(|s| s.to_string()).collect()
     }
 
-    /// What `ctx.<name>` shows a `!!js` expression for a provided service.
-    /// Host services are objects, not data: expressions see
-    /// `{"service": NAME}` (enough to test for presence).
-    pub fn value(&self, name: &str) -> serde_json::Value {
+    /// What `ctx.<name>` shows a `!!js` expression for a service available
+    /// in `realms`: a plugin's service answers the request `value` (no
+    /// arguments) with JSON; host services, and providers that refuse
+    /// `value`, show `{"service": NAME}` (enough to test for presence).
+    pub fn value(&self, name: &str, realms: &Realms) -> serde_json::Value {
+        if !self.provides(name) {
+            if let Ok(text) = self.registry.call(&realms.of(name), name, "value", "null") {
+                if let Ok(v) = serde_json::from_str(&text) {
+                    return v;
+                }
+            }
+        }
         serde_json::json!({ "service": name })
     }
 }
@@ -70,11 +116,29 @@ pub struct FiberContext<'a> {
     pub fiber: &'a Fiber,
     /// The host's services.
     pub services: &'a Services,
-    /// The services the plugin declared.
+    /// The services the plugin and its entry inject.
     pub inject: &'a [String],
+    /// The services the plugin declares it provides.
+    pub provides: &'a [String],
+    /// Where the entry's service names resolve.
+    pub realms: &'a Realms,
 }
 
 impl FiberContext<'_> {
+    fn own(&self, event_type: RStr<'_>, validator: EventValidatorBox, surface: bool) -> RResult<(), RString> {
+        let owner = self.fiber.owner().clone();
+        let fiber = owner.fiber;
+        match self.services.events.claim_as(event_type.as_str(), owner, validator, surface) {
+            Ok(()) => {
+                let events = self.services.events.clone();
+                let kind = event_type.to_string();
+                self.fiber.add(Effect::new(format!("event type {kind}"), move || events.release(&kind, fiber)));
+                ROk(())
+            }
+            Err(e) => RErr(e.into()),
+        }
+    }
+
     fn injected(&self, service: &str) -> Result<(), RString> {
         if self.inject.iter().any(|s| s == service) {
             Ok(())
@@ -113,17 +177,21 @@ impl HostContext for FiberContext<'_> {
     }
 
     fn own_event_type(&self, event_type: RStr<'_>, validator: EventValidatorBox) -> RResult<(), RString> {
-        let owner = self.fiber.owner().clone();
-        let fiber = owner.fiber;
-        match self.services.events.claim(event_type.as_str(), owner, validator) {
-            Ok(()) => {
-                let events = self.services.events.clone();
-                let kind = event_type.to_string();
-                self.fiber.add(Effect::new(format!("event type {kind}"), move || events.release(&kind, fiber)));
-                ROk(())
-            }
-            Err(e) => RErr(e.into()),
+        self.own(event_type, validator, false)
+    }
+
+    fn own_surface_event_type(&self, event_type: RStr<'_>, validator: EventValidatorBox) -> RResult<(), RString> {
+        self.own(event_type, validator, true)
+    }
+
+    fn on_turn_end(&self, hook: cordis_abi::ffi::TurnEndHookBox) -> RResult<(), RString> {
+        if let Err(e) = self.injected("agent") {
+            return RErr(e);
         }
+        let token = self.services.turn_hooks.add(self.fiber.owner().clone(), hook);
+        let hooks = self.services.turn_hooks.clone();
+        self.fiber.add(Effect::new("turn-end hook", move || hooks.remove(token)));
+        ROk(())
     }
 
     fn register_projection(&self, projection: ProjectionBox) -> RResult<(), RString> {
@@ -141,6 +209,44 @@ impl HostContext for FiberContext<'_> {
         }
     }
 
+    fn provide(&self, name: RStr<'_>, service: ServiceBox) -> RResult<(), RString> {
+        let name = name.as_str();
+        let owner = self.fiber.owner().clone();
+        if self.services.provides(name) {
+            return RErr(format!("plugin {} cannot provide `{name}`: it is a host service", owner.plugin).into());
+        }
+        if !self.provides.iter().any(|p| p == name) {
+            return RErr(format!("plugin {} provides the `{name}` service without declaring it (PROVIDES)", owner.plugin).into());
+        }
+        let realm = self.realms.of(name);
+        match self.services.registry.provide(realm.clone(), name, owner, service) {
+            Ok(token) => {
+                let registry = self.services.registry.clone();
+                let label = format!("service {name}");
+                let name = name.to_string();
+                self.fiber.add(Effect::new(label, move || registry.withdraw(&realm, &name, token)));
+                ROk(())
+            }
+            Err(e) => RErr(e.into()),
+        }
+    }
+
+    fn service(&self, name: RStr<'_>) -> RResult<ServiceBox, RString> {
+        let name = name.as_str();
+        if let Err(e) = self.injected(name) {
+            return RErr(e);
+        }
+        if name == "projections" {
+            let handle = ProjectionsService { sessions: self.services.sessions.clone() };
+            return ROk(Service_TO::from_value(handle, TD_Opaque));
+        }
+        if self.services.provides(name) {
+            return RErr(format!("the host service `{name}` has no request handle; use the plugin API for it").into());
+        }
+        let handle = service::ServiceHandle { registry: self.services.registry.clone(), realm: self.realms.of(name), name: name.to_string() };
+        ROk(Service_TO::from_value(handle, TD_Opaque))
+    }
+
     fn log(&self, level: LogLevel, message: RStr<'_>) {
         let plugin = &self.fiber.owner().plugin;
         let message = message.as_str();
@@ -149,6 +255,32 @@ impl HostContext for FiberContext<'_> {
             LogLevel::Info => tracing::info!(plugin = %plugin, "{message}"),
             LogLevel::Warn => tracing::warn!(plugin = %plugin, "{message}"),
             LogLevel::Error => tracing::error!(plugin = %plugin, "{message}"),
+        }
+    }
+}
+
+/// The `projections` host service as a request handle: `state` with
+/// `{"session": ID, "key": KEY}` answers the projection's current state for
+/// that session (from the open session, or replayed from its stored log).
+struct ProjectionsService {
+    sessions: Arc<Sessions>,
+}
+
+impl Service for ProjectionsService {
+    fn call(&self, method: RStr<'_>, args: RStr<'_>) -> RResult<RString, RString> {
+        let answer = || -> Result<String, String> {
+            if method.as_str() != "state" {
+                return Err(format!("the projections service has no request `{}` (requests: state)", method.as_str()));
+            }
+            let args: serde_json::Value = serde_json::from_str(args.as_str()).map_err(|e| format!("projections.state: the arguments are not JSON: {e}"))?;
+            let (Some(session), Some(key)) = (args["session"].as_str(), args["key"].as_str()) else {
+                return Err("projections.state takes {\"session\": ID, \"key\": KEY}".into());
+            };
+            self.sessions.projection_state(session, key)
+        };
+        match answer() {
+            Ok(text) => ROk(text.into()),
+            Err(e) => RErr(e.into()),
         }
     }
 }

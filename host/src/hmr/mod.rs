@@ -150,6 +150,12 @@ impl DevHost {
         let live: Vec<String> = self.host.loader.active_ids();
         let remove: Vec<String> = live.iter().filter(|id| !wanted.contains_key(*id)).cloned().collect();
         let mut prepared: Vec<(Entry, Prepared)> = Vec::new();
+        let mut waiting: Vec<String> = Vec::new();
+        for id in self.host.loader.pending_ids() {
+            if !wanted.contains_key(&id) {
+                self.host.loader.forget_pending(&id);
+            }
+        }
         for (id, entry) in &wanted {
             let unchanged = self.host.loader.live_entry(id).is_some_and(|current| current.same_setup(entry));
             if unchanged && !entry.config_has_expressions() {
@@ -163,6 +169,12 @@ impl DevHost {
                 // Same rows, and expressions that evaluate as before: keep it.
                 Ok(p) if unchanged && self.host.loader.with_active(id, |a| a.config == *p.config()).unwrap_or(false) => {}
                 Ok(p) => prepared.push((entry.clone(), p)),
+                // Its service may come with this very change: it starts
+                // once the swap is done, if it can.
+                Err(EntryState::Waiting(m)) if self.host.loader.live_entry(id).is_none() => {
+                    self.host.loader.wait(entry.clone());
+                    waiting.extend(m);
+                }
                 Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => problems.extend(m),
                 Err(_) => {}
             }
@@ -171,12 +183,20 @@ impl DevHost {
             self.note(format!("{p} (the running version is kept)"));
         }
         if prepared.is_empty() && remove.is_empty() {
+            for m in &waiting {
+                self.note(m.clone());
+            }
             *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
             return if problems.is_empty() { Outcome::Unchanged } else { Outcome::Refused(problems.join("\n")) };
         }
         let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
         match self.host.loader.swap(prepared, &remove) {
-            Ok(()) => {
+            Ok(restarted) => {
+                let touched: Vec<String> = touched.into_iter().chain(restarted).collect();
+                let pending = self.host.loader.pending_ids();
+                for m in waiting.iter().filter(|m| pending.iter().any(|w| m.contains(&format!("entry {w}:")))) {
+                    self.note(m.clone());
+                }
                 *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
                 self.reloads.fetch_add(1, Ordering::SeqCst);
                 self.note(format!("composition reloaded: {}", touched.join(", ")));
@@ -252,7 +272,8 @@ impl DevHost {
             }
         }
         match loader.swap(prepared, &[]) {
-            Ok(()) => {
+            Ok(restarted) => {
+                let users: Vec<String> = users.into_iter().chain(restarted).collect();
                 self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
                 self.reloads.fetch_add(1, Ordering::SeqCst);
                 self.library_reloads.fetch_add(1, Ordering::SeqCst);

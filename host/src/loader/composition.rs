@@ -28,6 +28,7 @@ use serde_yaml::Value as Yaml;
 use super::patch::{apply_patches, RawEntry};
 use super::positions::{Position, Step};
 use super::source::{Node, Origin, Role, Source};
+use crate::context::{RealmKey, Realms};
 
 /// The largest composition (or included or patch file) accepted, in bytes.
 pub const MAX_COMPOSITION_BYTES: u64 = 4 * 1024 * 1024;
@@ -156,6 +157,9 @@ pub struct Entry {
     pub intercept: Option<Json>,
     /// `isolate:`, in order.
     pub isolate: Vec<(String, Realm)>,
+    /// Where each service name resolves for this entry: its own `isolate`
+    /// over its ancestors'.
+    pub realms: Realms,
     /// Nested entries of a group or include.
     pub children: Vec<Entry>,
     /// Where the row was written.
@@ -211,6 +215,7 @@ impl Entry {
             && self.inject == other.inject
             && self.intercept == other.intercept
             && self.isolate == other.isolate
+            && self.realms == other.realms
             && self.base_dir == other.base_dir
     }
 
@@ -376,7 +381,7 @@ impl Composition {
         }
         let mut builder = Builder { sources, warnings, chain: vec![canonical(&root.path)] };
         let mut ids = HashMap::new();
-        let entries = builder.list(&rows, "", &root.dir, &mut ids);
+        let entries = builder.list(&rows, "", &root.dir, &mut ids, &Realms::default());
         Ok(Composition {
             file: root.file.clone(),
             dir: root.dir.clone(),
@@ -488,11 +493,11 @@ struct Builder {
 impl Builder {
     /// Reads one list. `prefix` scopes generated and reported ids; `ids`
     /// holds the ids already used in this list's tree (file), with where.
-    fn list(&mut self, rows: &[RawEntry], prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>) -> Vec<Entry> {
-        rows.iter().enumerate().map(|(i, row)| self.entry(row, i, prefix, base_dir, ids)).collect()
+    fn list(&mut self, rows: &[RawEntry], prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>, realms: &Realms) -> Vec<Entry> {
+        rows.iter().enumerate().map(|(i, row)| self.entry(row, i, prefix, base_dir, ids, realms)).collect()
     }
 
-    fn entry(&mut self, raw: &RawEntry, index: usize, prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>) -> Entry {
+    fn entry(&mut self, raw: &RawEntry, index: usize, prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>, realms: &Realms) -> Entry {
         let origin = raw.origin.clone();
         let mut stored = raw.clone();
         stored.children = None;
@@ -507,6 +512,7 @@ impl Builder {
             inject: Vec::new(),
             intercept: None,
             isolate: Vec::new(),
+            realms: realms.clone(),
             children: Vec::new(),
             position: origin.position(),
             origin: origin.clone(),
@@ -579,7 +585,7 @@ impl Builder {
                     },
                     other => problems.push((at, format!("`intercept` must be a mapping of service name to options, found {}", kind(other)))),
                 },
-                "isolate" => match realms(value) {
+                "isolate" => match isolate_of(value) {
                     Ok(list) => entry.isolate = list,
                     Err(m) => problems.push((at, format!("`isolate` {m}"))),
                 },
@@ -603,6 +609,13 @@ impl Builder {
         } else {
             ids.insert(entry.local_id.clone(), id_at);
         }
+        entry.realms = realms.child(entry.isolate.iter().map(|(name, realm)| {
+            let key = match realm {
+                Realm::Private => RealmKey::Private(entry.id.clone()),
+                Realm::Label(l) => RealmKey::Label(l.clone()),
+            };
+            (name.clone(), key)
+        }));
         let is_include = INCLUDE_NAMES.contains(&entry.name.as_str());
         let config_at = config.map(|n| n.origin.locate()).unwrap_or_else(|| origin.locate());
         let child_prefix = format!("{}/", entry.id);
@@ -612,12 +625,15 @@ impl Builder {
                 problems.push((origin.locate(), format!("a group entry must be named `cordis:group`, found `{}`", entry.name)));
             }
             match (raw.children.as_ref(), config.map(|n| &n.value)) {
-                (Some(children), _) => entry.children = self.list(children, &child_prefix, base_dir, ids),
+                (Some(children), _) => {
+                    let realms = entry.realms.clone();
+                    entry.children = self.list(children, &child_prefix, base_dir, ids, &realms);
+                }
                 (None, None | Some(Yaml::Null)) => {}
                 (None, Some(other)) => problems.push((config_at, format!("a group's `config` must be a list of entries, found {}", kind(other)))),
             }
         } else if is_include {
-            match self.include(&entry, config, &child_prefix, base_dir) {
+            match self.include(&entry, config, &child_prefix, base_dir, &entry.realms.clone()) {
                 Ok((kind, children)) => {
                     entry.kind = kind;
                     entry.children = children;
@@ -649,7 +665,7 @@ impl Builder {
 
     /// Mounts the file an include entry names: reads it, applies the
     /// include's patches, reads its rows as the include's children.
-    fn include(&mut self, entry: &Entry, config: Option<&Node>, prefix: &str, base_dir: &Path) -> Result<(EntryKind, Vec<Entry>), (String, String)> {
+    fn include(&mut self, entry: &Entry, config: Option<&Node>, prefix: &str, base_dir: &Path, realms: &Realms) -> Result<(EntryKind, Vec<Entry>), (String, String)> {
         let row_at = entry.origin.locate();
         let Some(config) = config.filter(|n| !matches!(n.value, Yaml::Null)) else {
             return Err((row_at, "an include needs `config: {path: FILE}` naming the entry list to mount".into()));
@@ -718,7 +734,7 @@ impl Builder {
         self.warnings.extend(apply_patches(&mut rows, &patches, &scope));
         self.chain.push(key);
         let mut ids = HashMap::new();
-        let children = self.list(&rows, prefix, &source.dir.clone(), &mut ids);
+        let children = self.list(&rows, prefix, &source.dir.clone(), &mut ids, realms);
         self.chain.pop();
         Ok((EntryKind::Include { file, patches: patches.len() }, children))
     }
@@ -787,7 +803,7 @@ fn injections(value: &Yaml) -> Result<Vec<Injection>, String> {
     }
 }
 
-fn realms(value: &Yaml) -> Result<Vec<(String, Realm)>, String> {
+fn isolate_of(value: &Yaml) -> Result<Vec<(String, Realm)>, String> {
     match value {
         Yaml::Null => Ok(Vec::new()),
         Yaml::Mapping(map) => {

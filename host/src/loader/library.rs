@@ -37,6 +37,8 @@ pub struct Library {
     /// Package names the library implements, each with the plugin it
     /// selects (empty for a library built before packages were declared).
     pub packages: Vec<(String, String)>,
+    /// Services each plugin declares it provides: `(plugin, service)`.
+    pub provides: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Library {
@@ -383,7 +385,11 @@ pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError>
         Some(list) => list().into_iter().map(|p| (p.package.into_string(), p.plugin.into_string())).collect(),
         None => Vec::new(),
     };
-    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins, packages })
+    let provides = match module.provides() {
+        Some(list) => list().into_iter().map(|p| (p.plugin.into_string(), p.service.into_string())).collect(),
+        None => Vec::new(),
+    };
+    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins, packages, provides })
 }
 
 fn abi_error(path: &str, e: LibraryError) -> LoadError {

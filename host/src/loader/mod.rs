@@ -7,6 +7,7 @@
 //! fiber, disposing everything it registered if it fails. One bad entry does
 //! not stop the others.
 
+pub mod catalog;
 pub mod composition;
 pub mod emit;
 pub mod expr;
@@ -29,7 +30,7 @@ pub use composition::{Composition, CompositionError, Entry, EntryKind, Layer, Sw
 pub use library::{Library, LibraryCache, LoadError, Picked, UnwrapError};
 pub use resolve::{PluginPath, ResolveError, Target};
 
-use crate::context::{Fiber, FiberContext, Services};
+use crate::context::{Fiber, FiberContext, RealmKey, Services};
 use positions::Step;
 
 /// What became of one entry.
@@ -126,6 +127,11 @@ pub struct Active {
     pub export: Option<String>,
     /// The config applied, after defaults.
     pub config: Value,
+    /// The plugin services it injects, with the realm each resolved in:
+    /// when their provider stops, this entry is stopped first.
+    pub uses: Vec<(RealmKey, String)>,
+    /// Every service the plugin and the entry inject.
+    pub inject: Vec<String>,
 }
 
 /// Everything checked about an entry before `apply`: resolved, loaded,
@@ -135,6 +141,8 @@ pub struct Prepared {
     picked: Picked,
     export: Option<String>,
     config: Value,
+    /// Every service the plugin and the entry inject.
+    inject: Vec<String>,
 }
 
 impl Prepared {
@@ -150,6 +158,8 @@ pub struct Loader {
     libraries: LibraryCache,
     plugin_path: PluginPath,
     active: Mutex<BTreeMap<String, Active>>,
+    /// Entries waiting for a service, by id, in the order they were found.
+    pending: Mutex<Vec<Entry>>,
 }
 
 impl Loader {
@@ -161,7 +171,7 @@ impl Loader {
     /// A loader that loads libraries through `libraries` (e.g. from private
     /// copies, for hot reload).
     pub fn with_cache(services: Arc<Services>, plugin_path: PluginPath, libraries: LibraryCache) -> Loader {
-        Loader { services, libraries, plugin_path, active: Mutex::new(BTreeMap::new()) }
+        Loader { services, libraries, plugin_path, active: Mutex::new(BTreeMap::new()), pending: Mutex::new(Vec::new()) }
     }
 
     /// The library cache.
@@ -181,12 +191,86 @@ impl Loader {
 
     /// Applies every entry of `composition`, in order; returns one report per
     /// entry (depth first).
+    ///
+    /// An entry whose required services are not there yet is `waiting`;
+    /// once the pass is done, waiting entries are tried again as long as one
+    /// of them starts (a provider listed after its consumers still serves
+    /// them). Entries still waiting then are kept, and start when a later
+    /// change brings their services ([`Loader::start_pending`]).
     pub fn load(&self, composition: &Composition) -> Vec<EntryReport> {
         let mut reports = Vec::new();
         for entry in &composition.entries {
             self.load_entry(entry, 0, false, &mut reports);
         }
+        for id in self.start_pending() {
+            if let Some(r) = reports.iter_mut().find(|r| r.id == id) {
+                r.state = EntryState::Loaded;
+                if let Some((library, effects)) = self.with_active(&id, |a| (a.library.source.clone(), a.fiber.effects())) {
+                    r.library = Some(library);
+                    r.effects = effects;
+                }
+            }
+        }
+        for r in reports.iter_mut().filter(|r| matches!(r.state, EntryState::Waiting(_))) {
+            if let Some(entry) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|e| e.id == r.id) {
+                if let Err(state @ (EntryState::Waiting(_) | EntryState::Failed(_) | EntryState::Missing(_))) = self.prepare(entry, None) {
+                    r.state = state;
+                }
+            }
+        }
         reports
+    }
+
+    /// Tries every waiting entry again, as long as one starts; returns the
+    /// ids started, in order.
+    pub fn start_pending(&self) -> Vec<String> {
+        let mut started = Vec::new();
+        loop {
+            let waiting: Vec<Entry> = self.pending.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let mut progress = false;
+            for entry in waiting {
+                match self.apply(&entry) {
+                    Ok(active) => {
+                        self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|e| e.id != entry.id);
+                        self.active.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.id.clone(), active);
+                        started.push(entry.id.clone());
+                        progress = true;
+                    }
+                    Err(EntryState::Waiting(_)) => {}
+                    Err(state) => {
+                        // It can no longer start for another reason: stop
+                        // waiting and say why.
+                        self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|e| e.id != entry.id);
+                        for m in state.messages() {
+                            tracing::warn!("{m}");
+                        }
+                    }
+                }
+            }
+            if !progress {
+                return started;
+            }
+        }
+    }
+
+    /// Records `entry` as waiting for a service (replacing an older version).
+    pub fn wait(&self, entry: Entry) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.retain(|e| e.id != entry.id);
+        pending.push(entry);
+    }
+
+    /// Forgets waiting entry `id`; returns whether it was waiting.
+    pub fn forget_pending(&self, id: &str) -> bool {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let before = pending.len();
+        pending.retain(|e| e.id != id);
+        pending.len() != before
+    }
+
+    /// Ids of the entries waiting for a service.
+    pub fn pending_ids(&self) -> Vec<String> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|e| e.id.clone()).collect()
     }
 
     fn load_entry(&self, entry: &Entry, depth: usize, parent_disabled: bool, out: &mut Vec<EntryReport>) {
@@ -237,7 +321,12 @@ impl Loader {
                 report.effects = active.fiber.effects();
                 self.active.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.id.clone(), active);
             }
-            Err(state) => report.state = state,
+            Err(state) => {
+                if matches!(state, EntryState::Waiting(_)) {
+                    self.wait(entry.clone());
+                }
+                report.state = state;
+            }
         }
         out.push(report);
     }
@@ -251,7 +340,7 @@ impl Loader {
         match &entry.disabled {
             Switch::Fixed(b) => Ok(*b),
             Switch::Expr(source) => {
-                let services = self.service_values(self.services.names().iter().map(String::as_str));
+                let services = self.service_values(entry, self.services.names().iter().map(String::as_str));
                 expr::truthy(source, &services).map_err(|e| format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id))
             }
         }
@@ -259,8 +348,11 @@ impl Loader {
 
     /// The values `ctx.<name>` shows expressions for the provided services
     /// among `names`.
-    fn service_values<'a>(&self, names: impl Iterator<Item = &'a str>) -> serde_json::Map<String, Value> {
-        names.filter(|n| self.services.provides(n)).map(|n| (n.to_string(), self.services.value(n))).collect()
+    fn service_values<'a>(&self, entry: &Entry, names: impl Iterator<Item = &'a str>) -> serde_json::Map<String, Value> {
+        names
+            .filter(|n| self.services.available(n, &entry.realms))
+            .map(|n| (n.to_string(), self.services.value(n, &entry.realms)))
+            .collect()
     }
 
     /// Resolves, loads, validates and applies one entry.
@@ -314,10 +406,12 @@ impl Loader {
         }
         let absent: Vec<String> = wanted
             .iter()
-            .filter(|(n, required)| *required && !self.services.provides(n))
+            .filter(|(n, required)| *required && !self.services.available(n, &entry.realms))
             .map(|(n, _)| {
+                let realm = entry.realms.of(n);
+                let place = if realm == RealmKey::Root { String::new() } else { format!(" in {realm}") };
                 format!(
-                    "{}: entry {}: waiting for service `{n}`, which nothing provides (services: {})",
+                    "{}: entry {}: waiting for service `{n}`, which nothing provides{place} (host services: {})",
                     entry.locate(),
                     entry.id,
                     self.services.names().join(", ")
@@ -328,7 +422,7 @@ impl Loader {
             return Err(EntryState::Waiting(absent));
         }
 
-        let services = self.service_values(wanted.iter().map(|(n, _)| n.as_str()));
+        let services = self.service_values(entry, wanted.iter().map(|(n, _)| n.as_str()));
         let config = entry
             .config_json(&mut |source| expr::evaluate(source, &services).map_err(|e| e.to_string()))
             .map_err(|m| EntryState::Failed(vec![m]))?;
@@ -362,7 +456,8 @@ impl Loader {
                 .collect();
             return Err(EntryState::Failed(messages));
         }
-        Ok(Prepared { library, picked, export, config })
+        let inject: Vec<String> = wanted.into_iter().map(|(n, _)| n).collect();
+        Ok(Prepared { library, picked, export, config, inject })
     }
 
     /// Runs a prepared entry's `apply` in a fresh fiber; on failure every
@@ -371,39 +466,78 @@ impl Loader {
     /// # Errors
     /// The entry's failed state.
     pub fn apply_prepared(&self, entry: &Entry, prepared: Prepared) -> Result<Active, EntryState> {
-        let Prepared { library, picked, export, config } = prepared;
-        self.run_apply(entry, library, picked, export, config)
+        self.run_apply(entry, prepared)
             .map_err(|e| EntryState::Failed(vec![format!("{}: entry {}: {e}", entry.locate(), entry.id)]))
     }
 
-    fn run_apply(&self, entry: &Entry, library: Arc<Library>, picked: Picked, export: Option<String>, config: Value) -> Result<Active, String> {
+    fn run_apply(&self, entry: &Entry, prepared: Prepared) -> Result<Active, String> {
+        let Prepared { library, picked, export, config, inject } = prepared;
         let decl_name = picked.decl.name.to_string();
-        let inject: Vec<String> = picked.decl.inject.iter().map(|s| s.to_string()).collect();
+        let provides: Vec<String> = library.provides.iter().filter(|(p, _)| *p == decl_name).map(|(_, s)| s.clone()).collect();
         let fiber = Arc::new(Fiber::new(&decl_name, &entry.id));
-        let ctx = FiberContext { fiber: &fiber, services: &self.services, inject: &inject };
+        let ctx = FiberContext { fiber: &fiber, services: &self.services, inject: &inject, provides: &provides, realms: &entry.realms };
         let config_text = config.to_string();
         let outcome = (picked.decl.apply)(HostContext_TO::from_ptr(&ctx, TD_Opaque), config_text.as_str().into());
         if let Err(e) = outcome.into_result() {
             fiber.dispose();
             return Err(format!("plugin {decl_name} failed to apply: {e}"));
         }
-        Ok(Active { entry: entry.clone(), fiber, library, picked, export, config })
+        let uses = inject.iter().filter(|n| !self.services.provides(n)).map(|n| (entry.realms.of(n), n.clone())).collect();
+        Ok(Active { entry: entry.clone(), fiber, library, picked, export, config, uses, inject })
     }
 
     /// Swaps live entries for new versions, atomically for tool calls: calls
-    /// in flight finish first, calls arriving meanwhile wait. Every old fiber
-    /// is disposed, then every new version applied; if any `apply` fails,
-    /// the new fibers are disposed and the old versions applied again, so
-    /// the old version keeps serving. Entries in `new` that were not live
-    /// are added; ids in `remove` are disposed.
+    /// in flight finish first, calls arriving meanwhile wait. Entries that
+    /// inject a service one of the swapped entries provides (and, in turn,
+    /// their own dependents) are stopped first and started again after,
+    /// against the new provider (or left waiting when it no longer provides
+    /// the service). Every old fiber is disposed, then every new version
+    /// applied; if any `apply` fails, the new fibers are disposed and the old
+    /// versions applied again, so the old version keeps serving. Entries in
+    /// `new` that were not live are added; ids in `remove` are disposed.
+    /// Returns the dependents restarted.
     ///
     /// # Errors
     /// The first failure, naming the entry; nothing changed.
-    pub fn swap(&self, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<(), String> {
+    pub fn swap(&self, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<Vec<String>, String> {
         let _calls = self.services.tools.exclusive();
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let swapping: Vec<String> = new.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
+        // Everything the swapped fibers provide, then everything that uses it.
+        let mut provided: Vec<(RealmKey, String)> = Vec::new();
+        for id in &swapping {
+            if let Some(a) = active.get(id) {
+                provided.extend(self.services.registry.provided_by(a.fiber.owner().fiber));
+            }
+        }
+        let mut dependents: Vec<String> = Vec::new();
+        loop {
+            let more: Vec<String> = active
+                .iter()
+                .filter(|(id, a)| !swapping.contains(id) && !dependents.contains(id) && a.uses.iter().any(|u| provided.contains(u)))
+                .map(|(id, _)| id.clone())
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            for id in more {
+                if let Some(a) = active.get(&id) {
+                    provided.extend(self.services.registry.provided_by(a.fiber.owner().fiber));
+                }
+                dependents.push(id);
+            }
+        }
+        // Consumers stop before their providers.
+        let mut stopped: Vec<Active> = Vec::new();
+        for id in dependents.iter().rev() {
+            if let Some(a) = active.remove(id) {
+                a.fiber.dispose();
+                stopped.push(a);
+            }
+        }
+        stopped.reverse();
         let mut old: Vec<Active> = Vec::new();
-        for id in new.iter().map(|(e, _)| &e.id).chain(remove.iter()) {
+        for id in &swapping {
             if let Some(a) = active.remove(id) {
                 a.fiber.dispose();
                 old.push(a);
@@ -427,9 +561,10 @@ impl Loader {
             for a in applied.into_iter().rev() {
                 a.fiber.dispose();
             }
-            for a in old {
+            for a in old.into_iter().chain(stopped) {
                 let id = a.entry.id.clone();
-                match self.run_apply(&a.entry, a.library.clone(), a.picked.clone(), a.export.clone(), a.config.clone()) {
+                let again = Prepared { library: a.library.clone(), picked: a.picked.clone(), export: a.export.clone(), config: a.config.clone(), inject: a.inject.clone() };
+                match self.run_apply(&a.entry, again) {
                     Ok(restored) => {
                         self.libraries.set(a.library.clone());
                         active.insert(id, restored);
@@ -442,7 +577,25 @@ impl Loader {
         for a in applied {
             active.insert(a.entry.id.clone(), a);
         }
-        Ok(())
+        // Dependents start again, against what is provided now.
+        let mut restarted = Vec::new();
+        for a in stopped {
+            let id = a.entry.id.clone();
+            match self.prepare(&a.entry, Some(a.library.clone())).and_then(|p| self.apply_prepared(&a.entry, p)) {
+                Ok(again) => {
+                    active.insert(id.clone(), again);
+                    restarted.push(id);
+                }
+                Err(EntryState::Waiting(m)) => {
+                    tracing::warn!("{}", m.join("; "));
+                    self.wait(a.entry.clone());
+                }
+                Err(state) => tracing::error!("entry {id} could not start again: {}", state.messages().join("; ")),
+            }
+        }
+        drop(active);
+        restarted.extend(self.start_pending());
+        Ok(restarted)
     }
 
     /// Ids and libraries (source files) of the live entries.

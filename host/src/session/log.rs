@@ -296,7 +296,7 @@ impl Session {
             time: now_ms(),
             kind: kind.to_string(),
             data,
-            surface_op: core::is_surface(kind).then(|| "append".to_string()),
+            surface_op: (core::is_surface(kind) || owned.as_ref().is_some_and(|o| o.surface)).then(|| "append".to_string()),
             source_event_seqs: None,
         };
         if let Some(writer) = st.writer.as_mut() {

@@ -91,6 +91,11 @@ fn message_of(event: &Event) -> Option<Message> {
                 is_error: block.get("isError").and_then(Value::as_bool).unwrap_or(false),
             })
         }
+        // A plugin's surface event (e.g. `todo/nudge`): a user-side message
+        // carried as `{"role": "user", "text": ...}`.
+        _ if data.get("role").and_then(Value::as_str) == Some("user") => {
+            data.get("text").and_then(Value::as_str).map(|text| Message::User { text: text.to_string() })
+        }
         _ => None,
     }
 }

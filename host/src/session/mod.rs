@@ -62,12 +62,42 @@ pub struct Sessions {
     durability: Durability,
     types: Arc<EventTypes>,
     projections: Arc<Projections>,
+    /// Sessions open in this process, by id (the `projections` service
+    /// reads their state without replaying them).
+    live: std::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<Session>>>,
 }
 
 impl Sessions {
     /// Sessions stored under `store` (or kept in memory when `None`).
     pub fn new(store: Option<Store>, durability: Durability, types: Arc<EventTypes>, projections: Arc<Projections>) -> Sessions {
-        Sessions { store, durability, types, projections }
+        Sessions { store, durability, types, projections, live: Default::default() }
+    }
+
+    fn remember(&self, session: &Arc<Session>) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|_, s| s.strong_count() > 0);
+        live.insert(session.id().to_string(), Arc::downgrade(session));
+    }
+
+    /// The session `id` if it is open in this process.
+    pub fn live(&self, id: &str) -> Option<Arc<Session>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).get(id).and_then(std::sync::Weak::upgrade)
+    }
+
+    /// The state of projection `key` for session `id`: from the open
+    /// session when it is open here, else from its stored log.
+    ///
+    /// # Errors
+    /// When the session does not exist or the projection is not registered.
+    pub fn projection_state(&self, id: &str, key: &str) -> Result<String, String> {
+        let state = match self.live(id) {
+            Some(session) => session.state(key),
+            None => {
+                let (session, _) = self.view(id).map_err(|e| e.to_string())?;
+                session.state(key)
+            }
+        };
+        state.ok_or_else(|| format!("no projection `{key}` is registered"))
     }
 
     /// The store, if sessions are durable.
@@ -95,7 +125,9 @@ impl Sessions {
             Some(store) => Backing::File(store.create(&header, self.durability)?),
             None => Backing::Memory,
         };
-        Ok(Arc::new(Session::new(header, backing, self.types.clone(), self.projections.clone())))
+        let session = Arc::new(Session::new(header, backing, self.types.clone(), self.projections.clone()));
+        self.remember(&session);
+        Ok(session)
     }
 
     /// Opens stored session `id` for appending (locks its file, cuts a torn
@@ -113,7 +145,9 @@ impl Sessions {
         if named != id {
             problems.insert(0, LineProblem { line: 1, message: format!("the header names session `{named}`, but the file is `{id}.jsonl`") });
         }
-        Ok((Arc::new(session), problems))
+        let session = Arc::new(session);
+        self.remember(&session);
+        Ok((session, problems))
     }
 
     /// Reads a session for viewing, without locking: `what` is a stored id or

@@ -18,6 +18,9 @@ use crate::context::Owner;
 pub struct OwnedType {
     /// Who owns it.
     pub owner: Owner,
+    /// Whether each event of the type is a surface event: a user-side
+    /// message for the model (its data's `text`).
+    pub surface: bool,
     validator: EventValidatorBox,
 }
 
@@ -43,6 +46,15 @@ impl EventTypes {
     /// # Errors
     /// When the type is a core type, malformed, or already owned.
     pub fn claim(&self, event_type: &str, owner: Owner, validator: EventValidatorBox) -> Result<(), String> {
+        self.claim_as(event_type, owner, validator, false)
+    }
+
+    /// [`EventTypes::claim`], marking the type as a surface event type when
+    /// `surface` is true.
+    ///
+    /// # Errors
+    /// As [`EventTypes::claim`].
+    pub fn claim_as(&self, event_type: &str, owner: Owner, validator: EventValidatorBox, surface: bool) -> Result<(), String> {
         if core::is_core(event_type) {
             return Err(format!("`{event_type}` is a core event type owned by the host"));
         }
@@ -57,7 +69,7 @@ impl EventTypes {
         if let Some(existing) = owned.get(event_type) {
             return Err(format!("event type `{event_type}` is already owned by {}", existing.owner));
         }
-        owned.insert(event_type.to_string(), Arc::new(OwnedType { owner, validator }));
+        owned.insert(event_type.to_string(), Arc::new(OwnedType { owner, surface, validator }));
         Ok(())
     }
 

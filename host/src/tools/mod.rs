@@ -207,10 +207,12 @@ impl ToolRegistry {
 /// What a tool sees of the call it executes: the call id and, when an agent
 /// is calling, that agent's session (appends restricted to the types the
 /// tool's plugin owns).
-struct CallScope<'a> {
-    call_id: &'a str,
-    session: Option<&'a Session>,
-    owner: &'a Owner,
+/// What a plugin's code sees of the call it runs for: a tool call, or a
+/// turn-end hook (empty call id).
+pub(crate) struct CallScope<'a> {
+    pub(crate) call_id: &'a str,
+    pub(crate) session: Option<&'a Session>,
+    pub(crate) owner: &'a Owner,
 }
 
 impl ExecContext for CallScope<'_> {

@@ -17,6 +17,7 @@
 //! - [`tool`]: the `todo_write` tool, its [`Policy`], limits and [`validate_call`];
 //! - [`invariant`]: the durable-log invariant of `todo/write`;
 //! - [`projection`]: the `todos` fold;
+//! - [`service`]: the `todos` service other plugins inject;
 //! - [`view`]: the plan rendering and [`plan_summary`].
 //!
 //! The crate builds both a `cdylib` (the plugin library the host loads,
@@ -28,6 +29,7 @@
 pub mod invariant;
 pub mod item;
 pub mod projection;
+pub mod service;
 pub mod tool;
 pub mod trim;
 pub mod view;
@@ -71,22 +73,25 @@ impl Config {
     }
 }
 
-/// The `tool-todo` plugin: injects `tools`; `apply` owns `todo/write` with
-/// [`TodoWriteInvariant`], registers the [`TodosProjection`], and registers
-/// [`TodoWriteTool`] under the config's [`Policy`].
+/// The `tool-todo` plugin: injects `tools` and `projections`; `apply` owns
+/// `todo/write` with [`TodoWriteInvariant`], registers the
+/// [`TodosProjection`], registers [`TodoWriteTool`] under the config's
+/// [`Policy`], and provides the `todos` service ([`service`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TodoPlugin;
 
 impl Plugin for TodoPlugin {
     const NAME: &'static str = PLUGIN_NAME;
-    const INJECT: &'static [&'static str] = &["tools"];
+    const INJECT: &'static [&'static str] = &["tools", "projections"];
     const PACKAGES: &'static [&'static str] = &[PACKAGE_NAME];
+    const PROVIDES: &'static [&'static str] = &[service::SERVICE_NAME];
     type Config = Config;
 
     fn apply(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
         ctx.own_event_type(TODO_WRITE, TodoWriteInvariant)?;
         ctx.register_projection(TodosProjection)?;
-        ctx.tools()?.register(TodoWriteTool::new(config.policy()))
+        ctx.tools()?.register(TodoWriteTool::new(config.policy()))?;
+        ctx.provide(service::SERVICE_NAME, service::TodosService { projections: ctx.service("projections")? })
     }
 }
 
@@ -169,7 +174,7 @@ mod tests {
         let decl = cordis_abi::sdk::declare::<TodoPlugin>();
         assert_eq!(decl.name.as_str(), "tool-todo");
         let inject: Vec<&str> = decl.inject.iter().map(|s| s.as_str()).collect();
-        assert_eq!(inject, ["tools"]);
+        assert_eq!(inject, ["tools", "projections"]);
         let schema: Value = serde_json::from_str(decl.config_schema.as_str()).unwrap();
         assert_eq!(schema, config_schema());
     }

@@ -31,7 +31,7 @@ fn the_library_exports_tool_todo_with_inject_and_schema() {
     let decl = &plugins[0];
     assert_eq!(decl.name.as_str(), "tool-todo");
     let inject: Vec<&str> = decl.inject.iter().map(|s| s.as_str()).collect();
-    assert_eq!(inject, ["tools"]);
+    assert_eq!(inject, ["tools", "projections"]);
     let schema: Value = serde_json::from_str(decl.config_schema.as_str()).unwrap();
     assert_eq!(schema, tool_todo::config_schema());
     assert_eq!(

@@ -9,7 +9,7 @@ use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
 use cordis_abi::ffi::{
     EventValidatorBox, ExecContext, ExecContext_TO, HostContext, HostContext_TO, LogLevel,
-    ProjectionBox, ToolBox,
+    ProjectionBox, Service, ServiceBox, Service_TO, ToolBox, TurnEndHookBox,
 };
 use serde_json::{json, Value};
 
@@ -18,6 +18,16 @@ struct Host {
     tools: Mutex<Vec<ToolBox>>,
     owned: Mutex<Vec<(String, EventValidatorBox)>>,
     projections: Mutex<Vec<ProjectionBox>>,
+    provided: Mutex<Vec<String>>,
+}
+
+/// The stand-in's `projections` service: no sessions here.
+struct NoSessions;
+
+impl Service for NoSessions {
+    fn call(&self, _method: RStr<'_>, _args: RStr<'_>) -> RResult<RString, RString> {
+        RErr("the stand-in host has no sessions".into())
+    }
 }
 
 impl HostContext for Host {
@@ -47,6 +57,22 @@ impl HostContext for Host {
         ROk(())
     }
     fn log(&self, _level: LogLevel, _message: RStr<'_>) {}
+    fn provide(&self, name: RStr<'_>, _service: ServiceBox) -> RResult<(), RString> {
+        self.provided.lock().unwrap().push(name.to_string());
+        ROk(())
+    }
+    fn service(&self, name: RStr<'_>) -> RResult<ServiceBox, RString> {
+        match name.as_str() {
+            "projections" => ROk(Service_TO::from_value(NoSessions, TD_Opaque)),
+            other => RErr(format!("no service {other}").into()),
+        }
+    }
+    fn own_surface_event_type(&self, event_type: RStr<'_>, validator: EventValidatorBox) -> RResult<(), RString> {
+        self.own_event_type(event_type, validator)
+    }
+    fn on_turn_end(&self, _hook: TurnEndHookBox) -> RResult<(), RString> {
+        RErr("the stand-in host runs no turns".into())
+    }
 }
 
 /// A call context: optionally an agent session whose appends go through the

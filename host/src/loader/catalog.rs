@@ -1,0 +1,123 @@
+//! `cordis plugins`: what the libraries on the plugin path declare, read
+//! without running any `apply`.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::library::{load_library, unwrap_export};
+use super::resolve::PluginPath;
+
+/// One library file found on the plugin path.
+#[derive(Debug, Clone, Serialize)]
+pub struct LibraryInfo {
+    /// The file.
+    pub file: PathBuf,
+    /// Which part of the plugin path it was found through.
+    pub found_through: String,
+    /// Its plugins (empty when it could not be read).
+    pub plugins: Vec<PluginInfo>,
+    /// Why it could not be read as a plugin library.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One plugin a library exports.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginInfo {
+    /// The plugin's name.
+    pub name: String,
+    /// The services it injects.
+    pub inject: Vec<String>,
+    /// The services it provides.
+    pub provides: Vec<String>,
+    /// The package names that select it.
+    pub packages: Vec<String>,
+    /// Its config: `required` keys and each property's type.
+    pub config: ConfigSummary,
+    /// Why the declaration is unusable, if it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A short summary of a config schema.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ConfigSummary {
+    /// Keys that must be given.
+    pub required: Vec<String>,
+    /// Every property with its JSON Schema type (`boolean`, `string`,
+    /// `array`, ...; `any` when the schema does not say).
+    pub properties: Vec<(String, String)>,
+}
+
+impl ConfigSummary {
+    fn of(schema: &Value) -> ConfigSummary {
+        let required = schema["required"].as_array().map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default();
+        let properties = schema["properties"]
+            .as_object()
+            .map(|p| {
+                p.iter()
+                    .map(|(k, v)| {
+                        let ty = match &v["type"] {
+                            Value::String(t) => t.clone(),
+                            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" | "),
+                            _ => "any".into(),
+                        };
+                        (k.clone(), ty)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ConfigSummary { required, properties }
+    }
+}
+
+/// Every `lib*.so` on `plugin_path`, in search order, each file once.
+pub fn catalog(plugin_path: &PluginPath) -> Vec<LibraryInfo> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for (dir, from) in &plugin_path.dirs {
+        let Ok(listing) = std::fs::read_dir(dir) else { continue };
+        let mut files: Vec<PathBuf> = listing
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|f| f.to_str())
+                    .is_some_and(|f| f.starts_with(std::env::consts::DLL_PREFIX) && f.ends_with(std::env::consts::DLL_SUFFIX))
+            })
+            .collect();
+        files.sort();
+        for file in files {
+            if !seen.insert(file.canonicalize().unwrap_or_else(|_| file.clone())) {
+                continue;
+            }
+            let mut info = LibraryInfo { file: file.clone(), found_through: (*from).to_string(), plugins: Vec::new(), error: None };
+            match load_library(&file) {
+                Err(e) => info.error = Some(e.to_string()),
+                Ok(lib) => {
+                    for decl in &lib.plugins {
+                        let name = decl.name.to_string();
+                        let mut plugin = PluginInfo {
+                            name: name.clone(),
+                            inject: decl.inject.iter().map(|s| s.to_string()).collect(),
+                            provides: lib.provides.iter().filter(|(p, _)| *p == name).map(|(_, s)| s.clone()).collect(),
+                            packages: lib.packages.iter().filter(|(_, p)| *p == name).map(|(pkg, _)| pkg.clone()).collect(),
+                            config: ConfigSummary::default(),
+                            error: None,
+                        };
+                        match unwrap_export(&lib, Some(&name)) {
+                            Ok(picked) => plugin.config = ConfigSummary::of(&picked.config_schema),
+                            Err(e) => plugin.error = Some(e.to_string()),
+                        }
+                        info.plugins.push(plugin);
+                    }
+                }
+            }
+            out.push(info);
+        }
+    }
+    out
+}
