@@ -10,11 +10,12 @@
 //! - `durable_append/{ours,raw}` (interleaved: each runs both, times one)
 //! - `replay/{ours,serde_value}/{10000,100000,1000000}`
 //! - `resume/ours/{10000,100000,1000000}`
+//! - `service_call/{ours,tool_only}`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cordis_bench::inproc::{self, AppendBed, Direct, Kept, RawAppend, Resume, ToolCallBed};
+use cordis_bench::inproc::{self, AppendBed, Direct, Kept, RawAppend, Resume, ServiceCallBed, ToolCallBed};
 use cordis_bench::{paths, workload};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
 
@@ -204,5 +205,20 @@ fn sizes(n: usize) -> (usize, Duration) {
     }
 }
 
-criterion_group!(benches, tool_call, durable_append, replay_and_resume);
+/// A tool call whose tool calls an injected service, beside a tool call
+/// that crosses no service (both through the registry, the ABI and a
+/// plugin).
+fn service_call(c: &mut Criterion) {
+    let dir = or_die(paths::scratch("service-call", true));
+    let bed = or_die(ServiceCallBed::new(&dir));
+    assert!(!bed.through_service().is_error, "the benchmark call must succeed");
+    assert!(!bed.tool_only().is_error, "the baseline call must succeed");
+    let mut group = c.benchmark_group("service_call");
+    group.sample_size(samples(100)).measurement_time(secs(3)).warm_up_time(secs(1));
+    group.bench_function("ours", |b| b.iter(|| black_box(bed.through_service())));
+    group.bench_function("tool_only", |b| b.iter(|| black_box(bed.tool_only())));
+    group.finish();
+}
+
+criterion_group!(benches, tool_call, service_call, durable_append, replay_and_resume);
 criterion_main!(benches);

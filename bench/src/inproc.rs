@@ -334,3 +334,39 @@ impl Resume {
         OpenOptions::new().write(true).open(&self.path)?.set_len(self.len)
     }
 }
+
+/// A host with a service provider (`fixture-counter`), a consumer whose tool
+/// calls it (`fixture-counter-user`, tool `next`), and a tool that answers
+/// without any service (`fixture-named`, tool `echo`): the same registry,
+/// ABI and plugin path with and without a hop through an injected service.
+pub struct ServiceCallBed {
+    host: Host,
+}
+
+impl ServiceCallBed {
+    /// Boots the three entries from the built fixture libraries in `dir`.
+    ///
+    /// # Errors
+    /// A library is missing or an entry does not load.
+    pub fn new(dir: &Path) -> Result<ServiceCallBed, String> {
+        let lib = |name: &str| crate::paths::library(name).map(|p| p.display().to_string());
+        let composition = format!(
+            "- {{id: counter, name: '{}', config: {{label: bench}}}}\n- {{id: user, name: '{}', config: {{tool: next}}}}\n- {{id: echo, name: '{}', config: {{tool: echo}}}}\n",
+            lib("fixture-counter")?,
+            lib("fixture-counter-user")?,
+            lib("fixture-named")?
+        );
+        let host = boot(dir, &composition, true, Durability::None)?;
+        Ok(ServiceCallBed { host })
+    }
+
+    /// Calls `next`: registry → ABI → consumer → host handle → provider.
+    pub fn through_service(&self) -> ToolResult {
+        self.host.services.tools.execute(&ToolCall { id: "c", name: "next", arguments: "{}" }, None)
+    }
+
+    /// Calls `echo`: registry → ABI → plugin, no service.
+    pub fn tool_only(&self) -> ToolResult {
+        self.host.services.tools.execute(&ToolCall { id: "c", name: "echo", arguments: r#"{"text": "x"}"# }, None)
+    }
+}

@@ -313,6 +313,8 @@ fn from_criterion(o: &Options, f: &mut Figures) -> Result<(), String> {
     }
     ids.push("durable_append/ours".into());
     ids.push("durable_append/raw".into());
+    ids.push("service_call/ours".into());
+    ids.push("service_call/tool_only".into());
     for n in EVENTS {
         ids.push(format!("replay/ours/{n}"));
         ids.push(format!("replay/serde_value/{n}"));
@@ -358,6 +360,18 @@ fn in_process_once(f: &mut Figures) -> Result<(), String> {
         f.time.insert(format!("tool_call/direct/{n}"), Summary::single(d));
         f.time.insert(format!("tool_call/direct_execute/{n}"), Summary::single(de));
     }
+
+    let service = cordis_bench::inproc::ServiceCallBed::new(&dir.join("service-call").tap_mkdir()?)?;
+    let (ours, r) = timed(|| service.through_service());
+    if r.is_error {
+        return Err(format!("the call through a service failed: {}", r.text));
+    }
+    let (base, r) = timed(|| service.tool_only());
+    if r.is_error {
+        return Err(format!("the baseline tool call failed: {}", r.text));
+    }
+    f.time.insert("service_call/ours".into(), Summary::single(ours));
+    f.time.insert("service_call/tool_only".into(), Summary::single(base));
 
     let append_dir = dir.join("append").tap_mkdir()?;
     let bed = AppendBed::new(&append_dir, &todo)?;
@@ -612,6 +626,19 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         ratio: format!("{} faster", x(r)),
         target: "≥ 20× faster".into(),
         verdict: if r.is_some() { verdict(r, 20.0, false) } else { f.missing.get("oracle").cloned().unwrap_or_default() },
+    });
+
+    let r = ratio_of(t("service_call/ours"), t("service_call/tool_only"));
+    rows.push(Row {
+        figure: "call through a service".into(),
+        ours: format!(
+            "a tool whose work is a call to an injected service (consumer → host handle → provider, `fixture-counter`): {}",
+            show(t("service_call/ours"), Unit::Seconds)
+        ),
+        baseline: format!("a tool call that crosses no service (`fixture-named` echo): {}", show(t("service_call/tool_only"), Unit::Seconds)),
+        ratio: format!("{} slower", x(r)),
+        target: "report".into(),
+        verdict: "reported".into(),
     });
 
     let r = ratio_of(t("tool_call/ours/5"), t("tool_call/direct/5"));
