@@ -3,7 +3,11 @@
 //! `serde_yaml` reports positions only for its own parse errors, so errors
 //! found later (an unknown entry key, a config value that breaks the plugin's
 //! schema) look their line up here: a second, event-level pass over the same
-//! text with `yaml-rust2`, run only when an error needs a position.
+//! text with `yaml-rust2`, run only when a position is needed.
+//!
+//! The index is a tree of nodes, each knowing its parent and the step that
+//! leads to it, so building it costs time and memory linear in the number of
+//! nodes whatever their depth (a path is never copied per node).
 
 use std::collections::HashMap;
 
@@ -28,16 +32,26 @@ pub struct Position {
     pub column: usize,
 }
 
+/// One indexed node.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    /// Its parent (the root is its own parent).
+    parent: u32,
+    /// Where its value starts.
+    value: Option<Position>,
+    /// Where its key starts, for a mapping value.
+    key: Option<Position>,
+}
+
 /// Positions of the nodes of one YAML document, by path.
 #[derive(Debug, Default)]
 pub struct Positions {
-    /// Where each node's value starts.
-    values: HashMap<Vec<Step>, Position>,
-    /// Where each mapping key starts (for paths ending in a key).
-    keys: HashMap<Vec<Step>, Position>,
+    nodes: Vec<Node>,
+    /// (parent node, step) → child node.
+    children: HashMap<(u32, Step), u32>,
     /// Keys that appear twice in one mapping, in document order.
     duplicates: Vec<(Vec<Step>, Position)>,
-    /// Paths of scalars tagged `!!js`, in document order.
+    /// Nodes of scalars tagged `!!js`, in document order.
     js: Vec<Vec<Step>>,
 }
 
@@ -46,6 +60,7 @@ impl Positions {
     /// caller already has serde_yaml's error for it).
     pub fn of(text: &str) -> Positions {
         let mut builder = Builder::default();
+        builder.positions.nodes.push(Node { parent: 0, value: None, key: None });
         let mut parser = Parser::new_from_str(text);
         if parser.load(&mut builder, false).is_err() {
             return Positions::default();
@@ -53,15 +68,36 @@ impl Positions {
         builder.positions
     }
 
+    /// The node at `path`, or the nearest ancestor that exists, with how
+    /// many steps of `path` it covers.
+    fn walk(&self, path: &[Step]) -> Option<(u32, usize)> {
+        if self.nodes.is_empty() {
+            return None;
+        }
+        let mut node = 0u32;
+        for (i, step) in path.iter().enumerate() {
+            // `get` needs an owned key; build it once per step.
+            match self.children.get(&(node, step.clone())) {
+                Some(&child) => node = child,
+                None => return Some((node, i)),
+            }
+        }
+        Some((node, path.len()))
+    }
+
     /// The position of the key at `path` (when the path ends in a key), else
     /// of its value; falls back to the nearest ancestor that exists.
     pub fn find(&self, path: &[Step]) -> Option<Position> {
-        let mut path = path.to_vec();
+        let (mut node, _) = self.walk(path)?;
         loop {
-            if let Some(p) = self.keys.get(&path).or_else(|| self.values.get(&path)) {
-                return Some(*p);
+            let n = self.nodes.get(node as usize)?;
+            if let Some(p) = n.key.or(n.value) {
+                return Some(p);
             }
-            path.pop()?;
+            if node == 0 {
+                return None;
+            }
+            node = n.parent;
         }
     }
 
@@ -80,12 +116,16 @@ impl Positions {
 
     /// The position of the value at `path`, falling back to ancestors.
     pub fn value(&self, path: &[Step]) -> Option<Position> {
-        let mut path = path.to_vec();
+        let (mut node, _) = self.walk(path)?;
         loop {
-            if let Some(p) = self.values.get(&path) {
-                return Some(*p);
+            let n = self.nodes.get(node as usize)?;
+            if let Some(p) = n.value {
+                return Some(p);
             }
-            path.pop()?;
+            if node == 0 {
+                return None;
+            }
+            node = n.parent;
         }
     }
 }
@@ -98,14 +138,14 @@ enum Frame {
 #[derive(Default)]
 struct Builder {
     positions: Positions,
+    /// The node of each open level: the current node is the last.
+    stack_nodes: Vec<u32>,
+    /// The steps to the current node (kept for `!!js` paths and duplicate
+    /// keys, which are rare; a step is pushed and popped, never copied per
+    /// node).
     path: Vec<Step>,
     stack: Vec<Frame>,
-    depth_cap_hit: bool,
 }
-
-/// Paths deeper than this are not indexed (the composition parser refuses
-/// them long before; this only bounds the index itself).
-const MAX_DEPTH: usize = 256;
 
 fn pos(mark: &Marker) -> Position {
     // yaml-rust2 markers: 1-based line, 0-based column.
@@ -113,6 +153,23 @@ fn pos(mark: &Marker) -> Position {
 }
 
 impl Builder {
+    fn current(&self) -> u32 {
+        self.stack_nodes.last().copied().unwrap_or(0)
+    }
+
+    /// The child of the current node reached by `step`, created if new.
+    fn child(&mut self, step: Step) -> u32 {
+        let parent = self.current();
+        let positions = &mut self.positions;
+        if let Some(&existing) = positions.children.get(&(parent, step.clone())) {
+            return existing;
+        }
+        let id = positions.nodes.len() as u32;
+        positions.nodes.push(Node { parent, value: None, key: None });
+        positions.children.insert((parent, step), id);
+        id
+    }
+
     /// Called when a node (scalar or collection start) begins; returns true
     /// when it was consumed as a mapping key.
     fn begin_node(&mut self, mark: &Marker, key_text: Option<&str>) -> bool {
@@ -121,32 +178,40 @@ impl Builder {
                 *expecting_key = false;
                 let k = key_text.unwrap_or("").to_string();
                 *key = Some(k.clone());
-                if !*started {
+                let first = !*started;
+                *started = true;
+                if first {
                     // A block mapping starts where its first key does.
-                    *started = true;
-                    self.positions.values.insert(self.path.clone(), pos(mark));
+                    let cur = self.current() as usize;
+                    if let Some(n) = self.positions.nodes.get_mut(cur) {
+                        n.value = Some(pos(mark));
+                    }
                 }
-                let mut p = self.path.clone();
-                p.push(Step::Key(k));
-                match self.positions.keys.entry(p) {
-                    std::collections::hash_map::Entry::Occupied(o) => {
-                        self.positions.duplicates.push((o.key().clone(), pos(mark)));
-                    }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(pos(mark));
-                    }
+                let id = self.child(Step::Key(k.clone()));
+                let node = &mut self.positions.nodes[id as usize];
+                if node.key.is_some() {
+                    let mut p = self.path.clone();
+                    p.push(Step::Key(k));
+                    self.positions.duplicates.push((p, pos(mark)));
+                } else {
+                    node.key = Some(pos(mark));
                 }
                 true
             }
             Some(Frame::Map { expecting_key, key, .. }) => {
                 *expecting_key = true;
                 let k = key.take().unwrap_or_default();
+                let id = self.child(Step::Key(k.clone()));
                 self.path.push(Step::Key(k));
+                self.stack_nodes.push(id);
                 false
             }
             Some(Frame::Seq { next }) => {
-                self.path.push(Step::Index(*next));
+                let i = *next;
                 *next += 1;
+                let id = self.child(Step::Index(i));
+                self.path.push(Step::Index(i));
+                self.stack_nodes.push(id);
                 false
             }
             None => false,
@@ -154,16 +219,16 @@ impl Builder {
     }
 
     fn record_value(&mut self, mark: &Marker) {
-        if self.path.len() <= MAX_DEPTH {
-            self.positions.values.entry(self.path.clone()).or_insert(pos(mark));
-        } else {
-            self.depth_cap_hit = true;
+        let cur = self.current() as usize;
+        if let Some(n) = self.positions.nodes.get_mut(cur) {
+            n.value.get_or_insert(pos(mark));
         }
     }
 
     fn end_value(&mut self) {
         if !self.stack.is_empty() || !self.path.is_empty() {
             self.path.pop();
+            self.stack_nodes.pop();
         }
     }
 }
@@ -177,8 +242,7 @@ impl MarkedEventReceiver for Builder {
                 }
                 if tag.as_ref().is_some_and(|t| {
                     (t.suffix == "js" && matches!(t.handle.as_str(), "!!" | "tag:yaml.org,2002:")) || t.suffix == "tag:yaml.org,2002:js"
-                }) && self.path.len() <= MAX_DEPTH
-                {
+                }) {
                     self.positions.js.push(self.path.clone());
                 }
                 self.record_value(&mark);
@@ -204,7 +268,9 @@ impl MarkedEventReceiver for Builder {
                     } else {
                         Frame::Seq { next: 0 }
                     });
+                    let id = self.child(Step::Key(String::new()));
                     self.path.push(Step::Key(String::new()));
+                    self.stack_nodes.push(id);
                     return;
                 }
                 self.record_value(&mark);

@@ -106,6 +106,14 @@ impl Source {
             let line = text[..text.find('\0').unwrap_or(0)].matches('\n').count() + 1;
             return Err(CompositionError::Syntax { file, line, column: 1, message: "the composition contains a NUL byte".into() });
         }
+        if let Some((line, column)) = too_deep(&text) {
+            return Err(CompositionError::Syntax {
+                file,
+                line,
+                column,
+                message: format!("collections are nested more than {MAX_FLOW_DEPTH} levels deep here (`{{` or `[`); write the value with less nesting"),
+            });
+        }
         let doc: Yaml = match serde_yaml::from_str(&text) {
             Ok(doc) => doc,
             Err(e) => {
@@ -169,6 +177,68 @@ fn node_at<'a>(doc: &'a mut Yaml, path: &[Step]) -> Option<&'a mut Yaml> {
         };
     }
     Some(node)
+}
+
+/// How deep flow collections (`{...}`, `[...]`) may nest. The YAML parser
+/// stops at the same depth, but only after work that grows with the square
+/// of the input on deeply nested flow text; this bound is checked first, in
+/// one pass.
+pub const MAX_FLOW_DEPTH: usize = 64;
+
+/// The line and column of the first flow opener nested deeper than
+/// [`MAX_FLOW_DEPTH`], found in one linear pass that skips comments and
+/// quoted scalars.
+fn too_deep(text: &str) -> Option<(usize, usize)> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let mut quote: Option<char> = None;
+    let (mut escaped, mut comment) = (false, false);
+    let mut prev = '\n';
+    for c in text.chars() {
+        column += 1;
+        if c == '\n' {
+            line += 1;
+            column = 0;
+            comment = false;
+            prev = c;
+            continue;
+        }
+        if comment {
+            continue;
+        }
+        match quote {
+            Some('"') => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '"' {
+                    quote = None;
+                }
+            }
+            Some(_) => {
+                if c == '\'' {
+                    quote = None;
+                }
+            }
+            None => {
+                let at_boundary = prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':');
+                match c {
+                    '#' if prev.is_whitespace() => comment = true,
+                    '"' | '\'' if at_boundary => quote = Some(c),
+                    '{' | '[' => {
+                        depth += 1;
+                        if depth > MAX_FLOW_DEPTH {
+                            return Some((line, column));
+                        }
+                    }
+                    '}' | ']' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+            }
+        }
+        prev = c;
+    }
+    None
 }
 
 /// Where a node sits: a file and the path inside it.
@@ -236,5 +306,21 @@ impl Node {
     pub fn items(&self) -> Option<Vec<Node>> {
         let Yaml::Sequence(items) = &self.value else { return None };
         Some(items.iter().enumerate().map(|(i, v)| Node { value: v.clone(), origin: self.origin.index(i) }).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_flow_nesting_is_found_in_one_pass() {
+        let deep = format!("- name: x\n  config: {}1{}\n", "{a: ".repeat(200), "}".repeat(200));
+        assert_eq!(too_deep(&deep), Some((2, 10 + 4 * MAX_FLOW_DEPTH + 1)));
+        let fine = format!("- name: x\n  config: {}1{}\n", "[".repeat(MAX_FLOW_DEPTH), "]".repeat(MAX_FLOW_DEPTH));
+        assert_eq!(too_deep(&fine), None);
+        // Braces in comments and quoted text do not count.
+        let quoted = format!("# {}\n- name: \"{}\"\n  x: '{}'\n", "{".repeat(300), "[".repeat(300), "{".repeat(300));
+        assert_eq!(too_deep(&quoted), None);
     }
 }
