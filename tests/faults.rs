@@ -156,7 +156,10 @@ fn hostile_compositions_get_bounded_clear_errors() {
         ("mapping", b"tool-todo:\n  allowParallelInProgress: true\n".to_vec(), 2, "cordis.yml:1:1: expected a list of entries"),
         ("yes", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: yes\n".to_vec(), 1, "cordis.yml:4: entry t: $.allowParallelInProgress must be a boolean, got the string \"yes\""),
         ("on", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: on\n".to_vec(), 1, "YAML 1.1 spellings"),
-        ("quoted false", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: \"false\"\n".to_vec(), 1, "remove the quotes"),
+        ("quoted false", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: \"false\"\n".to_vec(), 1, "(quotes or a `!!str` tag make it a string: write true or false bare)"),
+        ("!!str true", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: !!str true\n".to_vec(), 1, "cordis.yml:4: entry t: $.allowParallelInProgress must be a boolean, got the string \"true\" (quotes or a `!!str` tag make it a string: write true or false bare)"),
+        ("merge key in an entry", b"- &base\n  id: a\n  name: tool-todo\n  config: {allowParallelInProgress: true}\n- <<: *base\n  id: b\n".to_vec(), 1, "cordis.yml:5: entry b: `<<` is a YAML 1.1 merge key, and YAML 1.2 (how compositions are read) has no merge keys"),
+        ("merge key in a config", b"- id: a\n  name: tool-todo\n  config: &c {allowParallelInProgress: true}\n- id: b\n  name: tool-todo\n  config:\n    <<: *c\n".to_vec(), 1, "cordis.yml:7: entry b: `<<` is a YAML 1.1 merge key"),
         ("not UTF-8", b"- id: t\n  name: caf\xe9\n".to_vec(), 2, "cordis.yml:2:12: the composition is not UTF-8"),
     ];
     for (what, bytes, code, expected) in cases {
