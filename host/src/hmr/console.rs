@@ -58,7 +58,9 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32) -> 
                     t
                 }
             };
-            *step += 1;
+            // The next step of the open turn, also when the turn was opened
+            // by an earlier process (the log's structure rules number steps).
+            *step = u32::try_from(session.next_step()).unwrap_or(u32::MAX);
             let call = ToolCallRequest { id: format!("dev_{turn}_{step}"), name: name.to_string(), arguments: arguments.to_string() };
             let run = || -> Result<Value, crate::session::AppendError> {
                 session.append_value("step/start", &json!({"turn": turn, "step": *step}), Appender::Host)?;
