@@ -112,63 +112,7 @@ impl<'m> Agent<'m> {
     /// (`TOOL_NOT_STARTED`), as the harness's recovery does.
     fn close_open_turn(&self, reason: serde_json::Value, obs: &mut dyn TurnObserver) -> Result<(), AppendError> {
         let Some(turn) = self.session.open_turn() else { return Ok(()) };
-        if let Some(step) = self.session.open_step() {
-            let unanswered: Vec<(String, bool)> = self.session.with_events(|events| {
-                let start = events.iter().rposition(|e| e.kind == "step/start").unwrap_or(0);
-                let mut open: Vec<(String, bool)> = Vec::new();
-                for e in &events[start..] {
-                    let data = e.data_value();
-                    match e.kind.as_str() {
-                        "assistant/message" => {
-                            for block in data["message"]["content"].as_array().into_iter().flatten() {
-                                if block["type"] == "tool-call" {
-                                    if let Some(id) = block["id"].as_str() {
-                                        open.push((id.to_string(), false));
-                                    }
-                                }
-                            }
-                        }
-                        "tool/call" => {
-                            let id = data["callId"].as_str().unwrap_or_default();
-                            match open.iter_mut().find(|(c, _)| c == id) {
-                                Some(entry) => entry.1 = true,
-                                None => open.push((id.to_string(), true)),
-                            }
-                        }
-                        "tool/result" => {
-                            let id = &data["message"]["source"]["callId"];
-                            open.retain(|(c, _)| id.as_str() != Some(c.as_str()));
-                        }
-                        _ => {}
-                    }
-                }
-                open
-            });
-            for (call_id, started) in unanswered {
-                let (text, error) = if started {
-                    (
-                        "Error: the call was interrupted: the host stopped before its result was recorded, so its outcome is unknown",
-                        json!({"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}),
-                    )
-                } else {
-                    (
-                        "Error: the call was interrupted before it started; call it again if it is still needed",
-                        json!({"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}),
-                    )
-                };
-                self.append(
-                    obs,
-                    "tool/result",
-                    json!({"turn": turn, "step": step, "message": {
-                        "source": {"kind": "tool", "callId": call_id},
-                        "content": [{"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}], "isError": true}],
-                        "role": "user",
-                        "id": new_id(),
-                    }, "error": error}),
-                )?;
-            }
-            self.append(obs, "step/end", json!({"turn": turn, "step": step}))?;
-        }
+        close_open_step(&self.session, obs)?;
         self.append(obs, "turn/end", json!({"turn": turn, "reason": reason}))?;
         Ok(())
     }
@@ -262,6 +206,82 @@ pub fn call_tool(
         }}),
     )?;
     Ok(result)
+}
+
+/// Ends the open step of `session`'s open turn, if a step is open (a
+/// process that stopped mid-step leaves one): every call of the step
+/// without a result gets an error result first ("outcome unknown" when the
+/// log shows it started with `tool/call`, `TOOL_OUTCOME_UNKNOWN`; "not
+/// started" when only the assistant message names it, `TOOL_NOT_STARTED`),
+/// as the harness's recovery does, then `step/end`.
+///
+/// # Errors
+/// [`AppendError`] when the log refuses an event.
+pub fn close_open_step(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Result<(), AppendError> {
+    let Some(turn) = session.open_turn() else { return Ok(()) };
+    let append = |obs: &mut dyn TurnObserver, kind: &str, data: serde_json::Value| -> Result<Event, AppendError> {
+        let event = session.append_value(kind, &data, Appender::Host)?;
+        obs.on_event(session, &event);
+        Ok(event)
+    };
+    if let Some(step) = session.open_step() {
+        let unanswered: Vec<(String, bool)> = session.with_events(|events| {
+            let start = events.iter().rposition(|e| e.kind == "step/start").unwrap_or(0);
+            let mut open: Vec<(String, bool)> = Vec::new();
+            for e in &events[start..] {
+                let data = e.data_value();
+                match e.kind.as_str() {
+                    "assistant/message" => {
+                        for block in data["message"]["content"].as_array().into_iter().flatten() {
+                            if block["type"] == "tool-call" {
+                                if let Some(id) = block["id"].as_str() {
+                                    open.push((id.to_string(), false));
+                                }
+                            }
+                        }
+                    }
+                    "tool/call" => {
+                        let id = data["callId"].as_str().unwrap_or_default();
+                        match open.iter_mut().find(|(c, _)| c == id) {
+                            Some(entry) => entry.1 = true,
+                            None => open.push((id.to_string(), true)),
+                        }
+                    }
+                    "tool/result" => {
+                        let id = &data["message"]["source"]["callId"];
+                        open.retain(|(c, _)| id.as_str() != Some(c.as_str()));
+                    }
+                    _ => {}
+                }
+            }
+            open
+        });
+        for (call_id, started) in unanswered {
+            let (text, error) = if started {
+                (
+                    "Error: the call was interrupted: the host stopped before its result was recorded, so its outcome is unknown",
+                    json!({"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}),
+                )
+            } else {
+                (
+                    "Error: the call was interrupted before it started; call it again if it is still needed",
+                    json!({"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}),
+                )
+            };
+            append(
+                obs,
+                "tool/result",
+                json!({"turn": turn, "step": step, "message": {
+                    "source": {"kind": "tool", "callId": call_id},
+                    "content": [{"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}], "isError": true}],
+                    "role": "user",
+                    "id": new_id(),
+                }, "error": error}),
+            )?;
+        }
+        append(obs, "step/end", json!({"turn": turn, "step": step}))?;
+    }
+    Ok(())
 }
 
 fn new_id() -> String {
