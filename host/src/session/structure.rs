@@ -123,7 +123,7 @@ impl Trace {
     pub fn check(&self, kind: &str, data: &RawValue, surface: Option<&SurfaceOp>, owned: bool) -> Result<(), String> {
         if !core::is_core(kind) && kind != "assistant/chunk" {
             if needs_turn(kind, owned) && self.open_turn.is_none() {
-                return Err(format!("{kind} outside any open turn (execution events must be inside a turn)"));
+                return Err(format!("{kind} outside any open turn (execution events belong inside an open turn)"));
             }
             return Ok(());
         }
@@ -313,7 +313,7 @@ mod tests {
         assert_eq!(
             broken,
             [
-                "todo/write outside any open turn (execution events must be inside a turn)",
+                "todo/write outside any open turn (execution events belong inside an open turn)",
                 "turn/start 2 while turn 1 is still open",
                 "turn/end 1 does not close the open turn (2)",
                 "step/start 2 while step 1 is still open",
