@@ -128,3 +128,27 @@ fn strict_refuses_to_run_with_a_failed_entry() {
     assert!(stderr.contains("warning: ") && stderr.contains("$.allowParallelInProgress is required"), "{stderr}");
     assert_eq!(stdout.trim(), "no tools registered");
 }
+
+/// Issue 11, kind 9: the "Continue with" hint after a run repeats the
+/// options that decide what the next run sees (-c, --plugin-dir, ...), so
+/// the printed command continues the same session in the same setup.
+#[test]
+fn the_continue_hint_keeps_the_composition_and_plugin_dirs() {
+    let scratch = Scratch::new();
+    let sub = scratch.path().join("deploy");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("my cordis.yml"), "- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n").unwrap();
+    std::fs::write(scratch.path().join("s.yml"), "steps:\n  - text: hi\n").unwrap();
+    let plugins = cordis_tests::plugin_dir();
+    let plugins = plugins.to_str().unwrap();
+    let run = scratch.cordis(&["-c", "deploy/my cordis.yml", "--plugin-dir", plugins, "run", "--script", "s.yml", "go"]);
+    let (out, err) = text(&run);
+    assert!(run.status.success(), "{out}{err}");
+    let hint = out.lines().find(|l| l.contains("Continue with: ")).unwrap();
+    let command = hint.split("Continue with: ").nth(1).unwrap();
+    assert!(command.contains(&format!(" -c 'deploy/my cordis.yml' --plugin-dir {plugins} run --session s-")), "{command}");
+    // The hint, with the placeholders filled in, runs.
+    let id = command.split("--session ").nth(1).unwrap().split(' ').next().unwrap();
+    let again = scratch.cordis(&["-c", "deploy/my cordis.yml", "--plugin-dir", plugins, "run", "--session", id, "--script", "s.yml", "more"]);
+    assert!(again.status.success(), "{:?}", text(&again));
+}

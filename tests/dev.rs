@@ -425,3 +425,24 @@ fn a_provider_reload_restarts_its_consumers_and_none_reaches_the_old_one() {
     let v: Value = serde_json::from_str(dev.call("next", "{}")["text"].as_str().unwrap()).unwrap();
     assert_eq!(v["label"], "c");
 }
+
+/// Issue 11, kind 6: when `cordis dev` is the first command in a folder,
+/// every folder it creates (`.cordis/`, `.cordis/hmr/`, `.cordis/sessions/`)
+/// is private (0700); its session file is 0600. A second start keeps them so.
+#[test]
+fn dev_as_the_first_command_creates_private_state_folders() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    setup(&scratch, true);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for _ in 0..2 {
+        let mut dev = Dev::start(scratch.path(), &[]);
+        assert_eq!(dev.call("todo_write", r#"{"todos": [{"content": "a", "status": "pending"}]}"#)["isError"], false);
+        let state = scratch.path().join(".cordis");
+        for dir in [state.clone(), state.join("hmr"), state.join("sessions")] {
+            assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        }
+        assert_eq!(mode(&state.join("sessions").join(format!("{}.jsonl", dev.session))), 0o600);
+        drop(dev);
+    }
+}

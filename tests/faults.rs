@@ -156,7 +156,10 @@ fn hostile_compositions_get_bounded_clear_errors() {
         ("mapping", b"tool-todo:\n  allowParallelInProgress: true\n".to_vec(), 2, "cordis.yml:1:1: expected a list of entries"),
         ("yes", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: yes\n".to_vec(), 1, "cordis.yml:4: entry t: $.allowParallelInProgress must be a boolean, got the string \"yes\""),
         ("on", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: on\n".to_vec(), 1, "YAML 1.1 spellings"),
-        ("quoted false", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: \"false\"\n".to_vec(), 1, "remove the quotes"),
+        ("quoted false", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: \"false\"\n".to_vec(), 1, "(quotes or a `!!str` tag make it a string: write true or false bare)"),
+        ("!!str true", b"- id: t\n  name: tool-todo\n  config:\n    allowParallelInProgress: !!str true\n".to_vec(), 1, "cordis.yml:4: entry t: $.allowParallelInProgress must be a boolean, got the string \"true\" (quotes or a `!!str` tag make it a string: write true or false bare)"),
+        ("merge key in an entry", b"- &base\n  id: a\n  name: tool-todo\n  config: {allowParallelInProgress: true}\n- <<: *base\n  id: b\n".to_vec(), 1, "cordis.yml:5: entry b: `<<` is a YAML 1.1 merge key, and YAML 1.2 (how compositions are read) has no merge keys"),
+        ("merge key in a config", b"- id: a\n  name: tool-todo\n  config: &c {allowParallelInProgress: true}\n- id: b\n  name: tool-todo\n  config:\n    <<: *c\n".to_vec(), 1, "cordis.yml:7: entry b: `<<` is a YAML 1.1 merge key"),
         ("not UTF-8", b"- id: t\n  name: caf\xe9\n".to_vec(), 2, "cordis.yml:2:12: the composition is not UTF-8"),
     ];
     for (what, bytes, code, expected) in cases {
@@ -201,13 +204,16 @@ fn corrupt_logs_keep_every_good_line_and_report_each_bad_one() {
 
     let (session, problems) = host.services.sessions.open("damaged").unwrap();
     let lines: Vec<usize> = problems.iter().map(|p| p.line).collect();
-    assert_eq!(lines, vec![4, 5, 8], "{problems:?}");
+    assert_eq!(lines, vec![4, 5, 6, 6, 8], "{problems:?}");
     assert!(problems[0].message.contains("NUL"));
-    assert!(problems[1].message.contains("two records glued"));
-    assert!(problems[2].message.contains("rejected by plugin tool-todo"), "{}", problems[2].message);
-    // Every good event is kept, including the unknown type.
+    assert_eq!(problems[1].message, "2 records on one line (a missing newline); each is read and kept");
+    assert_eq!(problems[2].message, "seq 2 follows 3: a duplicate or out-of-order seq (kept)");
+    assert!(problems[3].message.contains("CRLF"), "{}", problems[3].message);
+    assert!(problems[4].message.contains("rejected by plugin tool-todo"), "{}", problems[4].message);
+    // Every good event is kept, both glued records and the unknown types
+    // included.
     let kinds: Vec<String> = session.events().into_iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, ["turn/start", "todo/write", "user/message", "made/up", "todo/write", "todo/write", "turn/end"]);
+    assert_eq!(kinds, ["turn/start", "todo/write", "x/y", "x/y", "user/message", "made/up", "todo/write", "todo/write", "turn/end"]);
     // The later whole list wins; the rejected write is not folded.
     let plan: Value = serde_json::from_str(&session.state("todos").unwrap()).unwrap();
     assert_eq!(plan, json!([{"content": "last", "status": "in_progress"}, {"content": "whole list", "status": "completed"}]));

@@ -179,16 +179,25 @@ fn push_segment(out: &mut String, segment: &Segment) {
 /// has them) are cut, so an error never echoes a megabyte-long key.
 const MAX_PATH_KEY_CHARS: usize = 40;
 
-/// `s` as a JSON string, cut after [`MAX_PATH_KEY_CHARS`] characters with `…`.
+/// `s` as a JSON string, cut after [`MAX_PATH_KEY_CHARS`] user-perceived
+/// characters (extended grapheme clusters, never inside one) with `…`.
 fn quoted_preview(s: &str) -> String {
-    match s.char_indices().nth(MAX_PATH_KEY_CHARS) {
+    match clip_point(s, MAX_PATH_KEY_CHARS) {
         None => Value::String(s.to_string()).to_string(),
-        Some((end, _)) => {
+        Some(end) => {
             let mut quoted = Value::String(s[..end].to_string()).to_string();
             quoted.insert(quoted.len() - 1, '…');
             quoted
         }
     }
+}
+
+/// Where to cut `s` to keep its first `max` extended grapheme clusters
+/// (what a reader sees as characters: a flag, a family emoji, `e` with a
+/// combining accent), or `None` when it has no more than `max`.
+pub fn clip_point(s: &str, max: usize) -> Option<usize> {
+    use unicode_segmentation::UnicodeSegmentation;
+    s.grapheme_indices(true).nth(max).map(|(at, _)| at)
 }
 
 fn is_identifier(key: &str) -> bool {
@@ -383,11 +392,10 @@ pub fn describe_value(value: &Value) -> String {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("the boolean {b}"),
         Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => {
-            let preview: String = s.chars().take(40).collect();
-            let cut = if s.chars().count() > 40 { "…" } else { "" };
-            format!("the string {}{cut}", Value::String(preview))
-        }
+        Value::String(s) => match clip_point(s, 40) {
+            None => format!("the string {}", Value::String(s.clone())),
+            Some(end) => format!("the string {}…", Value::String(s[..end].to_string())),
+        },
         Value::Array(items) => format!("an array of {} items", items.len()),
         Value::Object(_) => "an object".into(),
     }
@@ -396,6 +404,19 @@ pub fn describe_value(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn previews_cut_at_grapheme_cluster_boundaries() {
+        let family = "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}";
+        let flag = "\u{1F1EB}\u{1F1F7}";
+        let accent = "e\u{301}";
+        for cluster in [family, flag, accent] {
+            let s = format!("{}{cluster}{cluster}", "x".repeat(39));
+            assert_eq!(describe_value(&Value::String(s)), format!("the string \"{}{cluster}\"…", "x".repeat(39)));
+        }
+        let key = format!("{}{flag}tail", "k".repeat(39));
+        assert_eq!(quoted_preview(&key), format!("\"{}{flag}…\"", "k".repeat(39)));
+    }
     use serde_json::json;
 
     fn checker() -> Checker {

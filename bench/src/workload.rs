@@ -107,8 +107,9 @@ impl<W: Write> Gen<W> {
 
     /// One turn of [`EVENTS_PER_TURN`] events, shaped like the agent loop's:
     /// four model steps that each call `todo_write`, then a final answer.
-    /// When the limit falls inside the turn, the last event written is the
-    /// `turn/end`, so the log always ends with its turns closed.
+    /// When the limit falls inside the turn, the turn holds user messages
+    /// only and its last event is the `turn/end`, so the log always ends
+    /// with its turns closed and keeps the structure rules.
     fn turn(&mut self, turn: u64) -> std::io::Result<()> {
         let started = self.seq as usize;
         if self.limit - started == 1 {
@@ -118,6 +119,16 @@ impl<W: Write> Gen<W> {
         }
         let close_at = self.limit.min(started + EVENTS_PER_TURN) - 1;
         self.emit("turn/start", &json!({"turn": turn}), false)?;
+        if self.limit - started < EVENTS_PER_TURN {
+            // No room for a whole turn: user messages fill it, so the log
+            // keeps the structure rules (a step cut short would leave the
+            // turn ending inside it) and has exactly `limit` events.
+            while (self.seq as usize) < close_at {
+                let id = self.id();
+                self.emit("user/message", &json!({"content": [{"type": "text", "text": "and one more thing"}], "source": {"kind": "user"}, "role": "user", "id": id}), true)?;
+            }
+            return self.emit("turn/end", &json!({"turn": turn, "reason": {"kind": "completed"}}), false);
+        }
         let prompt = format!("Turn {turn}: the parser test fails on nested lists; read the code, fix it and run the tests.");
         let id = self.id();
         self.emit_open(close_at, "user/message", &json!({"content": [{"type": "text", "text": prompt}], "source": {"kind": "user"}, "role": "user", "id": id}), true)?;

@@ -122,8 +122,8 @@ impl<'m> Agent<'m> {
     /// [`TurnError`]; the turn is then closed with reason `error` when the
     /// log still accepts events.
     pub fn run_turn(&mut self, prompt: &str, obs: &mut dyn TurnObserver) -> Result<TurnSummary, TurnError> {
-        if let Some(open) = self.session.open_turn() {
-            self.close_interrupted(open, obs)?;
+        if self.session.open_turn().is_some() {
+            self.close_open_turn(json!({"kind": "interrupted"}), obs)?;
         }
         let turn = self.session.next_turn();
         self.append(obs, "turn/start", json!({"turn": turn}))?;
@@ -132,46 +132,21 @@ impl<'m> Agent<'m> {
             Ok(_) => json!({"kind": "completed"}),
             Err(e) => json!({"kind": "error", "message": e.to_string()}),
         };
-        if self.session.open_turn().is_some() {
-            self.append(obs, "turn/end", json!({"turn": turn, "reason": reason}))?;
-        }
+        self.close_open_turn(reason, obs)?;
         result
     }
 
-    /// Closes a turn a crash left open: every tool call without a result
-    /// gets an error result (a model API refuses a call with no result),
-    /// then the turn ends with reason `interrupted`.
-    fn close_interrupted(&self, turn: u64, obs: &mut dyn TurnObserver) -> Result<(), AppendError> {
-        let unanswered: Vec<(u64, String)> = self.session.with_events(|events| {
-            let start = events.iter().rposition(|e| e.kind == "turn/start").unwrap_or(0);
-            let mut open: Vec<(u64, String)> = Vec::new();
-            for e in &events[start..] {
-                let data = e.data_value();
-                match e.kind.as_str() {
-                    "tool/call" => open.push((data["step"].as_u64().unwrap_or(0), data["callId"].as_str().unwrap_or_default().to_string())),
-                    "tool/result" => {
-                        let id = &data["message"]["source"]["callId"];
-                        open.retain(|(_, c)| id.as_str() != Some(c.as_str()));
-                    }
-                    _ => {}
-                }
-            }
-            open
-        });
-        for (step, call_id) in unanswered {
-            let text = "Error: the call was interrupted: the host stopped before it finished";
-            self.append(
-                obs,
-                "tool/result",
-                json!({"turn": turn, "step": step, "message": {
-                    "source": {"kind": "tool", "callId": call_id},
-                    "content": [{"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}], "isError": true}],
-                    "role": "user",
-                    "id": new_id(),
-                }}),
-            )?;
-        }
-        self.append(obs, "turn/end", json!({"turn": turn, "reason": {"kind": "interrupted"}}))?;
+    /// Closes the open turn (if any) the way the log's structure rules
+    /// require: every call of the open step without a result gets an error
+    /// result (a model API refuses a call with no result), the step ends,
+    /// then the turn ends with `reason`. A call the log shows started
+    /// (`tool/call`) is answered "outcome unknown" (`TOOL_OUTCOME_UNKNOWN`);
+    /// one only the assistant message names, "not started"
+    /// (`TOOL_NOT_STARTED`), as the harness's recovery does.
+    fn close_open_turn(&self, reason: serde_json::Value, obs: &mut dyn TurnObserver) -> Result<(), AppendError> {
+        let Some(turn) = self.session.open_turn() else { return Ok(()) };
+        close_open_step(&self.session, obs)?;
+        self.append(obs, "turn/end", json!({"turn": turn, "reason": reason}))?;
         Ok(())
     }
 
@@ -267,6 +242,82 @@ pub fn call_tool(
         }}),
     )?;
     Ok(result)
+}
+
+/// Ends the open step of `session`'s open turn, if a step is open (a
+/// process that stopped mid-step leaves one): every call of the step
+/// without a result gets an error result first ("outcome unknown" when the
+/// log shows it started with `tool/call`, `TOOL_OUTCOME_UNKNOWN`; "not
+/// started" when only the assistant message names it, `TOOL_NOT_STARTED`),
+/// as the harness's recovery does, then `step/end`.
+///
+/// # Errors
+/// [`AppendError`] when the log refuses an event.
+pub fn close_open_step(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Result<(), AppendError> {
+    let Some(turn) = session.open_turn() else { return Ok(()) };
+    let append = |obs: &mut dyn TurnObserver, kind: &str, data: serde_json::Value| -> Result<Event, AppendError> {
+        let event = session.append_value(kind, &data, Appender::Host)?;
+        obs.on_event(session, &event);
+        Ok(event)
+    };
+    if let Some(step) = session.open_step() {
+        let unanswered: Vec<(String, bool)> = session.with_events(|events| {
+            let start = events.iter().rposition(|e| e.kind == "step/start").unwrap_or(0);
+            let mut open: Vec<(String, bool)> = Vec::new();
+            for e in &events[start..] {
+                let data = e.data_value();
+                match e.kind.as_str() {
+                    "assistant/message" => {
+                        for block in data["message"]["content"].as_array().into_iter().flatten() {
+                            if block["type"] == "tool-call" {
+                                if let Some(id) = block["id"].as_str() {
+                                    open.push((id.to_string(), false));
+                                }
+                            }
+                        }
+                    }
+                    "tool/call" => {
+                        let id = data["callId"].as_str().unwrap_or_default();
+                        match open.iter_mut().find(|(c, _)| c == id) {
+                            Some(entry) => entry.1 = true,
+                            None => open.push((id.to_string(), true)),
+                        }
+                    }
+                    "tool/result" => {
+                        let id = &data["message"]["source"]["callId"];
+                        open.retain(|(c, _)| id.as_str() != Some(c.as_str()));
+                    }
+                    _ => {}
+                }
+            }
+            open
+        });
+        for (call_id, started) in unanswered {
+            let (text, error) = if started {
+                (
+                    "Error: the call was interrupted: the host stopped before its result was recorded, so its outcome is unknown",
+                    json!({"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}),
+                )
+            } else {
+                (
+                    "Error: the call was interrupted before it started; call it again if it is still needed",
+                    json!({"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}),
+                )
+            };
+            append(
+                obs,
+                "tool/result",
+                json!({"turn": turn, "step": step, "message": {
+                    "source": {"kind": "tool", "callId": call_id},
+                    "content": [{"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}], "isError": true}],
+                    "role": "user",
+                    "id": new_id(),
+                }, "error": error}),
+            )?;
+        }
+        append(obs, "step/end", json!({"turn": turn, "step": step}))?;
+    }
+    Ok(())
 }
 
 fn new_id() -> String {

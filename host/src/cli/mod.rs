@@ -28,7 +28,7 @@ use clap::{Parser, Subcommand};
 
 use crate::agent::{Agent, ScriptedModel, ToolCallRequest, TurnObserver};
 use crate::runtime::{Host, HostOptions};
-use crate::session::{core_type_or_owned, derive_messages, Durability, Event, Session};
+use crate::session::{core_type_or_owned, event_message, Durability, Event, LineProblem, ProblemKind, Session};
 use crate::tools::ToolResult;
 
 /// The example script `cordis run` uses when no `--script` is given,
@@ -299,6 +299,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Session { command: SessionCommand::Import { path, id } } => {
             let host = boot_for_sessions(&cli)?;
+            if cli.strict {
+                let (_, problems) = host.services.sessions.view(&path.display().to_string()).map_err(|e| e.to_string())?;
+                refuse_under_strict(&path.display().to_string(), &problems)?;
+            }
             let report = host.services.sessions.import(path, id.as_deref()).map_err(|e| match e {
                 crate::session::StoreError::Exists(id) => {
                     format!("session `{id}` already exists; pass --id NEW_ID to import this log under another id")
@@ -309,15 +313,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             for p in &report.problems {
                 let _ = writeln!(out, "{}:{}: {}", path.display(), p.line, p.message);
             }
+            let skipped = crate::session::skipped_lines(&report.problems);
+            let broken = report.problems.iter().filter(|p| p.kind == ProblemKind::Broken).count();
             let _ = writeln!(
                 out,
-                "imported {} as session {}: {} events ({} opaque), {} lines skipped; continue with: cordis run --session {} --script FILE PROMPT",
+                "imported {} as session {}: {} ({} opaque), {} skipped, {} of the log's rules (imported as written); continue with: {}",
                 path.display(),
                 report.id,
-                report.events,
+                render::count(report.events, "event", "events"),
                 report.opaque,
-                report.problems.len(),
-                report.id
+                render::count(skipped, "line", "lines"),
+                render::count(broken, "break", "breaks"),
+                invocation(&cli, &format!("run --session {} --script FILE PROMPT", report.id))
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -372,6 +379,9 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
     let session = match session_id {
         Some(id) => {
             let (s, problems) = sessions.open(id).map_err(|e| e.to_string())?;
+            if cli.strict {
+                refuse_under_strict(id, &problems)?;
+            }
             for p in &problems {
                 eprintln!("warning: session {id}: {p}");
             }
@@ -392,17 +402,78 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
 }
 
 /// How to run `cordis` again the way it was run: the program as invoked and
-/// any `-c`/`--state-dir` given, followed by `rest`.
+/// every global option that changes what the next command sees (`-c`,
+/// `--state-dir`, each `--plugin-dir` and `--patch`, `--no-user-patch`,
+/// `--durability`, `--allow-writable-plugins`, `--strict`), each word quoted
+/// for a POSIX shell when it needs it, followed by `rest`.
 fn invocation(cli: &Cli, rest: &str) -> String {
     let program = std::env::args().next().unwrap_or_else(|| "cordis".into());
-    let mut line = program;
+    let mut words = vec![shell_word(&program)];
+    let mut option = |flag: &str, value: &Path| {
+        words.push(flag.to_string());
+        words.push(shell_word(&value.display().to_string()));
+    };
     if cli.composition != Path::new("cordis.yml") {
-        line.push_str(&format!(" -c {}", cli.composition.display()));
+        option("-c", &cli.composition);
     }
     if let Some(dir) = &cli.state_dir {
-        line.push_str(&format!(" --state-dir {}", dir.display()));
+        option("--state-dir", dir);
     }
-    format!("{line} {rest}")
+    for dir in &cli.plugin_dir {
+        option("--plugin-dir", dir);
+    }
+    for layer in &cli.patches {
+        option("--patch", layer);
+    }
+    if cli.no_user_patch {
+        words.push("--no-user-patch".into());
+    }
+    if cli.durability != Durability::default() {
+        let mode = match cli.durability {
+            Durability::Event => "event",
+            Durability::Turn => "turn",
+            Durability::None => "none",
+        };
+        words.push(format!("--durability {mode}"));
+    }
+    if cli.allow_writable_plugins {
+        words.push("--allow-writable-plugins".into());
+    }
+    if cli.strict {
+        words.push("--strict".into());
+    }
+    format!("{} {rest}", words.join(" "))
+}
+
+/// `word` as one word for a POSIX shell: as it is when it holds only safe
+/// characters, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let safe = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if safe {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Under `--strict`, a session log with a skipped line or a broken rule
+/// is refused (as the harness refuses a log its invariants reject): each
+/// such problem is printed, and the command fails with exit code 2.
+fn refuse_under_strict(what: &str, problems: &[LineProblem]) -> Result<(), CliError> {
+    let bad: Vec<&LineProblem> = problems.iter().filter(|p| p.kind != ProblemKind::Note).collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    for p in &bad {
+        eprintln!("error: session {what}: {}", render::printable(&p.to_string()));
+    }
+    Err(CliError {
+        code: 2,
+        message: format!(
+            "session {what} has {} (lines not read, or breaks of the log's rules); --strict refuses it",
+            render::count(bad.len(), "problem", "problems")
+        ),
+    })
 }
 
 /// Boots for a session command: like [`boot_for_use`], but a missing default
@@ -463,6 +534,9 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
     let session: Arc<Session> = match session_id {
         Some(id) => {
             let (s, problems) = sessions.open(id).map_err(|e| e.to_string())?;
+            if cli.strict {
+                refuse_under_strict(id, &problems)?;
+            }
             for p in &problems {
                 eprintln!("warning: session {id}: {p}");
             }
@@ -511,7 +585,7 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
     fn on_event(&mut self, session: &Session, event: &Event) {
         match event.kind.as_str() {
             "user/message" | "assistant/message" => {
-                for m in derive_messages(std::slice::from_ref(event)) {
+                if let Some(m) = event_message(event) {
                     render::message(self.out, &m);
                 }
             }

@@ -25,13 +25,17 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Shortens long text for one display line (the log keeps it whole).
+/// Shortens long text to its first `max` user-perceived characters
+/// (extended grapheme clusters: a cut never splits a flag, an emoji
+/// sequence or a letter from its combining marks); the log keeps it whole.
 fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
+    match cordis_abi::schema::clip_point(text, max) {
+        None => text.to_string(),
+        Some(end) => {
+            use unicode_segmentation::UnicodeSegmentation;
+            format!("{}… ({} characters in all)", &text[..end], text.graphemes(true).count())
+        }
     }
-    let kept: String = text.chars().take(max).collect();
-    format!("{kept}… ({} characters in all)", text.chars().count())
 }
 
 /// `cordis check`: one line per entry, then its problems, then the patches
@@ -310,6 +314,17 @@ mod tests {
         assert_eq!(printable("red \u{1b}[31m bell \u{7}"), "red \\u{1b}[31m bell \\u{7}");
         assert_eq!(count(1, "entry", "entries"), "1 entry");
         assert_eq!(count(2, "entry", "entries"), "2 entries");
+    }
+
+    #[test]
+    fn clips_at_grapheme_cluster_boundaries() {
+        let family = "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}";
+        let flag = "\u{1F1EB}\u{1F1F7}";
+        let accent = "e\u{301}";
+        assert_eq!(clip(&format!("ab{family}cd"), 3), format!("ab{family}… (5 characters in all)"));
+        assert_eq!(clip(&format!("a{flag}{flag}"), 2), format!("a{flag}… (3 characters in all)"));
+        assert_eq!(clip(&format!("{accent}{accent}x"), 1), format!("{accent}… (3 characters in all)"));
+        assert_eq!(clip("short", 5), "short");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::DevHost;
-use crate::agent::{call_tool, Quiet, ToolCallRequest};
+use crate::agent::{call_tool, close_open_step, Quiet, ToolCallRequest};
 use crate::session::{Appender, Session};
 
 /// Runs the console until `input` ends.
@@ -58,7 +58,14 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32) -> 
                     t
                 }
             };
-            *step += 1;
+            // A step left open by a process that stopped mid-call is ended
+            // first (its calls answered), as the log's structure rules
+            // require; then the next step of the open turn, also when the
+            // turn was opened by an earlier process.
+            if let Err(e) = close_open_step(session, &mut Quiet) {
+                return json!({"error": e.to_string()});
+            }
+            *step = u32::try_from(session.next_step()).unwrap_or(u32::MAX);
             let call = ToolCallRequest { id: format!("dev_{turn}_{step}"), name: name.to_string(), arguments: arguments.to_string() };
             let run = || -> Result<Value, crate::session::AppendError> {
                 session.append_value("step/start", &json!({"turn": turn, "step": *step}), Appender::Host)?;

@@ -92,9 +92,9 @@ impl DevHost {
         let state_dir = options.state_dir.clone().unwrap_or_else(|| composition_dir.join(".cordis"));
         let copies = state_dir.join("hmr");
         clean_copies(&copies);
-        std::fs::create_dir_all(&copies).map_err(|source| {
-            BootError::Store(crate::session::StoreError::Io { path: copies.display().to_string(), source })
-        })?;
+        // Private (0700), like the state directory it sits in: `.cordis/`
+        // itself is created here when `cordis dev` is the first command.
+        crate::session::store::create_private_dir(&copies).map_err(BootError::Store)?;
         options.library_copies = Some(copies);
         options.state_dir = Some(state_dir);
         let host = Host::boot(&options)?;

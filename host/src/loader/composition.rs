@@ -589,6 +589,7 @@ impl Builder {
                     Ok(list) => entry.isolate = list,
                     Err(m) => problems.push((at, format!("`isolate` {m}"))),
                 },
+                MERGE_KEY => problems.push((at, MERGE_KEY_MESSAGE.to_string())),
                 other => problems.push((
                     at,
                     format!("unknown entry key `{other}` (entry keys are {})", ENTRY_KEYS.map(|k| format!("`{k}`")).join(", ")),
@@ -881,9 +882,13 @@ fn scalar_text(value: &Yaml) -> Option<String> {
 pub const YAML11_BOOL_HINT: &str = "YAML 1.1 spellings such as yes/no/on/off are strings in YAML 1.2: write true or false";
 
 /// What to say when the string `s` was given where a boolean is expected.
+///
+/// `true` or `false` read as a string was quoted (`"true"`) or tagged
+/// (`!!str true`); the parsed value no longer says which, so the hint names
+/// both and claims neither.
 pub fn bool_hint(s: &str) -> &'static str {
     match s {
-        "true" | "false" => "remove the quotes: a quoted value is a string",
+        "true" | "false" => "quotes or a `!!str` tag make it a string: write true or false bare",
         _ if is_yaml11_bool(s) => YAML11_BOOL_HINT,
         _ => "write true or false",
     }
@@ -892,6 +897,24 @@ pub fn bool_hint(s: &str) -> &'static str {
 /// Whether `s` is a YAML 1.1 boolean spelling.
 pub fn is_yaml11_bool(s: &str) -> bool {
     matches!(s.to_ascii_lowercase().as_str(), "yes" | "no" | "on" | "off" | "y" | "n" | "true" | "false")
+}
+
+/// The YAML 1.1 merge key.
+const MERGE_KEY: &str = "<<";
+
+/// What a `<<:` merge key gets: YAML 1.2, which compositions are read as,
+/// has no merge keys, so `<<` would be an ordinary key named `<<`.
+const MERGE_KEY_MESSAGE: &str = "`<<` is a YAML 1.1 merge key, and YAML 1.2 (how compositions are read) has no merge keys: \
+write the keys out, or reuse a whole value with an alias (`config: *name`)";
+
+/// Whether `value` is what a merge key takes: a mapping (an alias to one)
+/// or a list of mappings.
+fn is_merge_value(value: &Yaml) -> bool {
+    match value {
+        Yaml::Mapping(_) => true,
+        Yaml::Sequence(items) => !items.is_empty() && items.iter().all(|i| matches!(i, Yaml::Mapping(_))),
+        _ => false,
+    }
 }
 
 fn bool_of(value: &Yaml) -> Result<bool, String> {
@@ -945,6 +968,9 @@ fn to_json(value: &Yaml, eval: &mut Eval<'_>) -> Result<Option<Json>, (Vec<Step>
                     Yaml::Bool(b) => b.to_string(),
                     other => return Err((vec![], format!("config keys must be strings, found {}", kind(other)))),
                 };
+                if key == MERGE_KEY && is_merge_value(v) {
+                    return Err((vec![Step::Key(key)], MERGE_KEY_MESSAGE.to_string()));
+                }
                 let json = to_json(v, eval).map_err(|(mut p, m)| {
                     p.insert(0, Step::Key(key.clone()));
                     (p, m)
@@ -1154,5 +1180,29 @@ mod tests {
         assert!(matches!(err, CompositionError::EmptyPatch { .. }), "{err}");
         let off = write(dir.path(), "off.yml", "[]\n");
         assert!(Composition::compose(&root, &[Layer { path: off, role: Role::Patch(1) }]).is_ok());
+    }
+
+    #[test]
+    fn bool_hint_names_quotes_and_str_tags_without_claiming_either() {
+        // `"true"` and `!!str true` both reach the hint as the string "true".
+        let hint = bool_hint("true");
+        assert_eq!(hint, "quotes or a `!!str` tag make it a string: write true or false bare");
+        assert!(!hint.contains("remove the quotes"));
+        assert_eq!(bool_hint("yes"), YAML11_BOOL_HINT);
+        let c = parse("- id: d\n  name: x\n  disabled: !!str true\n").unwrap();
+        let problems = format!("{:?}", c.entries[0].problems);
+        assert!(problems.contains("!!str") && !problems.contains("remove the quotes"), "{problems}");
+    }
+
+    #[test]
+    fn merge_keys_are_named_as_yaml_1_1() {
+        let text = "- &base\n  id: a\n  name: x\n  config: &cfg {k: 1}\n- <<: *base\n  id: b\n- id: c\n  name: x\n  config:\n    <<: *cfg\n";
+        let c = parse(text).unwrap();
+        let b = c.entries.iter().find(|e| e.id == "b").unwrap();
+        let joined = format!("{:?}", b.problems);
+        assert!(joined.contains("YAML 1.2") && joined.contains("merge key"), "{joined}");
+        let e = c.entries.iter().find(|e| e.id == "c").unwrap();
+        let err = e.config_json(&mut |_| Ok(None)).unwrap_err();
+        assert!(err.contains("YAML 1.2") && err.contains("merge key"), "{err}");
     }
 }

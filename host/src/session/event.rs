@@ -91,8 +91,9 @@ pub struct Event {
     pub kind: String,
     /// The event's data, byte for byte as written.
     pub data: Box<RawValue>,
-    /// `append` on surface events.
-    pub surface_op: Option<String>,
+    /// How a surface event enters the model's history: `append`, or
+    /// `{"op":"replace","start","end"}` (compaction replacing a range).
+    pub surface_op: Option<SurfaceOp>,
     /// Seqs of the events a surface event was built from (imported logs).
     pub source_event_seqs: Option<Vec<u64>>,
 }
@@ -117,7 +118,13 @@ impl Event {
         }
         if let Some(op) = &self.surface_op {
             line.push_str(",\"surfaceOp\":");
-            push_json_str(&mut line, op);
+            match op {
+                SurfaceOp::Append => line.push_str("\"append\""),
+                SurfaceOp::Replace { start, end } => {
+                    let _ = write!(line, "{{\"op\":\"replace\",\"start\":{start},\"end\":{end}}}");
+                }
+                SurfaceOp::Other(raw) => line.push_str(raw.get()),
+            }
         }
         line.push_str("}\n");
         line
@@ -126,6 +133,50 @@ impl Event {
     /// The data parsed as a JSON value.
     pub fn data_value(&self) -> Value {
         serde_json::from_str(self.data.get()).unwrap_or(Value::Null)
+    }
+}
+
+/// How a surface event enters the model's history (the harness's
+/// `surfaceOp`).
+#[derive(Debug, Clone)]
+pub enum SurfaceOp {
+    /// `"append"`: the event's message goes at the end of the history.
+    Append,
+    /// `{"op":"replace","start":S,"end":E}`: the event's message takes the
+    /// place of the history's messages from the event with seq `S` to the
+    /// one with seq `E` (both in the history, `S` not after `E`), as
+    /// compaction records a summary or a shortened tool result.
+    Replace {
+        /// Seq of the first event replaced.
+        start: u64,
+        /// Seq of the last event replaced.
+        end: u64,
+    },
+    /// Any other value, kept as written; the event is left out of the
+    /// history (and reported).
+    Other(Box<RawValue>),
+}
+
+impl SurfaceOp {
+    /// Reads a `surfaceOp` value: `"append"`, or an object with exactly
+    /// `op: "replace"` and whole-number `start` and `end` (the harness's
+    /// shape); anything else is [`SurfaceOp::Other`].
+    pub fn from_raw(raw: Box<RawValue>) -> SurfaceOp {
+        match serde_json::from_str::<Value>(raw.get()) {
+            Ok(Value::String(s)) if s == "append" => SurfaceOp::Append,
+            Ok(Value::Object(map)) if map.len() == 3 && map.get("op").and_then(Value::as_str) == Some("replace") => {
+                match (map.get("start").and_then(Value::as_u64), map.get("end").and_then(Value::as_u64)) {
+                    (Some(start), Some(end)) => SurfaceOp::Replace { start, end },
+                    _ => SurfaceOp::Other(raw),
+                }
+            }
+            _ => SurfaceOp::Other(raw),
+        }
+    }
+
+    /// Whether this is `append`.
+    pub fn is_append(&self) -> bool {
+        matches!(self, SurfaceOp::Append)
     }
 }
 
@@ -149,9 +200,9 @@ pub struct Envelope {
     pub kind: String,
     /// The data.
     pub data: Option<Box<RawValue>>,
-    /// Surface marker.
+    /// Surface marker: `"append"` or a replace object (see [`SurfaceOp`]).
     #[serde(rename = "surfaceOp")]
-    pub surface_op: Option<String>,
+    pub surface_op: Option<Box<RawValue>>,
     /// Source seqs of a surface event.
     #[serde(rename = "sourceEventSeqs")]
     pub source_event_seqs: Option<Vec<u64>>,
@@ -189,7 +240,7 @@ mod tests {
             time: 7,
             kind: "x/y".into(),
             data,
-            surface_op: Some("append".into()),
+            surface_op: Some(SurfaceOp::Append),
             source_event_seqs: Some(vec![1, 2]),
         };
         let line = e.to_line();
@@ -199,5 +250,25 @@ mod tests {
         );
         let back: Envelope = serde_json::from_str(line.trim_end()).unwrap();
         assert_eq!(back.data.unwrap().get(), e.data.get());
+    }
+
+    #[test]
+    fn surface_ops_read_and_write_back() {
+        let op = |t: &str| SurfaceOp::from_raw(RawValue::from_string(t.into()).unwrap());
+        assert!(op("\"append\"").is_append());
+        assert!(matches!(op(r#"{"op": "replace", "start": 3, "end": 3}"#), SurfaceOp::Replace { start: 3, end: 3 }));
+        assert!(matches!(op(r#"{"op":"replace","startSeq":1,"endSeq":2}"#), SurfaceOp::Other(_)));
+        assert!(matches!(op(r#"{"op":"replace","start":1,"end":2,"x":0}"#), SurfaceOp::Other(_)));
+        assert!(matches!(op("7"), SurfaceOp::Other(_)));
+        let e = Event {
+            seq: 5,
+            time: 1,
+            kind: "tool/result".into(),
+            data: RawValue::from_string("{}".into()).unwrap(),
+            surface_op: Some(SurfaceOp::Replace { start: 3, end: 3 }),
+            source_event_seqs: Some(vec![3]),
+        };
+        assert!(e.to_line().ends_with(r#""sourceEventSeqs":[3],"surfaceOp":{"op":"replace","start":3,"end":3}}
+"#));
     }
 }

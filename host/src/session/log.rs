@@ -12,8 +12,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::event::{core, now_ms, to_raw, Event, Header};
+use super::event::{core, now_ms, to_raw, Event, Header, SurfaceOp};
+use super::messages::derive_history;
 use super::owners::EventTypes;
+use super::structure::Trace;
 use super::store::{parse_data, LineProblem, ReadLog, StoreError, Writer};
 use crate::context::Owner;
 use crate::projection::{Projections, RegisteredProjection};
@@ -56,12 +58,10 @@ pub enum AppendError {
         /// Why.
         reason: String,
     },
-    /// An execution event outside a turn.
-    #[error("`{0}` may only be appended inside an open turn")]
-    OutsideTurn(String),
-    /// `turn/start` while a turn is open.
-    #[error("turn {0} is still open; it must end before another starts")]
-    TurnOpen(u64),
+    /// The event would break a rule of the log's structure
+    /// ([`super::structure`]).
+    #[error("the event would break the log's structure: {0}")]
+    Structure(String),
     /// The data is not JSON.
     #[error("{0}")]
     NotJson(String),
@@ -84,8 +84,7 @@ struct State {
     header: Header,
     events: Vec<Event>,
     rejected: HashSet<u64>,
-    open_turn: Option<u64>,
-    turns: u64,
+    trace: Trace,
     writer: Option<Writer>,
     read_only: bool,
     folds: BTreeMap<String, FoldState>,
@@ -129,8 +128,7 @@ impl Session {
                 header,
                 events: Vec::new(),
                 rejected: HashSet::new(),
-                open_turn: None,
-                turns: 0,
+                trace: Trace::new(),
                 writer,
                 read_only,
                 folds: BTreeMap::new(),
@@ -142,7 +140,11 @@ impl Session {
 
     /// Rebuilds a session from a log read from disk: re-checks every event of
     /// an owned type with its owner's validator (a rejected event is kept in
-    /// the log, reported, and left out of projections), keeps events of types
+    /// the log, reported, and left out of projections), checks the log's
+    /// structure rules ([`super::structure`]; a break is reported with its
+    /// line and rule, and a plugin event outside a turn is left out of
+    /// projections), reports what the derived history had to leave out or
+    /// add ([`super::messages::derive_history`]), keeps events of types
     /// nobody owns as opaque, and folds the projections.
     pub fn replay(
         log: ReadLog,
@@ -154,25 +156,28 @@ impl Session {
         let session = Session::new(header, backing, types, projections);
         {
             let mut st = session.lock();
-            for (event, line) in events.into_iter().zip(lines) {
-                if let Some(owned) = session.types.get(&event.kind) {
+            for (event, &line) in events.into_iter().zip(lines.iter()) {
+                let owned = session.types.get(&event.kind);
+                if let Some(owned) = &owned {
                     if let Err(reason) = owned.validate(event.data.get()) {
-                        problems.push(LineProblem {
-                            line,
-                            message: format!("{} rejected by {} on replay: {reason}", event.kind, owned.owner),
-                        });
+                        problems.push(LineProblem::broken(line, format!("{} rejected by {} on replay: {reason}", event.kind, owned.owner)));
                         st.rejected.insert(event.seq);
                     }
                 }
-                match event.kind.as_str() {
-                    core::TURN_START => {
-                        st.turns += 1;
-                        st.open_turn = Some(st.turns);
+                if let Err(rule) = st.trace.check(&event.kind, &event.data, event.surface_op.as_ref(), owned.is_some()) {
+                    problems.push(LineProblem::broken(line, format!("breaks the log's structure: {rule}")));
+                    if owned.is_some() {
+                        st.rejected.insert(event.seq);
                     }
-                    core::TURN_END => st.open_turn = None,
-                    _ => {}
                 }
+                st.trace.apply(&event.kind, &event.data);
                 st.events.push(event);
+            }
+            let (_, notes) = derive_history(&st.events);
+            for (seq, note) in notes {
+                let at = st.events.binary_search_by_key(&seq, |e| e.seq).ok().or_else(|| st.events.iter().position(|e| e.seq == seq));
+                let line = at.and_then(|i| lines.get(i)).copied().unwrap_or(1);
+                problems.push(LineProblem::broken(line, note));
             }
             problems.sort_by_key(|p| p.line);
         }
@@ -215,12 +220,22 @@ impl Session {
 
     /// The open turn's number, if a turn is open.
     pub fn open_turn(&self) -> Option<u64> {
-        self.lock().open_turn
+        self.lock().trace.open_turn()
+    }
+
+    /// The open step's number, if a step is open.
+    pub fn open_step(&self) -> Option<u64> {
+        self.lock().trace.open_step()
     }
 
     /// The number the next turn will get.
     pub fn next_turn(&self) -> u64 {
-        self.lock().turns + 1
+        self.lock().trace.next_turn()
+    }
+
+    /// The number the open turn's next step will get.
+    pub fn next_step(&self) -> u64 {
+        self.lock().trace.next_step()
     }
 
     /// Appends an event whose data is JSON text.
@@ -279,41 +294,25 @@ impl Session {
         if st.read_only {
             return Err(AppendError::ReadOnly(self.id.clone()));
         }
-        match kind {
-            core::TURN_START => {
-                if let Some(open) = st.open_turn {
-                    return Err(AppendError::TurnOpen(open));
-                }
-            }
-            _ if (core::needs_turn(kind) || !is_core) && st.open_turn.is_none() => {
-                return Err(AppendError::OutsideTurn(kind.to_string()))
-            }
-            _ => {}
-        }
+        let surface = (core::is_surface(kind) || owned.as_ref().is_some_and(|o| o.surface)).then_some(SurfaceOp::Append);
+        st.trace.check(kind, &data, surface.as_ref(), owned.is_some()).map_err(AppendError::Structure)?;
         let seq = st.events.last().map_or(0, |e| e.seq + 1);
         let event = Event {
             seq,
             time: now_ms(),
             kind: kind.to_string(),
             data,
-            surface_op: (core::is_surface(kind) || owned.as_ref().is_some_and(|o| o.surface)).then(|| "append".to_string()),
+            surface_op: surface,
             source_event_seqs: None,
         };
         if let Some(writer) = st.writer.as_mut() {
             writer.append(event.to_line().as_bytes())?;
         }
-        match kind {
-            core::TURN_START => {
-                st.turns += 1;
-                st.open_turn = Some(st.turns);
+        st.trace.apply(kind, &event.data);
+        if kind == core::TURN_END {
+            if let Some(writer) = st.writer.as_mut() {
+                writer.end_turn()?;
             }
-            core::TURN_END => {
-                st.open_turn = None;
-                if let Some(writer) = st.writer.as_mut() {
-                    writer.end_turn()?;
-                }
-            }
-            _ => {}
         }
         seen(&event);
         st.events.push(event);

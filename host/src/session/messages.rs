@@ -1,14 +1,26 @@
 //! `deriveMessages()`: the LLM history, built from surface events only.
 //!
 //! Surface events are `user/message`, `assistant/message` and `tool/result`
-//! carrying `surfaceOp: "append"`. Everything else (turn and step markers,
+//! carrying a `surfaceOp`. Everything else (turn and step markers,
 //! `tool/call`, plugin events such as `todo/write`, opaque events) is not
 //! part of the conversation the model sees.
+//!
+//! The surface is folded as the harness folds it: `"append"` puts the
+//! event's message at the end; `{"op":"replace","start":S,"end":E}` puts it
+//! in place of the messages from the event with seq `S` to the one with seq
+//! `E` (compaction). Then the history is made well-formed, whatever the log
+//! holds, because a model API refuses anything else: every tool call of an
+//! assistant message is answered by exactly one tool result, right after
+//! that message. A result whose call is not awaiting one (no assistant
+//! message before it made the call, or it was answered already) is left
+//! out; a call left without a result (its result was lost, or the history
+//! moved on) gets an error result where its results belong. Each such
+//! repair is reported by [`derive_history`] with the event's seq.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::event::{core, Event};
+use super::event::{core, Event, SurfaceOp};
 
 /// One tool call in an assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -51,9 +63,102 @@ pub enum Message {
     },
 }
 
-/// Derives the LLM history from `events` (DESIGN §7).
+/// Derives the LLM history from `events` (DESIGN §7): always well-formed
+/// (see the [module](self) notes).
 pub fn derive_messages(events: &[Event]) -> Vec<Message> {
-    events.iter().filter(|e| e.surface_op.as_deref() == Some("append")).filter_map(message_of).collect()
+    derive_history(events).0
+}
+
+/// The text of the error result the history gives a call left without one.
+pub const MISSING_RESULT_TEXT: &str =
+    "Error: no result was recorded for this call (the log lost it, or the session moved on before it finished)";
+
+/// [`derive_messages`], plus each repair it made or surface event it could
+/// not place, as `(seq of the event, what happened)`, in seq order.
+pub fn derive_history(events: &[Event]) -> (Vec<Message>, Vec<(u64, String)>) {
+    let mut notes = Vec::new();
+    // The surface: (seq, message) in history order.
+    let mut surface: Vec<(u64, Option<Message>)> = Vec::new();
+    for event in events {
+        let Some(op) = &event.surface_op else { continue };
+        // Core surface types, and a plugin's surface events that carry a
+        // user-side message (`todo/nudge`).
+        if !core::is_surface(&event.kind) && (core::is_core(&event.kind) || message_of(event).is_none()) {
+            continue;
+        }
+        match op {
+            SurfaceOp::Append => surface.push((event.seq, message_of(event))),
+            SurfaceOp::Replace { start, end } => {
+                let find = |seq: u64| surface.iter().position(|(s, _)| *s == seq);
+                let (Some(from), Some(to)) = (find(*start), find(*end)) else {
+                    notes.push((
+                        event.seq,
+                        format!(
+                            "{} replaces seqs {start} to {end}, which are not both in the history; left out of the history",
+                            event.kind
+                        ),
+                    ));
+                    continue;
+                };
+                if from > to {
+                    notes.push((event.seq, format!("{} replaces from seq {start} to seq {end}, which comes before it in the history; left out of the history", event.kind)));
+                    continue;
+                }
+                if let Some(sources) = &event.source_event_seqs {
+                    let missing: Vec<String> =
+                        surface[from..=to].iter().map(|(s, _)| *s).filter(|s| !sources.contains(s)).map(|s| s.to_string()).collect();
+                    if !missing.is_empty() {
+                        notes.push((event.seq, format!("{} replaces seqs {} without citing them in sourceEventSeqs (applied)", event.kind, missing.join(", "))));
+                    }
+                }
+                surface.splice(from..=to, [(event.seq, message_of(event))]);
+            }
+            SurfaceOp::Other(raw) => notes.push((
+                event.seq,
+                format!("{} has surfaceOp {}, which is neither \"append\" nor a replace; left out of the history", event.kind, raw.get()),
+            )),
+        }
+    }
+    // Well-formed: each call answered once, right after its message.
+    let mut out: Vec<Message> = Vec::with_capacity(surface.len());
+    let mut awaiting: Vec<(String, u64)> = Vec::new();
+    let close = |out: &mut Vec<Message>, awaiting: &mut Vec<(String, u64)>, notes: &mut Vec<(u64, String)>| {
+        for (call_id, seq) in awaiting.drain(..) {
+            notes.push((seq, format!("call {call_id} has no result; the history gives it an error result")));
+            out.push(Message::Tool { call_id, text: MISSING_RESULT_TEXT.to_string(), is_error: true });
+        }
+    };
+    for (seq, message) in surface {
+        let Some(message) = message else { continue };
+        match message {
+            Message::Tool { ref call_id, .. } => match awaiting.iter().position(|(c, _)| c == call_id) {
+                Some(i) => {
+                    awaiting.remove(i);
+                    out.push(message);
+                }
+                None => notes.push((
+                    seq,
+                    format!("tool/result for call {call_id}, which no assistant message right before it awaits; left out of the history"),
+                )),
+            },
+            other => {
+                close(&mut out, &mut awaiting, &mut notes);
+                if let Message::Assistant { tool_calls, .. } = &other {
+                    awaiting.extend(tool_calls.iter().map(|c| (c.id.clone(), seq)));
+                }
+                out.push(other);
+            }
+        }
+    }
+    close(&mut out, &mut awaiting, &mut notes);
+    notes.sort_by_key(|(seq, _)| *seq);
+    (out, notes)
+}
+
+/// The message one surface event yields, if any (no repair: see
+/// [`derive_messages`] for a history).
+pub fn event_message(event: &Event) -> Option<Message> {
+    message_of(event)
 }
 
 fn message_of(event: &Event) -> Option<Message> {
@@ -77,6 +182,11 @@ fn message_of(event: &Event) -> Option<Message> {
                     },
                 })
                 .collect();
+            // An assistant message with no content (it only carries a
+            // step's usage) yields no message, as in the harness.
+            if content.and_then(Value::as_array).is_some_and(Vec::is_empty) {
+                return None;
+            }
             Some(Message::Assistant { text: text_blocks(content), tool_calls })
         }
         core::TOOL_RESULT => {

@@ -3,7 +3,8 @@
 //! - [`event`]: the header and event envelope, and the core event types;
 //! - [`log`]: one session, its append pipeline and projection states;
 //! - [`store`]: the JSONL files, locking, durability and torn tails;
-//! - [`messages`]: `deriveMessages()`, the LLM history from surface events.
+//! - [`messages`]: `deriveMessages()`, the LLM history from surface events;
+//! - [`structure`]: the rules of turns, steps and tool calls the log obeys.
 
 pub mod event;
 pub mod log;
@@ -11,15 +12,16 @@ pub mod messages;
 pub mod owners;
 pub mod packed;
 pub mod store;
+pub mod structure;
 
 use std::path::Path;
 use std::sync::Arc;
 
 pub use event::{Event, Header};
 pub use log::{AppendError, Appender, Backing, Session};
-pub use messages::{derive_messages, Message};
+pub use messages::{derive_history, derive_messages, event_message, Message};
 pub use owners::EventTypes;
-pub use store::{Durability, LineProblem, Store, StoreError};
+pub use store::{skipped_lines, Durability, LineProblem, ProblemKind, Store, StoreError};
 
 use crate::projection::Projections;
 
@@ -52,7 +54,9 @@ pub struct ImportReport {
     /// Events of types no loaded plugin owns, kept as opaque.
     pub opaque: usize,
     /// Lines that could not be read, and events an owner's validator
-    /// rejected (not imported), each with its line in the source.
+    /// rejected (not imported), each with its line in the source
+    /// ([`ProblemKind::Skipped`]); breaks of the structure rules and repairs
+    /// of the history (imported as they are; [`ProblemKind::Broken`]); notes.
     pub problems: Vec<LineProblem>,
 }
 
@@ -143,7 +147,7 @@ impl Sessions {
         let named = log.header.id.clone();
         let (session, mut problems) = Session::replay(log, Backing::File(writer), self.types.clone(), self.projections.clone());
         if named != id {
-            problems.insert(0, LineProblem { line: 1, message: format!("the header names session `{named}`, but the file is `{id}.jsonl`") });
+            problems.insert(0, LineProblem::note(1, format!("the header names session `{named}`, but the file is `{id}.jsonl`")));
         }
         let session = Arc::new(session);
         self.remember(&session);
@@ -173,7 +177,7 @@ impl Sessions {
         };
         let mut log = store::read_file(&path)?;
         if let Some((line, _)) = log.torn.take() {
-            log.problems.push(LineProblem { line, message: "torn last line (the writer stopped mid-line)".into() });
+            log.problems.push(LineProblem::skipped(line, "torn last line (the writer stopped mid-line)"));
         }
         Ok(Session::replay(log, Backing::ReadOnly, self.types.clone(), self.projections.clone()))
     }
@@ -197,7 +201,7 @@ impl Sessions {
         let mut log = store::read_file(source)?;
         let mut problems = std::mem::take(&mut log.problems);
         if let Some((line, _)) = log.torn {
-            problems.push(LineProblem { line, message: "torn last line (the writer stopped mid-line); not imported".into() });
+            problems.push(LineProblem::skipped(line, "torn last line (the writer stopped mid-line); not imported"));
         }
         let mut header = log.header;
         header.id = match id {
@@ -209,22 +213,27 @@ impl Sessions {
             None => format!("s-{}", uuid::Uuid::new_v4().simple()),
         };
         let mut events = Vec::with_capacity(log.events.len());
+        let mut kept_lines = Vec::with_capacity(log.events.len());
         let mut opaque = 0;
         for (event, line) in log.events.into_iter().zip(log.lines) {
             if let Some(owned) = self.types.get(&event.kind) {
                 if let Err(reason) = owned.validate(event.data.get()) {
-                    problems.push(LineProblem {
-                        line,
-                        message: format!("{} rejected by {}, not imported: {reason}", event.kind, owned.owner),
-                    });
+                    problems.push(LineProblem::skipped(line, format!("{} rejected by {}, not imported: {reason}", event.kind, owned.owner)));
                     continue;
                 }
             } else if !event::core::is_core(&event.kind) {
                 opaque += 1;
             }
             events.push(event);
+            kept_lines.push(line);
         }
+        // The structure and history checks of a replay, on what is copied.
+        let lines = kept_lines;
+        let checked = store::ReadLog { header: header.clone(), events, lines, problems: Vec::new(), torn: None, unterminated: None };
+        let (session, found) = Session::replay(checked, Backing::ReadOnly, self.types.clone(), self.projections.clone());
+        problems.extend(found);
         problems.sort_by_key(|p| p.line);
+        let events = session.events();
         let path = store.write_whole(&header, &events)?;
         Ok(ImportReport { id: header.id, path, events: events.len(), opaque, problems })
     }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::value::RawValue;
 
-use super::event::{raw_null, Envelope, Event, Header};
+use super::event::{raw_null, Envelope, Event, Header, SurfaceOp};
 
 /// When appended events are forced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -84,6 +84,23 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io { path: path.display().to_string(), source }
 }
 
+/// What a reported line problem means for the line's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// The line was not read: its records are not in the session (an
+    /// import does not copy them, replay does not see them).
+    Skipped,
+    /// A record breaks a rule of the log's structure (see
+    /// [`super::structure`]) or of its history (a tool result without its
+    /// call, a replacement that cannot apply, a gap in `seq`). The record
+    /// stays in the log; the derived history is kept well-formed around it.
+    /// `--strict` refuses to continue or import such a log.
+    Broken,
+    /// The line was read as written; something about it is worth knowing
+    /// (CRLF endings, two records on one line, a newline added).
+    Note,
+}
+
 /// A problem with one line of a session file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineProblem {
@@ -91,12 +108,40 @@ pub struct LineProblem {
     pub line: usize,
     /// What is wrong.
     pub message: String,
+    /// What it means for the line's records.
+    pub kind: ProblemKind,
+}
+
+impl LineProblem {
+    /// A line that was not read.
+    pub fn skipped(line: usize, message: impl Into<String>) -> LineProblem {
+        LineProblem { line, message: message.into(), kind: ProblemKind::Skipped }
+    }
+
+    /// A record that breaks a structure or history rule (kept in the log).
+    pub fn broken(line: usize, message: impl Into<String>) -> LineProblem {
+        LineProblem { line, message: message.into(), kind: ProblemKind::Broken }
+    }
+
+    /// A line read as written, with a note.
+    pub fn note(line: usize, message: impl Into<String>) -> LineProblem {
+        LineProblem { line, message: message.into(), kind: ProblemKind::Note }
+    }
 }
 
 impl std::fmt::Display for LineProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "line {}: {}", self.line, self.message)
     }
+}
+
+/// The number of distinct lines among `problems` that were skipped (not
+/// read): what an import reports as "lines skipped".
+pub fn skipped_lines(problems: &[LineProblem]) -> usize {
+    let mut lines: Vec<usize> = problems.iter().filter(|p| p.kind == ProblemKind::Skipped).map(|p| p.line).collect();
+    lines.sort_unstable();
+    lines.dedup();
+    lines.len()
 }
 
 /// A session file as read.
@@ -242,15 +287,14 @@ impl Store {
         if let Some(line) = log.unterminated.take() {
             writer.write_line(b"\n")?;
             writer.sync()?;
-            log.problems.push(LineProblem { line, message: "the last line had no newline; one was added (nothing was lost)".into() });
+            log.problems.push(LineProblem::note(line, "the last line had no newline; one was added (nothing was lost)"));
         }
         if let Some((line, offset)) = log.torn {
             writer.file.set_len(offset).map_err(io(&path))?;
             writer.file.sync_all().map_err(io(&path))?;
-            log.problems.push(LineProblem {
-                line,
-                message: "torn last line (the writer stopped mid-line); cut before the next append".into(),
-            });
+            // A torn line was never acknowledged: cutting it is the normal
+            // recovery after a crash, so it is a note, not a loss.
+            log.problems.push(LineProblem::note(line, "torn last line (the writer stopped mid-line); cut before the next append"));
             log.torn = None;
         }
         Ok((writer, log))
@@ -277,7 +321,13 @@ impl Store {
     }
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+/// Creates `dir` and any missing parents with mode `0700` (every folder the
+/// host creates is private to its user: the state directory, `sessions/`,
+/// `hmr/`). A folder that exists already is left as it is.
+///
+/// # Errors
+/// [`StoreError::NotADirectory`] when `dir` is a file, [`StoreError::Io`].
+pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
     if dir.exists() && !dir.is_dir() {
         return Err(StoreError::NotADirectory(dir.display().to_string()));
     }
@@ -412,6 +462,8 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
     let mut offset = 0usize;
     let mut line_no = 0usize;
     let mut next_seq = 0u64;
+    let mut crlf_lines = 0usize;
+    let mut crlf_first: Option<usize> = None;
     while offset < bytes.len() {
         line_no += 1;
         let (raw, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
@@ -436,7 +488,15 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
             }
             unterminated = Some(line_no);
         }
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let raw = match raw.strip_suffix(b"\r") {
+            Some(stripped) if complete => {
+                crlf_lines += 1;
+                crlf_first.get_or_insert(line_no);
+                stripped
+            }
+            Some(stripped) => stripped,
+            None => raw,
+        };
         if header.is_none() {
             let parsed = std::str::from_utf8(raw)
                 .map_err(|e| e.to_string())
@@ -456,23 +516,39 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
         }
         if raw.iter().all(|b| b.is_ascii_whitespace()) {
             if !raw.is_empty() {
-                problems.push(LineProblem { line: line_no, message: "blank line".into() });
+                problems.push(LineProblem::skipped(line_no, "blank line"));
             }
             continue;
         }
         if raw.contains(&0) {
-            problems.push(LineProblem { line: line_no, message: "the line contains NUL bytes".into() });
+            problems.push(LineProblem::skipped(line_no, "the line contains NUL bytes"));
             continue;
         }
         let text = match std::str::from_utf8(raw) {
             Ok(t) => t,
             Err(e) => {
-                problems.push(LineProblem { line: line_no, message: format!("not UTF-8 text: {e}") });
+                problems.push(LineProblem::skipped(line_no, format!("not UTF-8 text: {e}")));
                 continue;
             }
         };
-        match serde_json::from_str::<Envelope>(text) {
-            Ok(env) if super::packed::is_packed(&env.kind) => {
+        let records = match serde_json::from_str::<Envelope>(text) {
+            Ok(env) => vec![env],
+            Err(e) => match split_glued(text) {
+                Some(records) => {
+                    problems.push(LineProblem::note(
+                        line_no,
+                        format!("{} records on one line (a missing newline); each is read and kept", records.len()),
+                    ));
+                    records
+                }
+                None => {
+                    problems.push(LineProblem::skipped(line_no, describe_bad_event(text, &e)));
+                    continue;
+                }
+            },
+        };
+        for env in records {
+            if super::packed::is_packed(&env.kind) {
                 let data = env.data.as_ref().map_or("null", |d| d.get());
                 match super::packed::expand(&env.kind, data, env.seq0, env.time0, next_seq) {
                     Ok(expanded) => {
@@ -482,30 +558,34 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
                         lines.extend(std::iter::repeat_n(line_no, expanded.len()));
                         events.extend(expanded);
                     }
-                    Err(message) => problems.push(LineProblem { line: line_no, message }),
+                    Err(message) => problems.push(LineProblem::skipped(line_no, message)),
                 }
+                continue;
             }
-            Ok(env) => {
-                let seq = env.seq.unwrap_or(next_seq);
-                if seq != next_seq && !events.is_empty() {
-                    problems.push(LineProblem {
-                        line: line_no,
-                        message: format!("seq {seq} where {next_seq} was expected (a duplicate or out-of-order event; kept)"),
-                    });
-                }
-                next_seq = seq + 1;
-                events.push(Event {
-                    seq,
-                    time: env.time.unwrap_or(0),
-                    kind: env.kind,
-                    data: env.data.unwrap_or_else(raw_null),
-                    surface_op: env.surface_op,
-                    source_event_seqs: env.source_event_seqs,
-                });
-                lines.push(line_no);
+            let seq = env.seq.unwrap_or(next_seq);
+            if let Some(message) = seq_problem(seq, next_seq, events.is_empty()) {
+                problems.push(LineProblem::broken(line_no, message));
             }
-            Err(e) => problems.push(LineProblem { line: line_no, message: describe_bad_event(text, &e) }),
+            next_seq = seq.saturating_add(1);
+            events.push(Event {
+                seq,
+                time: env.time.unwrap_or(0),
+                kind: env.kind,
+                data: env.data.unwrap_or_else(raw_null),
+                surface_op: env.surface_op.map(SurfaceOp::from_raw),
+                source_event_seqs: env.source_event_seqs,
+            });
+            lines.push(line_no);
         }
+    }
+    if let Some(first) = crlf_first {
+        problems.push(LineProblem::note(
+            first,
+            format!(
+                "{} ended by CRLF (first here); read as LF line ends, every record as written; appends end lines with LF",
+                if crlf_lines == 1 { "1 line is".to_string() } else { format!("{crlf_lines} lines are") }
+            ),
+        ));
     }
     let header = match header {
         Some(h) => h,
@@ -515,6 +595,35 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
         None => return Err(StoreError::BadHeader { path: shown, detail: "the file is empty".into() }),
     };
     Ok(ReadLog { header, events, lines, problems, torn, unterminated })
+}
+
+/// What is wrong with an event's `seq` when `expected` was due (`None`:
+/// nothing). The first event may start anywhere.
+fn seq_problem(seq: u64, expected: u64, first: bool) -> Option<String> {
+    if first || seq == expected {
+        return None;
+    }
+    let previous = expected.wrapping_sub(1);
+    Some(if seq > expected {
+        let last_missing = seq - 1;
+        if last_missing == expected {
+            format!("seq {seq} follows {previous}: a gap, seq {expected} is missing (the events after it are kept)")
+        } else {
+            format!("seq {seq} follows {previous}: a gap from {expected} to {last_missing} (the events after it are kept)")
+        }
+    } else {
+        format!("seq {seq} follows {previous}: a duplicate or out-of-order seq (kept)")
+    })
+}
+
+/// A line holding several whole records glued together (a newline lost
+/// between them): each record, when every part of the line is one.
+fn split_glued(text: &str) -> Option<Vec<Envelope>> {
+    let mut records = Vec::new();
+    for record in serde_json::Deserializer::from_str(text).into_iter::<Envelope>() {
+        records.push(record.ok()?);
+    }
+    (records.len() >= 2).then_some(records)
 }
 
 fn describe_bad_event(text: &str, e: &serde_json::Error) -> String {
@@ -553,12 +662,26 @@ mod tests {
             "{\"seq\":2,\"ti",
         );
         let log = parse_log(text.as_bytes(), Path::new("s.jsonl")).unwrap();
-        assert_eq!(log.events.len(), 2);
-        assert_eq!(log.lines, vec![2, 6]);
-        let lines: Vec<usize> = log.problems.iter().map(|p| p.line).collect();
-        assert_eq!(lines, vec![3, 4, 5]);
-        assert!(log.problems[0].message.contains("glued"));
+        // Line 3 holds two whole records: both are read.
+        assert_eq!(log.events.len(), 4);
+        assert_eq!(log.lines, vec![2, 3, 3, 6]);
+        assert_eq!(log.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), ["a", "b", "c", "b"]);
+        let shown: Vec<(usize, ProblemKind)> = log.problems.iter().map(|p| (p.line, p.kind)).collect();
+        assert_eq!(
+            shown,
+            [
+                (3, ProblemKind::Note),
+                (4, ProblemKind::Skipped),
+                (5, ProblemKind::Skipped),
+                (6, ProblemKind::Broken),
+                (6, ProblemKind::Note)
+            ]
+        );
+        assert_eq!(log.problems[0].message, "2 records on one line (a missing newline); each is read and kept");
         assert!(log.problems[2].message.contains("unknown field"));
+        assert_eq!(log.problems[3].message, "seq 1 follows 2: a duplicate or out-of-order seq (kept)");
+        assert!(log.problems[4].message.starts_with("1 line is ended by CRLF"), "{}", log.problems[4].message);
+        assert_eq!(skipped_lines(&log.problems), 2);
         assert_eq!(log.torn, Some((7, (text.len() - "{\"seq\":2,\"ti".len()) as u64)));
         assert!(log.unterminated.is_none());
     }
@@ -590,6 +713,10 @@ mod tests {
         let log = parse_log(text.as_bytes(), Path::new("s.jsonl")).unwrap();
         assert_eq!(log.events.len(), 2);
         assert_eq!(log.problems[0].line, 3);
+        assert_eq!(log.problems[0].message, "seq 7 follows 0: a gap from 1 to 6 (the events after it are kept)");
+        let one = "{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n{\"seq\":0,\"type\":\"a\",\"data\":{}}\n{\"seq\":2,\"type\":\"a\",\"data\":{}}\n";
+        let log = parse_log(one.as_bytes(), Path::new("s.jsonl")).unwrap();
+        assert_eq!(log.problems[0].message, "seq 2 follows 0: a gap, seq 1 is missing (the events after it are kept)");
         let v7 = "{\"type\":\"session\",\"version\":7,\"id\":\"s\"}\n";
         assert!(parse_log(v7.as_bytes(), Path::new("s.jsonl")).unwrap_err().to_string().contains("version 7"));
     }

@@ -13,10 +13,8 @@
 //! It is deliberately **silent on how many items are `in_progress`**: a log
 //! written while a deployment allowed parallel work must still replay after
 //! the deployment tightens its policy (seed note "Allow several `in_progress`
-//! todos at once"; DESIGN §8). For the same reason it does not enforce the
-//! tool's size limits ([`crate::tool::MAX_TODOS`],
-//! [`crate::tool::MAX_CONTENT_CHARS`]): those are call policy and may change
-//! between versions; the log must not.
+//! todos at once"; DESIGN §8). Like the tool, it bounds neither the number
+//! of todos nor their length: a log is never refused for its size.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

@@ -41,7 +41,7 @@ pub use item::{Counts, Status, Todo, TodoWrite};
 pub use projection::{TodosProjection, TodosState};
 pub use tool::{
     encoded_reply, execute_call, execute_call_encoded, validate_call, Policy, TodoArgs, TodoSink, TodoWriteTool, TodoWriteValue,
-    MAX_CONTENT_CHARS, MAX_TODOS, TODO_WRITE, TOOL_NAME,
+    TODO_WRITE, TOOL_NAME,
 };
 pub use trim::js_trim;
 pub use view::{plan_summary, render_plan, PlanSummary};

@@ -7,10 +7,13 @@
 //! 1. the SDK parses the arguments once and checks them against the schema
 //!    generated from [`TodoArgs`] (object, `todos` array, items with exactly
 //!    `content` and a known `status`);
-//! 2. [`validate_call`]: at most [`MAX_TODOS`] items; each `content` trimmed
-//!    with JavaScript's rules ([`js_trim`]), non-empty, at most
-//!    [`MAX_CONTENT_CHARS`] characters, and unique (case-sensitive) within the
-//!    list; under [`Policy::Single`], at most one `in_progress`;
+//! 2. [`validate_call`]: each `content` trimmed with JavaScript's rules
+//!    ([`js_trim`]), non-empty, and unique (case-sensitive) within the list;
+//!    under [`Policy::Single`], at most one `in_progress`. There is no limit
+//!    of our own on the number of todos or on a todo's length: the reference
+//!    has none, so any list it accepts is accepted here (the host's cap on
+//!    the raw argument text, 1 MiB, is the only size bound), and every step
+//!    is linear in the size of the call;
 //! 3. an owning agent session is required (checked after validation, as the
 //!    reference does: a non-agent call with a bad list gets the list error);
 //! 4. the trimmed list is appended as a `todo/write` event (the host runs
@@ -37,19 +40,6 @@ pub const TOOL_NAME: &str = "todo_write";
 
 /// The event type the plugin owns and the tool appends.
 pub const TODO_WRITE: &str = "todo/write";
-
-/// The most todos one call may send. A plan is for a human and a model to
-/// read at a glance; a longer list is almost certainly a runaway generation,
-/// and every item is stored (and replayed) with each write. Exceeding it is
-/// an error naming the limit. (The host caps the raw argument size
-/// separately.)
-pub const MAX_TODOS: usize = 1000;
-
-/// The most characters (Unicode scalar values, counted after trimming) one
-/// todo's `content` may have. A todo is meant to be one short line; this
-/// bounds what one runaway item can put into every later write and view.
-/// Exceeding it is an error naming the limit.
-pub const MAX_CONTENT_CHARS: usize = 4000;
 
 /// The arguments of `todo_write`: `{"todos": [{"content", "status"}, ...]}`.
 ///
@@ -132,10 +122,11 @@ pub fn parameters() -> Value {
 /// Validates a call's list (step 2 of the [module](self) pipeline) and
 /// returns it with every `content` trimmed: the list `execute` appends.
 ///
-/// Checks, in this order: the number of items ([`MAX_TODOS`]); then item by
-/// item, the trimmed `content` is non-empty, at most [`MAX_CONTENT_CHARS`]
-/// characters, and not equal (case-sensitive) to an earlier item's; then,
-/// under [`Policy::Single`], at most one item is `in_progress`.
+/// Checks, in this order: item by item, the trimmed `content` is non-empty
+/// and not equal (case-sensitive) to an earlier item's; then, under
+/// [`Policy::Single`], at most one item is `in_progress`. Like the
+/// reference, it bounds neither the number of items nor their length; the
+/// time it takes is linear in the size of the list (one hash per item).
 ///
 /// # Errors
 /// One line naming the offending item and value, e.g.
@@ -144,12 +135,6 @@ pub fn parameters() -> Value {
 /// `at most one todo may be in_progress at a time ...; this list marks 2`.
 pub fn validate_call(args: TodoArgs, policy: Policy) -> Result<Vec<Todo>, String> {
     let mut todos = args.todos;
-    if todos.len() > MAX_TODOS {
-        return Err(format!(
-            "$.todos has {} items, more than the limit of {MAX_TODOS} todos per list",
-            todos.len()
-        ));
-    }
     for todo in &mut todos {
         let trimmed = js_trim(&todo.content);
         if trimmed.len() != todo.content.len() {
@@ -162,13 +147,6 @@ pub fn validate_call(args: TodoArgs, policy: Policy) -> Result<Vec<Todo>, String
         if content.is_empty() {
             return Err(format!(
                 "$.todos[{index}].content must not be empty: it has no text once surrounding whitespace is removed"
-            ));
-        }
-        let chars = content.chars().count();
-        if chars > MAX_CONTENT_CHARS {
-            return Err(format!(
-                "$.todos[{index}].content is {chars} characters long, more than the limit of {MAX_CONTENT_CHARS}; \
-                 keep each todo to a short line"
             ));
         }
         if let Some(first) = seen.insert(content, index) {
@@ -593,38 +571,20 @@ mod tests {
     }
 
     #[test]
-    fn limits_are_enforced_and_named() {
+    fn long_lists_and_long_todos_are_accepted_as_the_reference_accepts_them() {
+        // The reference accepts 1 001 todos and a 5 000-character todo (issue
+        // 11, kind 8): so do we, trimmed and in order.
         let many = TodoArgs {
-            todos: (0..=MAX_TODOS)
+            todos: (0..1001)
                 .map(|i| Todo::new(format!("t{i}"), Status::Pending))
                 .collect(),
         };
-        let err = validate_call(many, Policy::Parallel).unwrap_err();
-        assert!(err.contains("1001") && err.contains("1000"), "{err}");
-        let at_limit = TodoArgs {
-            todos: (0..MAX_TODOS)
-                .map(|i| Todo::new(format!("t{i}"), Status::Pending))
-                .collect(),
-        };
-        assert_eq!(
-            validate_call(at_limit, Policy::Parallel).unwrap().len(),
-            MAX_TODOS
-        );
-
-        // Counted in characters after trimming: 4000 two-byte characters plus padding pass.
-        let long_ok = format!("  {}  ", "é".repeat(MAX_CONTENT_CHARS));
-        assert!(validate_call(args(&[(&long_ok, Status::Pending)]), Policy::Parallel).is_ok());
-        let too_long = "x".repeat(MAX_CONTENT_CHARS + 1);
-        let err = validate_call(
-            args(&[("ok", Status::Pending), (&too_long, Status::Pending)]),
-            Policy::Parallel,
-        )
-        .unwrap_err();
-        assert!(
-            err.starts_with("$.todos[1].content is 4001 characters long"),
-            "{err}"
-        );
-        assert!(err.contains("4000"), "{err}");
+        let list = validate_call(many, Policy::Parallel).unwrap();
+        assert_eq!(list.len(), 1001);
+        assert_eq!(list[1000].content, "t1000");
+        let long = format!("  {}  ", "x".repeat(5000));
+        let list = validate_call(args(&[(&long, Status::Pending)]), Policy::Parallel).unwrap();
+        assert_eq!(list[0].content, "x".repeat(5000));
     }
 
     #[test]
