@@ -26,9 +26,9 @@ fn the_main_job_runs_with_no_arguments() {
     let (out, err) = text(&run);
     assert!(run.status.success(), "{out}\n{err}");
     // The plan is printed after each todo_write, including parallel work.
-    assert!(out.contains("plan      ┌ 2 in progress · 1 pending"), "{out}");
+    assert!(out.contains("todos     ┌ 2 in progress · 1 pending"), "{out}");
     assert!(out.contains("│ ● watch the background build"), "{out}");
-    assert!(out.contains("plan      ┌ 4 completed"), "{out}");
+    assert!(out.contains("todos     ┌ 4 completed"), "{out}");
     // The scripted mistake is reported and corrected.
     assert!(out.contains("$.todos must be an array, got the string"), "{out}");
     assert!(out.contains("turn 1 completed: 6 steps, 5 tool calls (1 failed)"), "{out}");

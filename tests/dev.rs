@@ -446,3 +446,38 @@ fn dev_as_the_first_command_creates_private_state_folders() {
         drop(dev);
     }
 }
+
+/// A consumer whose config reads `ctx.counter` sees the provider as it is
+/// after each change, waits while the provider is gone, and starts again
+/// when it comes back.
+#[test]
+fn consumer_expressions_follow_the_provider_across_changes() {
+    let scratch = Scratch::new();
+    let composition = |label: Option<&str>| {
+        let mut text = String::from("- id: user\n  name: fixture-counter-user\n  config:\n    tool: next\n    seen: !!js ctx.counter.label\n");
+        if let Some(label) = label {
+            text.push_str(&format!("- id: counter\n  name: fixture-counter\n  config: {{label: {label}}}\n"));
+        }
+        text
+    };
+    let seen = |dev: &mut Dev| -> Value {
+        let reply = dev.call("next", r#"{"seen": true}"#);
+        serde_json::from_str::<Value>(reply["text"].as_str().unwrap_or("null")).unwrap_or(Value::Null)["seen"].clone()
+    };
+    scratch.composition(&composition(Some("a")));
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(seen(&mut dev), "a");
+    scratch.composition(&composition(Some("b")));
+    dev.expect_reloads(1);
+    assert_eq!(seen(&mut dev), "b", "re-evaluated against the new provider, not the old one");
+    scratch.composition(&composition(None));
+    dev.expect_reloads(2);
+    let status = dev.send("status");
+    assert_eq!(status["waiting"], serde_json::json!(["user"]), "{status}");
+    assert!(status["entries"].as_array().unwrap().iter().all(|e| e["id"] != "user"), "{status}");
+    assert_eq!(dev.call("next", "{}")["isError"], true);
+    scratch.composition(&composition(Some("c")));
+    dev.expect_reloads(3);
+    assert_eq!(seen(&mut dev), "c");
+    assert_eq!(dev.send("status")["waiting"], serde_json::json!([]));
+}

@@ -147,3 +147,23 @@ fn a_panicking_provider_is_an_error_of_the_call() {
     assert!(err.contains("plugin fixture-counter panicked in service counter method panic"), "{err}");
     assert!(host.services.registry.call(&cordis_host::context::RealmKey::Root, "counter", "next", "{}").is_ok(), "it keeps serving");
 }
+
+#[test]
+fn an_optional_service_that_is_absent_shows_as_null_and_self_injection_fails() {
+    let scratch = Scratch::new();
+    let host = scratch.boot(
+        "- id: user\n  name: fixture-counter-user\n  inject:\n    counter: {required: false}\n  config:\n    tool: next\n    seen: !!js ctx.counter\n",
+        true,
+    );
+    // The entry relaxes the plugin's own requirement: it starts, and its
+    // expression sees the absent service as null.
+    assert_eq!(state(&host, "user"), &EntryState::Loaded, "{:?}", host.reports);
+    assert_eq!(call(&host, "next", r#"{"seen": true}"#).1["seen"], Value::Null);
+    let (err, v) = call(&host, "next", "{}");
+    assert!(err && v.as_str().unwrap_or_default().contains("not available"), "{v}");
+    let host = scratch.boot("- id: loop\n  name: fixture-counter\n  inject: [counter]\n  config: {label: a}\n", true);
+    match state(&host, "loop") {
+        EntryState::Failed(m) => assert!(m[0].contains("which it provides itself"), "{m:?}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -48,7 +48,7 @@ pub trait Plugin: 'static {
     /// The host services `apply` uses (`tools`, `sessions`). The host checks
     /// they exist before `apply`, and [`Context::tools`] refuses a service
     /// that is not listed here.
-    const INJECT: &'static [&'static str];
+    const INJECT: &'static [&'static str] = &[];
     /// Package names this plugin also answers to, so compositions written
     /// for the TypeScript harness load it unchanged (tool-todo:
     /// `@deepseek-ai/dsh-tool-todo`). The host finds them by reading the

@@ -193,7 +193,8 @@ impl<'m> Agent<'m> {
             }
             self.append(obs, "step/end", json!({"turn": turn, "step": step}))?;
             if answer.tool_calls.is_empty() {
-                if self.turn_end_hooks(turn, step, &answer.text, obs) {
+                // A hook may ask for another step only while one is left.
+                if summary.steps < MAX_STEPS_PER_TURN && self.turn_end_hooks(turn, step, &answer.text, obs) {
                     continue;
                 }
                 summary.final_text = answer.text;

@@ -578,7 +578,8 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
 struct Printer<'a, W: Write> {
     out: &'a mut W,
     host: &'a Host,
-    pending_views: Vec<String>,
+    /// Projection views to print after the tool result: (key, view).
+    pending_views: Vec<(String, String)>,
 }
 
 impl<W: Write> TurnObserver for Printer<'_, W> {
@@ -591,12 +592,18 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
             }
             "tool/call" | "tool/result" | "turn/start" | "turn/end" | "step/start" | "step/end" => {}
             kind => {
+                // A plugin's surface event (a reminder): the model reads it.
+                if event.surface_op.is_some() {
+                    if let Some(m) = event_message(event) {
+                        render::message(self.out, &m);
+                    }
+                }
                 // A plugin event: show every projection it changes.
                 for (p, state) in session.states() {
                     if p.folds(kind) {
                         let view = p.render(&state);
                         if !view.is_empty() {
-                            self.pending_views.push(view);
+                            self.pending_views.push((p.key.clone(), view));
                         }
                     }
                 }
@@ -613,8 +620,8 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
             .and_then(|t| t.present_call(&call.arguments).get("title").and_then(|v| v.as_str()).map(str::to_string))
             .unwrap_or_else(|| call.name.clone());
         render::tool_result(self.out, &title, result);
-        for view in std::mem::take(&mut self.pending_views) {
-            render::plan(self.out, &view);
+        for (key, view) in std::mem::take(&mut self.pending_views) {
+            render::view(self.out, &key, &view);
         }
     }
 }

@@ -130,6 +130,9 @@ pub fn plugins(out: &mut impl Write, libraries: &[crate::loader::catalog::Librar
             if let Some(e) = &p.error {
                 let _ = writeln!(out, "    not usable: {}", printable(e));
             }
+            for problem in &p.problems {
+                let _ = writeln!(out, "    problem: {}", printable(problem));
+            }
         }
     }
 }
@@ -206,9 +209,11 @@ pub fn tool_result(out: &mut impl Write, title: &str, result: &ToolResult) {
     let _ = writeln!(out, "tool      › {mark} {} — {}", printable(title), indent_rest(&printable(&clip(&result.text, 4000)), 12));
 }
 
-/// A projection view (the plan) during `cordis run`.
-pub fn plan(out: &mut impl Write, view: &str) {
-    let _ = writeln!(out, "plan      ┌ {}", indent_rest(&printable(view), 10).replace("\n          ", "\n          │ "));
+/// A projection's view during `cordis run`, labelled with its key
+/// (`todos`: the plan).
+pub fn view(out: &mut impl Write, key: &str, view: &str) {
+    let label: String = printable(key).chars().take(9).collect();
+    let _ = writeln!(out, "{label:<10}┌ {}", indent_rest(&printable(view), 10).replace("\n          ", "\n          │ "));
 }
 
 /// `cordis session ls`.

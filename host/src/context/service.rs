@@ -94,6 +94,9 @@ impl ServiceRegistry {
         let mut providers = self.providers.lock().unwrap_or_else(|e| e.into_inner());
         let key = (realm, name.to_string());
         if let Some(existing) = providers.get(&key) {
+            if existing.owner.fiber == owner.fiber {
+                return Err(format!("plugin {} provides the service `{name}` twice in {}", owner.plugin, key.0));
+            }
             return Err(format!(
                 "the service `{name}` is already provided in {} by entry `{}` (plugin {}); entry `{}` cannot provide it there too (give one of them its own realm with `isolate`)",
                 key.0, existing.owner.entry, existing.owner.plugin, owner.entry

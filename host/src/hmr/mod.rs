@@ -157,8 +157,10 @@ impl DevHost {
             }
         }
         for (id, entry) in &wanted {
-            let unchanged = self.host.loader.live_entry(id).is_some_and(|current| current.same_setup(entry));
-            if unchanged && !entry.config_has_expressions() {
+            // Unchanged rows keep running: an expression's value can change
+            // only with a provider it reads, and the loader restarts the
+            // consumers of a provider it swaps.
+            if self.host.loader.live_entry(id).is_some_and(|current| current.same_setup(entry)) {
                 continue;
             }
             if !entry.problems.is_empty() {
@@ -166,8 +168,6 @@ impl DevHost {
                 continue;
             }
             match self.host.loader.prepare(entry, None) {
-                // Same rows, and expressions that evaluate as before: keep it.
-                Ok(p) if unchanged && self.host.loader.with_active(id, |a| a.config == *p.config()).unwrap_or(false) => {}
                 Ok(p) => prepared.push((entry.clone(), p)),
                 // Its service may come with this very change: it starts
                 // once the swap is done, if it can.
@@ -317,7 +317,7 @@ impl DevHost {
                 })
             })
             .collect();
-        serde_json::json!({"reloads": self.reloads(), "entries": entries})
+        serde_json::json!({"reloads": self.reloads(), "entries": entries, "waiting": loader.pending_ids()})
     }
 }
 

@@ -40,6 +40,37 @@ pub struct PluginInfo {
     /// Why the declaration is unusable, if it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What is wrong with the declaration without making it unusable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// What is wrong with a plugin's declared names and services.
+fn problems_of(plugin: &PluginInfo) -> Vec<String> {
+    let mut out = Vec::new();
+    let bad_name = |s: &str| s.trim().is_empty() || s.chars().any(|c| c == '/' || c.is_whitespace() || c.is_control());
+    if bad_name(&plugin.name) {
+        out.push(format!("the plugin name {:?} cannot be named from a composition (no `/`, spaces or empty names)", plugin.name));
+    }
+    let mut seen = Vec::new();
+    for service in plugin.provides.iter().chain(plugin.inject.iter()) {
+        if service.trim().is_empty() {
+            out.push("a service name is empty".into());
+        }
+    }
+    for service in &plugin.provides {
+        if crate::context::SERVICE_NAMES.contains(&service.as_str()) {
+            out.push(format!("provides `{service}`, which is a host service: providing it always fails"));
+        }
+        if seen.contains(&service) {
+            out.push(format!("lists `{service}` twice among the services it provides"));
+        }
+        seen.push(service);
+        if plugin.inject.contains(service) {
+            out.push(format!("injects `{service}`, which it provides itself: an entry of it would wait for itself"));
+        }
+    }
+    out
 }
 
 /// A short summary of a config schema.
@@ -107,7 +138,9 @@ pub fn catalog(plugin_path: &PluginPath) -> Vec<LibraryInfo> {
                             packages: lib.packages.iter().filter(|(_, p)| *p == name).map(|(pkg, _)| pkg.clone()).collect(),
                             config: ConfigSummary::default(),
                             error: None,
+                            problems: Vec::new(),
                         };
+                        plugin.problems = problems_of(&plugin);
                         match unwrap_export(&lib, Some(&name)) {
                             Ok(picked) => plugin.config = ConfigSummary::of(&picked.config_schema),
                             Err(e) => plugin.error = Some(e.to_string()),

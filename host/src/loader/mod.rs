@@ -340,7 +340,8 @@ impl Loader {
         match &entry.disabled {
             Switch::Fixed(b) => Ok(*b),
             Switch::Expr(source) => {
-                let services = self.service_values(entry, self.services.names().iter().map(String::as_str));
+                let names: Vec<String> = self.services.names().into_iter().filter(|n| self.services.available(n, &entry.realms)).collect();
+                let services = self.service_values(entry, names.iter().map(String::as_str));
                 expr::truthy(source, &services).map_err(|e| format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id))
             }
         }
@@ -348,11 +349,26 @@ impl Loader {
 
     /// The values `ctx.<name>` shows expressions for the provided services
     /// among `names`.
+    /// (An injected service that is not provided, an optional one, shows as
+    /// `null`.)
     fn service_values<'a>(&self, entry: &Entry, names: impl Iterator<Item = &'a str>) -> serde_json::Map<String, Value> {
         names
-            .filter(|n| self.services.available(n, &entry.realms))
-            .map(|n| (n.to_string(), self.services.value(n, &entry.realms)))
+            .map(|n| {
+                let value = if self.services.available(n, &entry.realms) { self.services.value(n, &entry.realms) } else { Value::Null };
+                (n.to_string(), value)
+            })
             .collect()
+    }
+
+    /// The first required service among `inject` that is not available to
+    /// `entry` now (the plugin's injects are required; the entry's follow
+    /// their `required`).
+    fn absent_services(&self, entry: &Entry, inject: &[String]) -> Option<String> {
+        inject
+            .iter()
+            .filter(|n| entry.inject.iter().find(|i| i.name == **n).is_none_or(|i| i.required))
+            .find(|n| !self.services.available(n, &entry.realms))
+            .cloned()
     }
 
     /// Resolves, loads, validates and applies one entry.
@@ -403,6 +419,10 @@ impl Loader {
                 Some(w) => w.1 = w.1 && i.required,
                 None => wanted.push((i.name.clone(), i.required)),
             }
+        }
+        let own: Vec<&String> = library.provides.iter().filter(|(p, _)| *p == decl_name).map(|(_, s)| s).collect();
+        if let Some((n, _)) = wanted.iter().find(|(n, required)| *required && own.contains(&n)) {
+            return Err(fail(format!("plugin {decl_name} injects `{n}`, which it provides itself: it would wait for itself forever")));
         }
         let absent: Vec<String> = wanted
             .iter()
@@ -546,6 +566,12 @@ impl Loader {
         let mut applied: Vec<Active> = Vec::new();
         let mut failure = None;
         for (entry, prepared) in new {
+            // Its services may have gone with this very swap: then it waits.
+            if let Some(absent) = self.absent_services(&entry, &prepared.inject) {
+                tracing::warn!("entry {}: waiting for service `{absent}`", entry.id);
+                self.wait(entry.clone());
+                continue;
+            }
             match self.apply_prepared(&entry, prepared) {
                 Ok(a) => applied.push(a),
                 Err(state) => {

@@ -31,7 +31,9 @@ pub const TODO_NUDGE: &str = "todo/nudge";
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
-    /// How many reminders one turn may get (0 switches the reminders off).
+    /// How many reminders one turn may get (0 switches the reminders off;
+    /// at most 64, the steps a turn may take).
+    #[schemars(range(min = 0, max = 64))]
     pub max_nudges: u32,
 }
 
