@@ -152,3 +152,38 @@ fn the_continue_hint_keeps_the_composition_and_plugin_dirs() {
     let again = scratch.cordis(&["-c", "deploy/my cordis.yml", "--plugin-dir", plugins, "run", "--session", id, "--script", "s.yml", "more"]);
     assert!(again.status.success(), "{:?}", text(&again));
 }
+
+/// Issue 11, kind 4: `cordis run` runs plugin code from a sealed private
+/// copy, so a new build copied over the library file while a call runs
+/// (`cp new.so plugins/libx.so`, which rewrites the file in place) cannot
+/// change the code under it.
+#[test]
+fn overwriting_a_library_during_a_run_does_not_touch_the_running_code() {
+    let scratch = Scratch::new();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let lib = plugins.join("libversioned.so");
+    std::fs::copy(cordis_tests::library("fixture-versioned-a"), &lib).unwrap();
+    scratch.composition("- id: v\n  name: ./plugins/libversioned.so\n");
+    std::fs::write(
+        scratch.path().join("slow.yml"),
+        "model: slow\nprompt: go\nsteps:\n  - text: calling\n    calls:\n      - name: slow_version\n        arguments: '{\"ms\": 1500}'\n  - text: done\n",
+    )
+    .unwrap();
+    let child = std::process::Command::new(cordis_tests::cordis_exe())
+        .args(["run", "--script", "slow.yml"])
+        .current_dir(scratch.path())
+        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // In place, as `cp` does: truncate and rewrite the same inode.
+    std::fs::write(&lib, std::fs::read(cordis_tests::library("fixture-versioned-b")).unwrap()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "the run must survive: {:?}\n{stdout}\n{stderr}", out.status);
+    assert!(stdout.contains("✓ slow_version") || stdout.contains("slow_version"), "{stdout}");
+    assert!(stdout.contains("A"), "the call finished on the code it started with:\n{stdout}");
+}

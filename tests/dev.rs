@@ -276,7 +276,7 @@ fn calls_in_flight_finish_on_their_version_and_log_once() {
                 // the second change is made.
                 let start = Instant::now();
                 while dev.reloads() < 2 {
-                    assert!(start.elapsed() < Duration::from_secs(30), "no reload of tool-todo");
+                    assert!(start.elapsed() < Duration::from_secs(30), "no reload of tool-todo; stderr: {:?}", dev.stderr());
                     std::thread::sleep(Duration::from_millis(20));
                 }
             }
@@ -439,7 +439,8 @@ fn dev_as_the_first_command_creates_private_state_folders() {
         let mut dev = Dev::start(scratch.path(), &[]);
         assert_eq!(dev.call("todo_write", r#"{"todos": [{"content": "a", "status": "pending"}]}"#)["isError"], false);
         let state = scratch.path().join(".cordis");
-        for dir in [state.clone(), state.join("hmr"), state.join("sessions")] {
+        assert!(!state.join("hmr").exists(), "libraries run from sealed in-memory copies: no copies on disk");
+        for dir in [state.clone(), state.join("sessions")] {
             assert_eq!(mode(&dir), 0o700, "{}", dir.display());
         }
         assert_eq!(mode(&state.join("sessions").join(format!("{}.jsonl", dev.session))), 0o600);
@@ -480,4 +481,23 @@ fn consumer_expressions_follow_the_provider_across_changes() {
     dev.expect_reloads(3);
     assert_eq!(seen(&mut dev), "c");
     assert_eq!(dev.send("status")["waiting"], serde_json::json!([]));
+}
+
+/// Issue 11, kind 5: renaming an unrelated library over a watched one gives
+/// one notice, naming the user's file (never a private copy), and leaves no
+/// copy behind.
+#[test]
+fn an_unrelated_library_renamed_over_a_watched_one_gives_one_notice() {
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    atomic_rename(&lib, &std::fs::read(library("fixture-decoy")).unwrap());
+    let notice = dev.expect_notice("was not loaded");
+    assert!(notice.contains(&lib.display().to_string()), "{notice}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let notices: Vec<String> = dev.stderr().into_iter().filter(|l| l.starts_with("cordis dev:") && !l.contains("watching")).collect();
+    assert_eq!(notices.len(), 1, "one notice per change: {notices:?}");
+    assert!(!notices[0].contains("/proc/") && !notices[0].contains(".cordis"), "{notices:?}");
+    assert!(!scratch.path().join(".cordis/hmr").exists());
+    assert_eq!(dev.version(), "A", "the previous version keeps serving");
 }

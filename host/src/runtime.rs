@@ -20,9 +20,9 @@ pub struct HostOptions {
     pub durability: Durability,
     /// Keep sessions in memory (no state directory is created).
     pub in_memory: bool,
-    /// Load every library from a private, content-named copy in this folder
-    /// (`cordis dev`), never from the file a build rewrites.
-    pub library_copies: Option<PathBuf>,
+    /// Run every library from a sealed private copy, never from its file
+    /// (`cordis run`, `cordis dev`: commands that keep running).
+    pub private_copies: bool,
     /// Load libraries that every user may write (refused by default).
     pub allow_writable_plugins: bool,
     /// Patch layers applied to the composition, in order (the user layer,
@@ -67,11 +67,8 @@ impl Host {
         let store = if options.in_memory { None } else { Some(Store::open(&state_dir)?) };
         let services = Arc::new(Services::new(store, options.durability));
         let plugin_path = PluginPath::standard(&options.plugin_dirs, &composition.dir);
-        let cache = match &options.library_copies {
-            Some(dir) => LibraryCache::with_copies(dir.clone()),
-            None => LibraryCache::default(),
-        }
-        .allow_writable(options.allow_writable_plugins);
+        let cache = if options.private_copies { LibraryCache::private_copies() } else { LibraryCache::default() }
+            .allow_writable(options.allow_writable_plugins);
         let loader = Loader::with_cache(services.clone(), plugin_path, cache);
         let reports = loader.load(&composition);
         Ok(Host { composition, services, loader, reports, state_dir })

@@ -213,7 +213,7 @@ fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
         plugin_dirs: cli.plugin_dir.clone(),
         durability: cli.durability,
         in_memory,
-        library_copies: None,
+        private_copies: false,
         allow_writable_plugins: cli.allow_writable_plugins,
         layers: crate::loader::composition::layers(&cli.patches, cli.no_user_patch),
     }
@@ -491,7 +491,12 @@ fn boot_for_sessions(cli: &Cli) -> Result<Host, CliError> {
 /// Boots for a command that uses the host: failed entries are warnings, or
 /// fatal under `--strict` (exit 1).
 fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, CliError> {
-    let host = Host::boot(&options(cli, &cli.composition, in_memory)).map_err(|e| e.to_string())?;
+    boot_with(cli, options(cli, &cli.composition, in_memory))
+}
+
+/// Boots with `options`; failed entries as for [`boot_for_use`].
+fn boot_with(cli: &Cli, options: HostOptions) -> Result<Host, CliError> {
+    let host = Host::boot(&options).map_err(|e| e.to_string())?;
     let failures = host.failures(true);
     if !failures.is_empty() {
         let mut err = std::io::stderr().lock();
@@ -513,7 +518,8 @@ fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, CliError> {
 }
 
 fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: Option<&str>) -> Result<ExitCode, CliError> {
-    let host = boot_for_use(cli, false)?;
+    // `run` keeps running while plugin code runs: from sealed private copies.
+    let host = boot_with(cli, HostOptions { private_copies: true, ..options(cli, &cli.composition, false) })?;
     let script_path = match script {
         Some(p) => p.to_path_buf(),
         None => {

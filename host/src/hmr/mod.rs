@@ -8,7 +8,7 @@
 //! - Every loaded library file is watched. Once the file is complete and
 //!   stable (same size and mtime across the debounce, ELF headers and
 //!   sections inside the file), it is copied to a content-named file under
-//!   `<state dir>/hmr/`, loaded and checked there, applied for every entry
+//!   a sealed in-memory copy, loaded and checked there, applied for every entry
 //!   that uses it, and only then are the old fibers disposed. If anything
 //!   fails, the old version keeps serving. Unchanged content does nothing.
 //! - Swaps hold the tool registry's gate: calls in flight finish on the old
@@ -78,11 +78,15 @@ pub struct DevHost {
     /// The content hash of the last build refused per library, so one
     /// broken build is reported once, however many events it causes.
     refused: Mutex<HashMap<PathBuf, u64>>,
+    /// The file (device, inode, size, modification time) whose change was
+    /// last refused, per library.
+    refused_files: Mutex<HashMap<PathBuf, (u64, u64, u64, i64, i64)>>,
 }
 
 impl DevHost {
-    /// Boots `options` with private library copies under
-    /// `<state dir>/hmr/`, removing copies left by earlier runs first.
+    /// Boots `options`, every library running from a sealed private copy
+    /// (see [`crate::loader::LibraryCache::private_copies`]). Copies an
+    /// earlier version left on disk (`<state dir>/hmr/`) are removed.
     ///
     /// # Errors
     /// [`BootError`].
@@ -90,16 +94,12 @@ impl DevHost {
         let composition_dir = options.composition.parent().map(Path::to_path_buf).unwrap_or_default();
         let composition_dir = if composition_dir.as_os_str().is_empty() { PathBuf::from(".") } else { composition_dir };
         let state_dir = options.state_dir.clone().unwrap_or_else(|| composition_dir.join(".cordis"));
-        let copies = state_dir.join("hmr");
-        clean_copies(&copies);
-        // Private (0700), like the state directory it sits in: `.cordis/`
-        // itself is created here when `cordis dev` is the first command.
-        crate::session::store::create_private_dir(&copies).map_err(BootError::Store)?;
-        options.library_copies = Some(copies);
+        clean_copies(&state_dir.join("hmr"));
+        options.private_copies = true;
         options.state_dir = Some(state_dir);
         let host = Host::boot(&options)?;
         let composition = Composition::compose(&options.composition, &options.layers)?;
-        Ok(DevHost { host, composition: Mutex::new(composition), layers: options.layers.clone(), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()) })
+        Ok(DevHost { host, composition: Mutex::new(composition), layers: options.layers.clone(), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()), refused_files: Mutex::new(HashMap::new()) })
     }
 
     /// The number of reloads applied so far.
@@ -207,8 +207,30 @@ impl DevHost {
     }
 
     /// Loads the new content of library `source` and swaps every entry
-    /// that uses it.
+    /// that uses it. A change refused once is not reported again: one file
+    /// (same inode, size and modification time) gets one notice, however
+    /// many watch events it causes.
     pub fn library_changed(&self, source: &Path) -> Outcome {
+        use std::os::unix::fs::MetadataExt;
+        let identity = std::fs::metadata(source).ok().map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()));
+        if identity.is_some() && self.refused_files.lock().unwrap_or_else(|e| e.into_inner()).get(source) == identity.as_ref() {
+            return Outcome::Unchanged;
+        }
+        let outcome = self.reload_library(source);
+        let mut refused = self.refused_files.lock().unwrap_or_else(|e| e.into_inner());
+        match (&outcome, identity) {
+            (Outcome::Refused(_), Some(id)) => {
+                refused.insert(source.to_path_buf(), id);
+            }
+            (Outcome::Reloaded(_), _) => {
+                refused.remove(source);
+            }
+            _ => {}
+        }
+        outcome
+    }
+
+    fn reload_library(&self, source: &Path) -> Outcome {
         if self.library_reloads.load(Ordering::SeqCst) >= self.options.max_reloads {
             return self.refuse(format!(
                 "{} was not reloaded: {} reloads reached the limit (each keeps a library mapping alive); restart cordis dev",
@@ -277,10 +299,6 @@ impl DevHost {
                 self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
                 self.reloads.fetch_add(1, Ordering::SeqCst);
                 self.library_reloads.fetch_add(1, Ordering::SeqCst);
-                // The old copy stays mapped; its file is no longer needed.
-                if let Some(old) = old.filter(|o| o.path != fresh.path && o.hash.is_some()) {
-                    let _ = std::fs::remove_file(&old.path);
-                }
                 self.note(format!("reloaded {} for {}", source.display(), users.join(", ")));
                 Outcome::Reloaded(users)
             }
@@ -342,12 +360,14 @@ fn collect_enabled(loader: &Loader, entries: &[Entry], parent_disabled: bool, ou
     }
 }
 
-/// Removes private library copies left by earlier runs.
+/// Removes the on-disk library copies an earlier version of `cordis dev`
+/// kept, and their folder.
 fn clean_copies(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let _ = std::fs::remove_file(entry.path());
     }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Waits until `path` stops changing (the same size and mtime across

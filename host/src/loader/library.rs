@@ -39,6 +39,9 @@ pub struct Library {
     pub packages: Vec<(String, String)>,
     /// Services each plugin declares it provides: `(plugin, service)`.
     pub provides: Vec<(String, String)>,
+    /// The sealed in-memory copy the library runs from, when it was loaded
+    /// from one (kept open for as long as the library is mapped).
+    pub sealed: Option<Arc<File>>,
 }
 
 impl std::fmt::Debug for Library {
@@ -110,24 +113,33 @@ pub enum LoadError {
 
 /// Loads libraries, once per canonical path.
 ///
-/// With a copy folder (`cordis dev`), every library is loaded from a private
-/// copy named after its content hash, never from the file a build may be
-/// rewriting: `dlopen` returns the image it already mapped for a path it has
-/// seen, and a library file rewritten in place under a running process can
-/// crash it.
+/// With private copies (the commands that keep running: `cordis run`,
+/// `cordis dev`), every library runs from a sealed in-memory copy of its
+/// file (a `memfd` sealed against writing, shrinking and growing), never
+/// from the file itself: a library file rewritten in place under a running
+/// process can crash it, and nobody, not even its owner, can change a sealed
+/// copy. Each load is a new copy, so `dlopen` never returns an image it
+/// mapped before for the same path.
 #[derive(Default)]
 pub struct LibraryCache {
     loaded: Mutex<HashMap<PathBuf, Arc<Library>>>,
     /// Files the package search found unloadable, with their identity then.
     unloadable: Mutex<HashMap<PathBuf, FileIdentity>>,
-    copies: Option<PathBuf>,
+    private: bool,
     allow_writable: bool,
 }
 
+/// A sealed in-memory copy of a library file.
+struct Sealed {
+    file: File,
+    path: PathBuf,
+    hash: u64,
+}
+
 impl LibraryCache {
-    /// A cache that loads every library from a content-named copy in `dir`.
-    pub fn with_copies(dir: PathBuf) -> LibraryCache {
-        LibraryCache { copies: Some(dir), ..LibraryCache::default() }
+    /// A cache that loads every library from a sealed private copy.
+    pub fn private_copies() -> LibraryCache {
+        LibraryCache { private: true, ..LibraryCache::default() }
     }
 
     /// Accepts libraries that every user may write (or that sit in a folder
@@ -220,14 +232,14 @@ impl LibraryCache {
     pub fn reload(&self, source: &Path) -> Result<Option<Arc<Library>>, LoadError> {
         let source = canonical(source)?;
         let current = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&source).cloned();
-        if self.copies.is_none() {
+        if !self.private {
             return self.load_fresh(&source).map(Some);
         }
-        let (copy, hash) = self.snapshot(&source)?;
-        if current.is_some_and(|c| c.hash == Some(hash)) {
+        let sealed = self.seal(&source)?;
+        if current.is_some_and(|c| c.hash == Some(sealed.hash)) {
             return Ok(None);
         }
-        self.load_copy(&source, &copy, hash).map(Some)
+        self.load_sealed(&source, sealed).map(Some)
     }
 
     /// The loaded library for `source`, if any.
@@ -242,9 +254,9 @@ impl LibraryCache {
     }
 
     fn load_fresh(&self, source: &Path) -> Result<Arc<Library>, LoadError> {
-        if self.copies.is_some() {
-            let (copy, hash) = self.snapshot(source)?;
-            return self.load_copy(source, &copy, hash);
+        if self.private {
+            let sealed = self.seal(source)?;
+            return self.load_sealed(source, sealed);
         }
         if !self.allow_writable {
             check_not_writable_by_all(source)?;
@@ -254,54 +266,77 @@ impl LibraryCache {
         Ok(lib)
     }
 
-    /// Copies `source` into the copy folder and names the copy after the
-    /// hash of its content: the bytes hashed are the bytes loaded, whatever
-    /// happens to `source` meanwhile. Returns the copy and the hash.
-    fn snapshot(&self, source: &Path) -> Result<(PathBuf, u64), LoadError> {
+    /// Copies `source` into a new memfd, hashing the bytes as they are
+    /// copied, seals it, and checks the copy is a complete shared object:
+    /// the bytes hashed and checked are the bytes loaded, whatever happens
+    /// to `source` meanwhile.
+    fn seal(&self, source: &Path) -> Result<Sealed, LoadError> {
+        use rustix::fs::{fcntl_add_seals, memfd_create, MemfdFlags, SealFlags};
+        use std::hash::Hasher;
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
         if !self.allow_writable {
             check_not_writable_by_all(source)?;
         }
-        check_elf(source)?;
-        let dir = self.copies.as_ref().ok_or_else(|| LoadError::Unreadable {
-            path: source.display().to_string(),
-            detail: "no folder for private copies".into(),
-        })?;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let incoming = dir.join(format!(".incoming-{}-{n}", std::process::id()));
-        let unreadable = |path: &Path, e: std::io::Error| LoadError::Unreadable {
-            path: path.display().to_string(),
-            detail: format!("cannot make the private copy: {e}"),
-        };
-        std::fs::copy(source, &incoming).map_err(|e| unreadable(source, e))?;
-        let hashed = check_elf(&incoming).and_then(|()| hash_file(&incoming).map_err(|e| unreadable(&incoming, e)));
-        let hash = match hashed {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = std::fs::remove_file(&incoming);
-                return Err(e);
+        let shown = source.display().to_string();
+        let failed = |what: &str, e: std::io::Error| LoadError::Unreadable { path: shown.clone(), detail: format!("cannot make the private copy ({what}): {e}") };
+        let fd = memfd_create(c"cordis-plugin", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).map_err(|e| failed("memfd_create", e.into()))?;
+        let mut copy = File::from(fd);
+        let mut input = File::open(source).map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = input.read(&mut buf).map_err(|e| failed("read", e))?;
+            if n == 0 {
+                break;
             }
-        };
-        let name = super::resolve::library_name_of(source);
-        let copy = dir.join(format!("{name}-{hash:016x}{}", std::env::consts::DLL_SUFFIX));
-        if copy.exists() {
-            let _ = std::fs::remove_file(&incoming);
-        } else {
-            std::fs::rename(&incoming, &copy).map_err(|e| unreadable(&copy, e))?;
+            hasher.write(&buf[..n]);
+            copy.write_all(&buf[..n]).map_err(|e| failed("write", e))?;
         }
-        Ok((copy, hash))
+        fcntl_add_seals(&copy, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL).map_err(|e| failed("seal", e.into()))?;
+        let path = PathBuf::from(format!("/proc/self/fd/{}", copy.as_raw_fd()));
+        check_elf(&path).map_err(|e| e.shown_as(&shown))?;
+        Ok(Sealed { file: copy, path, hash: hasher.finish() })
     }
 
-    /// Loads the private copy `copy` of `source`, whose content hashes to
-    /// `hash`.
-    fn load_copy(&self, source: &Path, copy: &Path, hash: u64) -> Result<Arc<Library>, LoadError> {
+    /// Loads the sealed copy of `source`.
+    fn load_sealed(&self, source: &Path, sealed: Sealed) -> Result<Arc<Library>, LoadError> {
         let name = super::resolve::library_name_of(source);
-        let mut lib = load_library_named(copy, &name)?;
+        let mut lib = load_library_named(&sealed.path, &name).map_err(|e| e.shown_as(&source.display().to_string()))?;
         lib.source = source.to_path_buf();
-        lib.hash = Some(hash);
+        lib.hash = Some(sealed.hash);
+        lib.sealed = Some(keep_open(sealed.file));
         let lib = Arc::new(lib);
         self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
         Ok(lib)
+    }
+}
+
+/// Keeps a sealed copy's file open for the life of the process. The
+/// library mapped from it is never unloaded, and the dynamic loader knows it
+/// by its path, `/proc/self/fd/N`: were the descriptor closed, the next copy
+/// could get the same number, and `dlopen` would hand back the old image for
+/// the new path.
+fn keep_open(file: File) -> Arc<File> {
+    static KEPT: Mutex<Vec<Arc<File>>> = Mutex::new(Vec::new());
+    let file = Arc::new(file);
+    KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(file.clone());
+    file
+}
+
+impl LoadError {
+    /// The same error naming `shown` (the user's file) instead of the
+    /// private copy it was read from.
+    pub fn shown_as(self, shown: &str) -> LoadError {
+        match self {
+            LoadError::Unreadable { detail, .. } => LoadError::Unreadable { path: shown.into(), detail },
+            LoadError::NotSharedObject { detail, .. } => LoadError::NotSharedObject { path: shown.into(), detail },
+            LoadError::Open { detail, .. } => LoadError::Open { path: shown.into(), detail },
+            LoadError::NotAPlugin { .. } => LoadError::NotAPlugin { path: shown.into() },
+            LoadError::IncompatibleAbi { detail, .. } => LoadError::IncompatibleAbi { path: shown.into(), detail },
+            LoadError::Insecure { detail, .. } => LoadError::Insecure { path: shown.into(), detail },
+            LoadError::Init { detail, .. } => LoadError::Init { path: shown.into(), detail },
+        }
     }
 }
 
@@ -389,7 +424,7 @@ pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError>
         Some(list) => list().into_iter().map(|p| (p.plugin.into_string(), p.service.into_string())).collect(),
         None => Vec::new(),
     };
-    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins, packages, provides })
+    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins, packages, provides, sealed: None })
 }
 
 fn abi_error(path: &str, e: LibraryError) -> LoadError {
@@ -573,7 +608,8 @@ pub struct Picked {
 /// # Errors
 /// [`UnwrapError`].
 pub fn unwrap_export(library: &Library, export: Option<&str>) -> Result<Picked, UnwrapError> {
-    let path = library.path.display().to_string();
+    // The user's file, not the private copy it runs from.
+    let path = library.source.display().to_string();
     if library.plugins.is_empty() {
         return Err(UnwrapError::Empty { path });
     }
