@@ -6,7 +6,7 @@
 //! `CORDIS_BENCH_QUICK=1` takes fewer and shorter samples.
 //!
 //! Benchmark ids (read back by `cordis-bench report`):
-//! - `tool_call/{ours,direct,direct_execute}/{5,50,500}`
+//! - `tool_call/{ours,direct,direct_execute}/{5,50,500,13000}`
 //! - `durable_append/{ours,raw}` (interleaved: each runs both, times one)
 //! - `replay/{ours,serde_value}/{10000,100000,1000000}`
 //! - `resume/ours/{10000,100000,1000000}`
@@ -45,7 +45,7 @@ fn or_die<T>(r: Result<T, String>) -> T {
 }
 
 /// Tool-call sizes.
-const ITEMS: [usize; 3] = [5, 50, 500];
+const ITEMS: [usize; 4] = [5, 50, 500, 13_000];
 
 fn tool_call(c: &mut Criterion) {
     let todo = or_die(paths::library("tool-todo"));
@@ -56,6 +56,11 @@ fn tool_call(c: &mut Criterion) {
     let mut group = c.benchmark_group("tool_call");
     group.sample_size(samples(100)).measurement_time(secs(4)).warm_up_time(secs(1));
     for n in ITEMS {
+        // About 1 MiB of arguments at 13 000 todos (the cap is 1 MiB):
+        // fewer, longer samples.
+        if n >= 10_000 {
+            group.sample_size(samples(10)).measurement_time(secs(8));
+        }
         let args = workload::todo_arguments(n);
         let first = bed.call(&args);
         assert!(!first.is_error, "the benchmark call must succeed: {}", first.text);

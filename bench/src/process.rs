@@ -14,12 +14,20 @@ pub struct Program {
     pub args: Vec<String>,
     /// Its working folder.
     pub cwd: std::path::PathBuf,
+    /// The exit code a run must end with (0 unless set).
+    pub expect_code: i32,
 }
 
 impl Program {
     /// `exe args...`, run in `cwd`.
     pub fn new(exe: &Path, args: &[String], cwd: &Path) -> Program {
-        Program { exe: exe.to_path_buf(), args: args.to_vec(), cwd: cwd.to_path_buf() }
+        Program { exe: exe.to_path_buf(), args: args.to_vec(), cwd: cwd.to_path_buf(), expect_code: 0 }
+    }
+
+    /// The same program, expected to exit with `code` (a refusal, say).
+    pub fn expecting(mut self, code: i32) -> Program {
+        self.expect_code = code;
+        self
     }
 
     fn command(&self) -> Command {
@@ -37,7 +45,7 @@ impl Program {
         let start = Instant::now();
         let out = self.command().output().map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
         let elapsed = start.elapsed().as_secs_f64();
-        if !out.status.success() {
+        if out.status.code() != Some(self.expect_code) {
             return Err(format!("{} {} failed ({}): {}", self.exe.display(), self.args.join(" "), out.status, String::from_utf8_lossy(&out.stderr)));
         }
         Ok(elapsed)

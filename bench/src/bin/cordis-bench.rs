@@ -177,6 +177,15 @@ fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
     let default = Program::new(&cordis, &args(&["-c", &root.join("cordis.yml").display().to_string(), "check"]), &root);
     let bare_todo = Program::new(&bare, &args(&[&todo.display().to_string()]), &root);
     let bare_both = Program::new(&bare, &args(&[&todo.display().to_string(), &named.display().to_string()]), &root);
+    // Refusal time against size: flow nesting past the limit, 40 KB to 4 MB.
+    let mut refusals = Vec::new();
+    for (label, n) in [("40k", 10_000usize), ("400k", 100_000), ("4m", 1_000_000)] {
+        let file = dir.join(format!("deep-{label}.yml"));
+        let text = format!("- name: x\n  config: {}1{}\n", "[a, ".repeat(n), "]".repeat(n));
+        let text = if text.len() > 4_000_000 { format!("- name: x\n  config: {}1{}\n", "[a, ".repeat(790_000), "]".repeat(790_000)) } else { text };
+        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        refusals.push(Program::new(&cordis, &args(&["-c", &file.display().to_string(), "check"]), &dir).expecting(2));
+    }
     // The dialect: an include with patches, a package name, `!!js`.
     let dialect = Program::new(
         &cordis,
@@ -184,6 +193,7 @@ fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
         &root,
     );
     let mut programs = vec![default, bare_todo, bare_both, dialect];
+    programs.extend(refusals);
     for n in ENTRIES {
         let file = dir.join(format!("cordis-{n}.yml"));
         std::fs::write(&file, workload::composition(n, &todo, &named)).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -191,7 +201,18 @@ fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
     }
     let refs: Vec<&Program> = programs.iter().collect();
     let times = interleaved(&refs, o.runs, || Ok(()))?;
-    let names = ["boot/default", "boot/bare", "boot/bare_both", "boot/dialect", "boot/entries/1", "boot/entries/10", "boot/entries/50"];
+    let names = [
+        "boot/default",
+        "boot/bare",
+        "boot/bare_both",
+        "boot/dialect",
+        "refuse/40k",
+        "refuse/400k",
+        "refuse/4m",
+        "boot/entries/1",
+        "boot/entries/10",
+        "boot/entries/50",
+    ];
     for (name, t) in names.iter().zip(times) {
         if let Some(s) = Summary::of(&t) {
             f.time.insert((*name).to_string(), s);
@@ -329,7 +350,9 @@ fn memory(o: &Options, f: &mut Figures) -> Result<(), String> {
 
 // ---------------------------------------------------------------- in process
 
-const ITEMS: [usize; 3] = [5, 50, 500];
+/// List sizes of the tool-call figures; 13 000 todos is about 1 MiB of
+/// arguments, the cap.
+const ITEMS: [usize; 4] = [5, 50, 500, 13_000];
 const EVENTS: [usize; 3] = [10_000, 100_000, 1_000_000];
 
 fn from_criterion(o: &Options, f: &mut Figures) -> Result<(), String> {
@@ -645,6 +668,25 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         ratio: format!("{} slower", x(r)),
         target: "≤ 3×".into(),
         verdict: verdict(r, 3.0, true),
+    });
+
+    let r = ratio_of(t("refuse/4m"), t("refuse/40k"));
+    rows.push(Row {
+        figure: "composition refusal".into(),
+        ours: format!(
+            "`cordis check` refusing flow nesting past the limit, whole process: 40 KB {}, 400 KB {}, 4 MB {}",
+            show(t("refuse/40k"), Unit::Seconds),
+            show(t("refuse/400k"), Unit::Seconds),
+            show(t("refuse/4m"), Unit::Seconds)
+        ),
+        baseline: "the same at 40 KB (100× smaller)".into(),
+        ratio: format!("{} at 100× the size", x(r)),
+        target: "linear, under 1 s".into(),
+        verdict: match t("refuse/4m") {
+            Some(s) if s.median < 1.0 => "met".into(),
+            Some(_) => "missed".into(),
+            None => "—".into(),
+        },
     });
 
     let r = ratio_of(t("load/private_copy"), t("load/in_place"));
