@@ -120,7 +120,7 @@ fn strict_refuses_to_run_with_a_failed_entry() {
     let out = scratch.cordis(&["--strict", "tools"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(stderr.contains("1 entry failed to load (--strict)"), "{stderr}");
+    assert!(stderr.contains("1 entry did not load (failed, missing or waiting; --strict)"), "{stderr}");
     // Without --strict the failure is a warning and the command runs.
     let out = scratch.cordis(&["tools"]);
     let (stdout, stderr) = text(&out);

@@ -243,7 +243,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let failed = host.failures(cli.strict).len();
             if failed > 0 {
                 if !*json {
-                    let _ = writeln!(out, "{failed} of {} failed", render::count(host.reports.len(), "entry", "entries"));
+                    let what = if cli.strict { "did not load (failed, missing or waiting; --strict)" } else { "failed" };
+                    let _ = writeln!(out, "{failed} of {} {what}", render::count(host.reports.len(), "entry", "entries"));
                 }
                 return Ok(ExitCode::from(1));
             }
@@ -373,7 +374,7 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
         render::check(&mut err, &dev.host);
     }
     if cli.strict && !dev.host.failures(true).is_empty() {
-        return Err(CliError { code: 1, message: "entries failed to load (--strict)".into() });
+        return Err(CliError { code: 1, message: "entries did not load: failed, missing or waiting (--strict)".into() });
     }
     let sessions = &dev.host.services.sessions;
     let session = match session_id {
@@ -508,7 +509,7 @@ fn boot_with(cli: &Cli, options: HostOptions) -> Result<Host, CliError> {
         }
         if cli.strict {
             return Err(CliError { code: 1, message: format!(
-                "{} failed to load (--strict); run `{}` for details",
+                "{} did not load (failed, missing or waiting; --strict); run `{}` for details",
                 render::count(failures.len(), "entry", "entries"),
                 invocation(cli, "check")
             ) });
