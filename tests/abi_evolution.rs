@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cordis_host::loader::library;
-use cordis_tests::{cordis_exe, library as lib_path, repo_root, target_dir, text, Scratch};
+use cordis_tests::{build_outside, cordis_exe, library as lib_path, repo_root, target_dir, text, Scratch};
 
 /// Builds, once per target folder, a copy of `abi/` with one field appended
 /// to `PluginLibrary` (`priority`, read as absent when missing), a minimal
@@ -76,17 +76,7 @@ fn future_build() -> (PathBuf, PathBuf) {
         &root.join("future-plugin/src/lib.rs"),
         "use cordis_abi::sdk::prelude::*;\n\n#[derive(Deserialize, JsonSchema)]\n#[serde(deny_unknown_fields)]\npub struct Config {}\n\n#[derive(Deserialize, JsonSchema)]\npub struct Args {}\n\nstruct Ping;\nimpl TypedTool for Ping {\n    type Args = Args;\n    fn name(&self) -> &str { \"ping\" }\n    fn description(&self) -> String { \"Answers pong.\".into() }\n    fn execute(&self, _args: Args, _cx: &ToolContext<'_>) -> Result<ToolReply, ToolError> {\n        Ok(ToolReply { text: \"pong\".into(), value: None })\n    }\n}\n\npub struct Future;\nimpl Plugin for Future {\n    const NAME: &'static str = \"future-plugin\";\n    const INJECT: &'static [&'static str] = &[\"tools\"];\n    type Config = Config;\n    fn apply(ctx: &Context<'_>, _config: Config) -> Result<(), PluginError> {\n        ctx.tools()?.register(Ping)\n    }\n}\n\ncordis_abi::export_plugin!(Future);\ncordis_abi::export_library!();\n",
     );
-    // The same dependency versions as the workspace.
-    std::fs::copy(repo_root().join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--manifest-path"])
-        .arg(root.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target_dir().join("outside-builds"))
-        .output()
-        .expect("run cargo");
-    assert!(out.status.success(), "building the future host and plugin failed:\n{}", text(&out).1);
-    let built = target_dir().join("outside-builds/debug");
+    let built = build_outside(&root);
     (built.join("future-host"), built.join("libfuture_plugin.so"))
 }
 

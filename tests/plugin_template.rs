@@ -4,25 +4,14 @@
 //! name), a scripted `run` that calls its tool, and `session show` with its
 //! projection.
 
-use std::process::Command;
-
-use cordis_tests::{repo_root, target_dir, text, Scratch};
+use cordis_tests::{build_outside, repo_root, text, Scratch};
 
 #[test]
 fn the_template_builds_outside_the_workspace_and_loads() {
     let template = repo_root().join("examples/plugin-template");
-    // The same dependency versions as the workspace (the template's own
-    // lock file is not committed).
-    std::fs::copy(repo_root().join("Cargo.lock"), template.join("Cargo.lock")).unwrap();
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--manifest-path"])
-        .arg(template.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target_dir().join("outside-builds"))
-        .output()
-        .expect("run cargo");
-    assert!(out.status.success(), "the template does not build:\n{}", text(&out).1);
-    let library = target_dir().join("outside-builds/debug/libhello_plugin.so");
+    // The template's own lock file is not committed: the build uses the
+    // workspace's dependency versions.
+    let library = build_outside(&template).join("libhello_plugin.so");
     assert!(library.is_file());
 
     let scratch = Scratch::new();

@@ -163,3 +163,24 @@ impl Scratch {
 pub fn text(output: &Output) -> (String, String) {
     (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
+
+/// Builds the cargo project in `project` (its own workspace, outside this
+/// one) with the workspace's dependency versions (`Cargo.lock` copied in),
+/// into the shared folder `target/<profile>/outside-builds`; returns the
+/// folder its debug artifacts land in.
+///
+/// # Panics
+/// When cargo cannot run or the build fails (with cargo's output).
+pub fn build_outside(project: &Path) -> PathBuf {
+    std::fs::copy(repo_root().join("Cargo.lock"), project.join("Cargo.lock")).expect("copy Cargo.lock");
+    let target = target_dir().join("outside-builds");
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .expect("run cargo");
+    assert!(out.status.success(), "building {} failed:\n{}", project.display(), text(&out).1);
+    target.join("debug")
+}

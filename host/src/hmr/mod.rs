@@ -80,7 +80,7 @@ pub struct DevHost {
     refused: Mutex<HashMap<PathBuf, u64>>,
     /// The file (device, inode, size, modification time) whose change was
     /// last refused, per library.
-    refused_files: Mutex<HashMap<PathBuf, (u64, u64, u64, i64, i64)>>,
+    refused_files: Mutex<HashMap<PathBuf, library::FileIdentity>>,
 }
 
 impl DevHost {
@@ -211,8 +211,7 @@ impl DevHost {
     /// (same inode, size and modification time) gets one notice, however
     /// many watch events it causes.
     pub fn library_changed(&self, source: &Path) -> Outcome {
-        use std::os::unix::fs::MetadataExt;
-        let identity = std::fs::metadata(source).ok().map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()));
+        let identity = library::file_identity(source);
         if identity.is_some() && self.refused_files.lock().unwrap_or_else(|e| e.into_inner()).get(source) == identity.as_ref() {
             return Outcome::Unchanged;
         }

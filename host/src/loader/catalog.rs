@@ -110,17 +110,7 @@ pub fn catalog(plugin_path: &PluginPath) -> Vec<LibraryInfo> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for (dir, from) in &plugin_path.dirs {
-        let Ok(listing) = std::fs::read_dir(dir) else { continue };
-        let mut files: Vec<PathBuf> = listing
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|f| f.to_str())
-                    .is_some_and(|f| f.starts_with(std::env::consts::DLL_PREFIX) && f.ends_with(std::env::consts::DLL_SUFFIX))
-            })
-            .collect();
-        files.sort();
+        let files = super::resolve::library_files(dir);
         for file in files {
             if !seen.insert(file.canonicalize().unwrap_or_else(|_| file.clone())) {
                 continue;

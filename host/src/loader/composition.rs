@@ -58,8 +58,6 @@ pub struct Composition {
     /// The root file's folder: relative names and the default state
     /// directory resolve against it.
     pub dir: PathBuf,
-    /// The root file's text (without a byte-order mark).
-    pub text: String,
     /// Top-level entries in order (after patch layers).
     pub entries: Vec<Entry>,
     /// Every file read: the root, the patch layers, then included files.
@@ -146,9 +144,6 @@ pub struct Entry {
     pub name: String,
     /// What the entry mounts.
     pub kind: EntryKind,
-    /// The entry's config as written (`None` when absent or null); `!!js`
-    /// nodes inside are evaluated when the entry starts.
-    pub config: Option<Node>,
     /// `disabled:`.
     pub disabled: Switch,
     /// `inject:`, in order.
@@ -176,6 +171,16 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// A plugin entry's config as written (`None` when absent or null, and
+    /// for groups and includes, whose `config` holds entries); `!!js` nodes
+    /// inside are evaluated when the entry starts.
+    pub fn config(&self) -> Option<&Node> {
+        if self.kind != EntryKind::Plugin {
+            return None;
+        }
+        self.raw.get("config").filter(|n| !matches!(n.value, Yaml::Null))
+    }
+
     /// Whether the entry holds other entries (group or include).
     pub fn is_container(&self) -> bool {
         !matches!(self.kind, EntryKind::Plugin)
@@ -196,7 +201,7 @@ impl Entry {
 
     /// `file:line` of the node at `segments` inside the config.
     pub fn locate_config(&self, segments: &[Step]) -> String {
-        match &self.config {
+        match self.config() {
             Some(node) => {
                 let mut origin = node.origin.clone();
                 origin.path.extend(segments.iter().cloned());
@@ -210,7 +215,7 @@ impl Entry {
     /// name, config, switches and services).
     pub fn same_setup(&self, other: &Entry) -> bool {
         self.name == other.name
-            && self.config.as_ref().map(|n| &n.value) == other.config.as_ref().map(|n| &n.value)
+            && self.config().map(|n| &n.value) == other.config().map(|n| &n.value)
             && self.disabled == other.disabled
             && self.inject == other.inject
             && self.intercept == other.intercept
@@ -228,7 +233,7 @@ impl Entry {
     /// A message naming the file and line of the offending node: a value
     /// with no JSON form, a non-string key, or what `eval` reported.
     pub fn config_json(&self, eval: &mut dyn FnMut(&str) -> Result<Option<Json>, String>) -> Result<Json, String> {
-        let Some(node) = &self.config else { return Ok(Json::Object(Default::default())) };
+        let Some(node) = self.config() else { return Ok(Json::Object(Default::default())) };
         match to_json(&node.value, &mut Some(eval)) {
             Ok(Some(Json::Null) | None) => Ok(Json::Object(Default::default())),
             Ok(Some(json)) => Ok(json),
@@ -246,7 +251,7 @@ impl Entry {
                 _ => false,
             }
         }
-        self.config.as_ref().is_some_and(|n| any(&n.value))
+        self.config().is_some_and(|n| any(&n.value))
     }
 }
 
@@ -385,7 +390,6 @@ impl Composition {
         Ok(Composition {
             file: root.file.clone(),
             dir: root.dir.clone(),
-            text: root.text.clone(),
             entries,
             sources: builder.sources,
             warnings: builder.warnings,
@@ -396,6 +400,11 @@ impl Composition {
     /// The root file.
     pub fn root(&self) -> &Arc<Source> {
         &self.root
+    }
+
+    /// The root file's text (without a byte-order mark).
+    pub fn text(&self) -> &str {
+        &self.root.text
     }
 
     /// Where the node at `path` of the root file starts.
@@ -499,15 +508,14 @@ impl Builder {
 
     fn entry(&mut self, raw: &RawEntry, index: usize, prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>, realms: &Realms) -> Entry {
         let origin = raw.origin.clone();
-        let mut stored = raw.clone();
-        stored.children = None;
+        // The row's own keys; its nested rows are the entry's children.
+        let stored = RawEntry { origin: raw.origin.clone(), not_a_mapping: raw.not_a_mapping.clone(), keys: raw.keys.clone(), children: None };
         let mut entry = Entry {
             id: String::new(),
             local_id: String::new(),
             id_generated: true,
             name: String::new(),
             kind: EntryKind::Plugin,
-            config: None,
             disabled: Switch::Fixed(false),
             inject: Vec::new(),
             intercept: None,
@@ -648,7 +656,6 @@ impl Builder {
             problems.push((origin.locate(), "the builtin `cordis:group` holds entries: add `group: true` and list them in `config`".into()));
         } else if let Some(node) = config {
             if !matches!(node.value, Yaml::Null) {
-                entry.config = Some(node.clone());
                 // Values with no JSON form are found now, not at start.
                 if !entry.config_has_expressions() {
                     if let Err((rel, m)) = to_json(&node.value, &mut None) {

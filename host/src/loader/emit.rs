@@ -113,7 +113,7 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
             block(&mut text, &Yaml::Mapping(head), indent + 2);
             out.push_str(&pad);
             out.push_str("- ");
-            out.push_str(&text[indent + 2..]);
+            out.push_str(text.get(indent + 2..).unwrap_or_default());
             if let EntryKind::Include { file, patches } = &entry.kind {
                 out.push_str(&format!("{pad}  # include of {} with {patches} patches, expanded\n", file.display()));
             }
@@ -244,13 +244,13 @@ mod tests {
         let first: Vec<(String, String)> = ids(&c).into_iter().map(|(id, n)| (id, if n.ends_with("liby.so") { "lib".into() } else { n })).collect();
         let second: Vec<(String, String)> = ids(&again).into_iter().map(|(id, n)| (id, if n.ends_with("liby.so") { "lib".into() } else { n })).collect();
         assert_eq!(first.iter().map(|p| &p.0).collect::<Vec<_>>(), second.iter().map(|p| &p.0).collect::<Vec<_>>(), "{text}");
-        let a1 = c.walk()[1].config.as_ref().unwrap().value.clone();
-        let a2 = again.walk()[1].config.as_ref().unwrap().value.clone();
+        let a1 = c.walk()[1].config().unwrap().value.clone();
+        let a2 = again.walk()[1].config().unwrap().value.clone();
         assert_eq!(a1, a2, "{text}");
         let t2 = again.walk().into_iter().find(|e| e.id == "t").unwrap();
         assert!(t2.problems.is_empty(), "{:?}\n{text}", t2.problems);
         assert_eq!(t2.disabled, crate::loader::Switch::Expr("process.platform === 'win32'".into()));
-        assert_eq!(t2.config.as_ref().unwrap().value, c.walk().into_iter().find(|e| e.id == "t").unwrap().config.as_ref().unwrap().value);
+        assert_eq!(t2.config().unwrap().value, c.walk().into_iter().find(|e| e.id == "t").unwrap().config().unwrap().value);
         let b = again.walk().into_iter().find(|e| e.id == "inc/b").unwrap();
         assert_eq!(PathBuf::from(&b.name), dir.path().join("sub/lib/liby.so"));
     }

@@ -39,9 +39,6 @@ pub struct Library {
     pub packages: Vec<(String, String)>,
     /// Services each plugin declares it provides: `(plugin, service)`.
     pub provides: Vec<(String, String)>,
-    /// The sealed in-memory copy the library runs from, when it was loaded
-    /// from one (kept open for as long as the library is mapped).
-    pub sealed: Option<Arc<File>>,
 }
 
 impl std::fmt::Debug for Library {
@@ -175,16 +172,7 @@ impl LibraryCache {
     pub fn find_package(&self, name: &str, plugin_path: &super::PluginPath) -> Option<(Arc<Library>, String)> {
         let readings = super::resolve::package_readings(name);
         for (dir, _) in &plugin_path.dirs {
-            let Ok(listing) = std::fs::read_dir(dir) else { continue };
-            let mut files: Vec<PathBuf> = listing
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
-                        f.starts_with(std::env::consts::DLL_PREFIX) && f.ends_with(std::env::consts::DLL_SUFFIX)
-                    })
-                })
-                .collect();
+            let mut files = super::resolve::library_files(dir);
             // Libraries whose own name ends the package's name are tried
             // first (`libtool_todo.so` for `@deepseek-ai/dsh-tool-todo`), so
             // the usual lookup loads one library; the declarations decide.
@@ -208,9 +196,7 @@ impl LibraryCache {
     /// The loaded library at `file`, or `None` when it is not a loadable
     /// plugin library (remembered until the file changes).
     fn declarations(&self, file: &Path) -> Option<Arc<Library>> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(file).ok()?;
-        let identity = (meta.dev(), meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec());
+        let identity = file_identity(file)?;
         if self.unloadable.lock().unwrap_or_else(|e| e.into_inner()).get(file) == Some(&identity) {
             return None;
         }
@@ -305,7 +291,7 @@ impl LibraryCache {
         let mut lib = load_library_named(&sealed.path, &name).map_err(|e| e.shown_as(&source.display().to_string()))?;
         lib.source = source.to_path_buf();
         lib.hash = Some(sealed.hash);
-        lib.sealed = Some(keep_open(sealed.file));
+        keep_open(sealed.file);
         let lib = Arc::new(lib);
         self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
         Ok(lib)
@@ -317,11 +303,9 @@ impl LibraryCache {
 /// by its path, `/proc/self/fd/N`: were the descriptor closed, the next copy
 /// could get the same number, and `dlopen` would hand back the old image for
 /// the new path.
-fn keep_open(file: File) -> Arc<File> {
-    static KEPT: Mutex<Vec<Arc<File>>> = Mutex::new(Vec::new());
-    let file = Arc::new(file);
-    KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(file.clone());
-    file
+fn keep_open(file: File) {
+    static KEPT: Mutex<Vec<File>> = Mutex::new(Vec::new());
+    KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(file);
 }
 
 impl LoadError {
@@ -424,7 +408,7 @@ pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError>
         Some(list) => list().into_iter().map(|p| (p.plugin.into_string(), p.service.into_string())).collect(),
         None => Vec::new(),
     };
-    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins, packages, provides, sealed: None })
+    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins, packages, provides })
 }
 
 fn abi_error(path: &str, e: LibraryError) -> LoadError {
@@ -588,8 +572,16 @@ pub enum UnwrapError {
     },
 }
 
-/// Device, inode, size and modification time (seconds, nanoseconds).
-type FileIdentity = (u64, u64, u64, i64, i64);
+/// Device, inode, size and modification time (seconds, nanoseconds): a
+/// file's content may have changed when any of them did.
+pub type FileIdentity = (u64, u64, u64, i64, i64);
+
+/// The [`FileIdentity`] of `path`, if it can be read.
+pub fn file_identity(path: &Path) -> Option<FileIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.dev(), meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec()))
+}
 
 /// A declaration picked from a library, with its parsed config schema.
 #[derive(Clone)]

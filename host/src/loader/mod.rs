@@ -202,20 +202,17 @@ impl Loader {
         for entry in &composition.entries {
             self.load_entry(entry, 0, false, &mut reports);
         }
-        for id in self.start_pending() {
-            if let Some(r) = reports.iter_mut().find(|r| r.id == id) {
-                r.state = EntryState::Loaded;
-                if let Some((library, effects)) = self.with_active(&id, |a| (a.library.source.clone(), a.fiber.effects())) {
-                    r.library = Some(library);
-                    r.effects = effects;
+        for (id, outcome) in self.try_pending() {
+            let Some(r) = reports.iter_mut().find(|r| r.id == id) else { continue };
+            match outcome {
+                Ok(()) => {
+                    r.state = EntryState::Loaded;
+                    if let Some((library, effects)) = self.with_active(&id, |a| (a.library.source.clone(), a.fiber.effects())) {
+                        r.library = Some(library);
+                        r.effects = effects;
+                    }
                 }
-            }
-        }
-        for r in reports.iter_mut().filter(|r| matches!(r.state, EntryState::Waiting(_))) {
-            if let Some(entry) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|e| e.id == r.id) {
-                if let Err(state @ (EntryState::Waiting(_) | EntryState::Failed(_) | EntryState::Missing(_))) = self.prepare(entry, None) {
-                    r.state = state;
-                }
+                Err(state) => r.state = state,
             }
         }
         reports
@@ -224,31 +221,37 @@ impl Loader {
     /// Tries every waiting entry again, as long as one starts; returns the
     /// ids started, in order.
     pub fn start_pending(&self) -> Vec<String> {
-        let mut started = Vec::new();
+        self.try_pending().into_iter().filter(|(_, outcome)| outcome.is_ok()).map(|(id, _)| id).collect()
+    }
+
+    /// [`Loader::start_pending`], with each entry that left the waiting list:
+    /// started, or the state that keeps it from starting now (it no longer
+    /// waits, and the warning is logged).
+    fn try_pending(&self) -> Vec<(String, Result<(), EntryState>)> {
+        let mut outcomes = Vec::new();
         loop {
             let waiting: Vec<Entry> = self.pending.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let mut progress = false;
             for entry in waiting {
                 match self.apply(&entry) {
                     Ok(active) => {
-                        self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|e| e.id != entry.id);
+                        self.forget_pending(&entry.id);
                         self.active.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.id.clone(), active);
-                        started.push(entry.id.clone());
+                        outcomes.push((entry.id.clone(), Ok(())));
                         progress = true;
                     }
                     Err(EntryState::Waiting(_)) => {}
                     Err(state) => {
-                        // It can no longer start for another reason: stop
-                        // waiting and say why.
-                        self.pending.lock().unwrap_or_else(|e| e.into_inner()).retain(|e| e.id != entry.id);
+                        self.forget_pending(&entry.id);
                         for m in state.messages() {
                             tracing::warn!("{m}");
                         }
+                        outcomes.push((entry.id.clone(), Err(state)));
                     }
                 }
             }
             if !progress {
-                return started;
+                return outcomes;
             }
         }
     }
@@ -340,7 +343,7 @@ impl Loader {
         match &entry.disabled {
             Switch::Fixed(b) => Ok(*b),
             Switch::Expr(source) => {
-                let names: Vec<String> = self.services.names().into_iter().filter(|n| self.services.available(n, &entry.realms)).collect();
+                let names = self.services.names();
                 let services = self.service_values(entry, names.iter().map(String::as_str));
                 expr::truthy(source, &services).map_err(|e| format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id))
             }

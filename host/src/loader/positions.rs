@@ -88,10 +88,16 @@ impl Positions {
     /// The position of the key at `path` (when the path ends in a key), else
     /// of its value; falls back to the nearest ancestor that exists.
     pub fn find(&self, path: &[Step]) -> Option<Position> {
+        self.climb(path, |n| n.key.or(n.value))
+    }
+
+    /// The first position `pick` gives, from the node at `path` (or its
+    /// nearest existing ancestor) up to the root.
+    fn climb(&self, path: &[Step], pick: impl Fn(&Node) -> Option<Position>) -> Option<Position> {
         let (mut node, _) = self.walk(path)?;
         loop {
             let n = self.nodes.get(node as usize)?;
-            if let Some(p) = n.key.or(n.value) {
+            if let Some(p) = pick(n) {
                 return Some(p);
             }
             if node == 0 {
@@ -116,17 +122,7 @@ impl Positions {
 
     /// The position of the value at `path`, falling back to ancestors.
     pub fn value(&self, path: &[Step]) -> Option<Position> {
-        let (mut node, _) = self.walk(path)?;
-        loop {
-            let n = self.nodes.get(node as usize)?;
-            if let Some(p) = n.value {
-                return Some(p);
-            }
-            if node == 0 {
-                return None;
-            }
-            node = n.parent;
-        }
+        self.climb(path, |n| n.value)
     }
 }
 

@@ -199,14 +199,8 @@ pub fn package_not_found(name: &str, plugin_path: &PluginPath) -> ResolveError {
 fn closest_library(wanted: &str, plugin_path: &PluginPath) -> Option<String> {
     let mut best: Option<(usize, String)> = None;
     for (dir, _) in &plugin_path.dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
-        for entry in entries.flatten() {
-            let file = entry.file_name();
-            let Some(file) = file.to_str() else { continue };
-            let Some(stem) = file.strip_prefix(std::env::consts::DLL_PREFIX).and_then(|f| f.strip_suffix(std::env::consts::DLL_SUFFIX)) else {
-                continue;
-            };
-            let candidate = stem.replace('_', "-");
+        for file in library_files(dir) {
+            let candidate = library_name_of(&file);
             let d = edit_distance(&wanted.replace('_', "-"), &candidate);
             if d <= 2 && best.as_ref().is_none_or(|(b, _)| d < *b) {
                 best = Some((d, candidate));
@@ -251,6 +245,23 @@ fn resolve_path(name: &str, composition_dir: &Path) -> Result<Target, ResolveErr
     };
     let library = library_name_of(&path);
     Ok(Target::Library { path, export, library })
+}
+
+/// The library files in `dir` (`lib*.so`), sorted by name; none when the
+/// folder cannot be read.
+pub fn library_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(listing) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut files: Vec<PathBuf> = listing
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|f| f.to_str())
+                .is_some_and(|f| f.starts_with(std::env::consts::DLL_PREFIX) && f.ends_with(std::env::consts::DLL_SUFFIX))
+        })
+        .collect();
+    files.sort();
+    files
 }
 
 /// The library's own name from its file: `libtool_todo.so` → `tool-todo`.
