@@ -277,3 +277,26 @@ fn deep_flow_nesting_is_refused_at_once_whatever_the_size() {
         assert!(elapsed < Duration::from_secs(2), "{what}: took {elapsed:?}");
     }
 }
+
+/// A composition, included file or patch layer that is not a regular file
+/// (here `/dev/zero` behind a `.yml` name) is read only up to the size
+/// limit, never without bound.
+#[test]
+fn endless_files_stop_at_the_size_limit() {
+    let scratch = Scratch::new();
+    std::os::unix::fs::symlink("/dev/zero", scratch.path().join("z.yml")).unwrap();
+    std::fs::write(scratch.path().join("ok.yml"), "[]\n").unwrap();
+    std::fs::write(scratch.path().join("inc.yml"), "- id: x\n  name: cordis:include\n  config: {path: ./z.yml}\n").unwrap();
+    for args in [vec!["check", "z.yml"], vec!["check", "ok.yml", "--patch", "z.yml"]] {
+        let start = Instant::now();
+        let out = scratch.cordis(&args);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stdout}{stderr}");
+        assert!(stderr.contains("z.yml") && stderr.contains("over the limit of 4194304 bytes"), "{args:?}: {stderr}");
+        assert!(start.elapsed() < Duration::from_secs(10), "{args:?}");
+    }
+    let out = scratch.cordis(&["check", "inc.yml"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("over the limit of 4194304 bytes"), "{stdout}");
+}

@@ -281,7 +281,7 @@ pub enum CompositionError {
         source: std::io::Error,
     },
     /// The file is larger than [`MAX_COMPOSITION_BYTES`].
-    #[error("{file}: the composition is {size} bytes, over the limit of {limit} bytes")]
+    #[error("{file}: the composition is {size} bytes or more, over the limit of {limit} bytes")]
     TooLarge {
         /// The file.
         file: String,

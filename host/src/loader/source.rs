@@ -63,12 +63,21 @@ impl Source {
     /// [`CompositionError`] when the file cannot be read, is over
     /// [`MAX_COMPOSITION_BYTES`], is not UTF-8 or is not YAML.
     pub fn read(path: &Path, role: Role) -> Result<(Arc<Source>, Yaml), CompositionError> {
+        use std::io::Read;
         let file = path.display().to_string();
         let meta = std::fs::metadata(path).map_err(|source| CompositionError::Read { file: file.clone(), source })?;
         if meta.len() > MAX_COMPOSITION_BYTES {
             return Err(CompositionError::TooLarge { file, size: meta.len(), limit: MAX_COMPOSITION_BYTES });
         }
-        let bytes = std::fs::read(path).map_err(|source| CompositionError::Read { file: file.clone(), source })?;
+        // Read at most one byte past the limit whatever the metadata says: a
+        // device or a file still growing reports no size worth trusting.
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_COMPOSITION_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|source| CompositionError::Read { file: file.clone(), source })?;
+        if bytes.len() as u64 > MAX_COMPOSITION_BYTES {
+            return Err(CompositionError::TooLarge { file, size: bytes.len() as u64, limit: MAX_COMPOSITION_BYTES });
+        }
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => {
