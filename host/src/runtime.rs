@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use crate::context::Services;
 use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
-use crate::session::{Durability, Store, StoreError};
+use crate::loader::persistence::{self, Persistence};
+use crate::session::store::UnusableStore;
+use crate::session::{Durability, FlatStore, HarnessStore, Store, StoreError};
 
 /// How to boot.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +30,10 @@ pub struct HostOptions {
     /// Patch layers applied to the composition, in order (the user layer,
     /// then `--patch` files).
     pub layers: Vec<Layer>,
+    /// A harness store root to keep sessions in (`--root`), over the
+    /// composition's persistence entry and the state directory; its
+    /// encoding is detected from the logs in it.
+    pub session_root: Option<PathBuf>,
 }
 
 /// Booting failed as a whole.
@@ -64,7 +70,10 @@ impl Host {
     pub fn boot(options: &HostOptions) -> Result<Host, BootError> {
         let composition = Composition::compose(&options.composition, &options.layers)?;
         let state_dir = options.state_dir.clone().unwrap_or_else(|| composition.dir.join(".cordis"));
-        let store = if options.in_memory { None } else { Some(Store::open(&state_dir)?) };
+        // A refused store entry is reported by the loader as a failed entry;
+        // sessions are then refused rather than kept somewhere else.
+        let chosen = persistence::select(&composition.entries).map(|c| c.map(|(_, p)| p));
+        let store = open_store(options, &state_dir, chosen)?;
         let services = Arc::new(Services::new(store, options.durability));
         let plugin_path = PluginPath::standard(&options.plugin_dirs, &composition.dir);
         let cache = if options.private_copies { LibraryCache::private_copies() } else { LibraryCache::default() }
@@ -83,7 +92,7 @@ impl Host {
     pub fn boot_without_composition(options: &HostOptions) -> Result<Host, BootError> {
         let composition = Composition::parse(&options.composition.display().to_string(), PathBuf::from("."), "[]".into())?;
         let state_dir = options.state_dir.clone().unwrap_or_else(|| PathBuf::from(".cordis"));
-        let store = if options.in_memory { None } else { Some(Store::open(&state_dir)?) };
+        let store = open_store(options, &state_dir, Ok(None))?;
         let services = Arc::new(Services::new(store, options.durability));
         let loader = Loader::new(services.clone(), PluginPath::standard(&options.plugin_dirs, Path::new(".")));
         Ok(Host { composition, services, loader, reports: Vec::new(), state_dir })
@@ -99,4 +108,20 @@ impl Host {
     pub fn dir(&self) -> &Path {
         &self.composition.dir
     }
+}
+
+/// The store sessions go to: `--root` (a harness root, encoding detected),
+/// else the composition's persistence entry, else the flat store in
+/// `state_dir`; none when sessions stay in memory.
+fn open_store(options: &HostOptions, state_dir: &Path, chosen: Result<Option<Persistence>, Vec<String>>) -> Result<Option<Store>, StoreError> {
+    if options.in_memory {
+        return Ok(None);
+    }
+    let store: Store = match (&options.session_root, chosen) {
+        (Some(root), _) => Arc::new(HarnessStore::detect(root)?),
+        (None, Err(reasons)) => Arc::new(UnusableStore { reason: reasons.join("; ") }),
+        (None, Ok(Some(Persistence::Harness(c)))) => Arc::new(HarnessStore::new(&c.root, c.compression, c.pack_chunks)?),
+        (None, Ok(None)) => Arc::new(FlatStore::open(state_dir)?),
+    };
+    Ok(Some(store))
 }

@@ -184,3 +184,49 @@ pub fn build_outside(project: &Path) -> PathBuf {
     assert!(out.status.success(), "building {} failed:\n{}", project.display(), text(&out).1);
     target.join("debug")
 }
+
+/// The published harness's session backend, run by `shared/oracle/persist.sh`
+/// (Node 24 and the pinned packages, installed on first use into
+/// `target/oracle-persist`, never globally). The script is found through
+/// `CORDIS_PERSIST_ORACLE`, else in a `shared/oracle/` folder beside the
+/// repository or one of its parents.
+pub struct PersistOracle {
+    script: PathBuf,
+    home: PathBuf,
+}
+
+impl PersistOracle {
+    /// The oracle, installed (once per test process).
+    ///
+    /// # Panics
+    /// When the script cannot be found or its install fails.
+    pub fn get() -> &'static PersistOracle {
+        static ORACLE: std::sync::OnceLock<PersistOracle> = std::sync::OnceLock::new();
+        ORACLE.get_or_init(|| {
+            let script = std::env::var_os("CORDIS_PERSIST_ORACLE").map(PathBuf::from).or_else(|| {
+                repo_root().ancestors().map(|a| a.join("shared/oracle/persist.sh")).find(|p| p.is_file())
+            });
+            let script = script.unwrap_or_else(|| {
+                panic!("shared/oracle/persist.sh not found beside {} or its parents; set CORDIS_PERSIST_ORACLE", repo_root().display())
+            });
+            let home = target_dir().parent().expect("target/<profile> has a parent").join("oracle-persist");
+            let oracle = PersistOracle { script, home };
+            let empty = tempfile::tempdir().expect("a temp folder");
+            let out = oracle.run(&["list", "--root", &empty.path().display().to_string()]);
+            assert!(out.status.success(), "installing the persistence oracle failed:\n{}", text(&out).1);
+            oracle
+        })
+    }
+
+    /// Runs `persist.sh ARGS`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run persist.sh")
+    }
+
+    /// `persist.sh ARGS` as a command, for feeding stdin.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("bash");
+        cmd.arg(&self.script).args(args).env("ORACLE_HOME", &self.home);
+        cmd
+    }
+}

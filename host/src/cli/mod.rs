@@ -125,6 +125,11 @@ pub enum Command {
     },
     /// Inspect stored sessions.
     Session {
+        /// Use the TypeScript harness's session store at DIR
+        /// (`<DIR>/--<cwd>--/<id>/session.jsonl[.zstd]`; zstd or plain is
+        /// detected) instead of the composition's store.
+        #[arg(long, global = true, value_name = "DIR")]
+        root: Option<PathBuf>,
         /// What to do.
         #[command(subcommand)]
         command: SessionCommand,
@@ -216,6 +221,10 @@ fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
         private_copies: false,
         allow_writable_plugins: cli.allow_writable_plugins,
         layers: crate::loader::composition::layers(&cli.patches, cli.no_user_patch),
+        session_root: match &cli.command {
+            Command::Session { root, .. } => root.clone(),
+            _ => None,
+        },
     }
 }
 
@@ -288,17 +297,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Dev { file, session } => dev(&cli, file.as_deref(), session.as_deref()),
         Command::Run { script, session, prompt } => run_turn(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
-        Command::Session { command: SessionCommand::Ls } => {
+        Command::Session { command: SessionCommand::Ls, .. } => {
             let host = boot_for_sessions(&cli)?;
             let (list, skipped) = host.services.sessions.list().map_err(|e| e.to_string())?;
             for s in &skipped {
                 eprintln!("warning: {s}");
             }
             let mut out = std::io::stdout().lock();
-            render::session_list(&mut out, &list, &host.state_dir);
+            let place = host.services.sessions.store().map_or_else(|| host.state_dir.display().to_string(), |s| s.location());
+            render::session_list(&mut out, &list, &place);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Session { command: SessionCommand::Import { path, id } } => {
+        Command::Session { command: SessionCommand::Import { path, id }, .. } => {
             let host = boot_for_sessions(&cli)?;
             if cli.strict {
                 let (_, problems) = host.services.sessions.view(&path.display().to_string()).map_err(|e| e.to_string())?;
@@ -329,11 +339,11 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Session { command: SessionCommand::Export { session, output, force } } => {
+        Command::Session { command: SessionCommand::Export { session, output, force }, .. } => {
             let host = boot_for_sessions(&cli)?;
             if let Some(file) = output {
                 if let (Some(store), Ok(target)) = (host.services.sessions.store(), file.canonicalize()) {
-                    if store.dir().canonicalize().is_ok_and(|d| target.starts_with(d)) {
+                    if store.contains(&target) {
                         return Err(format!("refusing to write {}: it is inside the session store", file.display()).into());
                     }
                 }
@@ -356,7 +366,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Session { command: SessionCommand::Show { session } } => {
+        Command::Session { command: SessionCommand::Show { session }, .. } => {
             let host = boot_for_sessions(&cli)?;
             let (s, problems) = host.services.sessions.view(session).map_err(|e| e.to_string())?;
             let mut out = std::io::stdout().lock();

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
 
 use crate::loader::EntryState;
 use crate::runtime::Host;
@@ -217,9 +216,9 @@ pub fn view(out: &mut impl Write, key: &str, view: &str) {
 }
 
 /// `cordis session ls`.
-pub fn session_list(out: &mut impl Write, list: &[SessionInfo], state_dir: &Path) {
+pub fn session_list(out: &mut impl Write, list: &[SessionInfo], place: &str) {
     if list.is_empty() {
-        let _ = writeln!(out, "no sessions in {}", state_dir.display());
+        let _ = writeln!(out, "no sessions in {place}");
         return;
     }
     for s in list {

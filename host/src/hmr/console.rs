@@ -70,13 +70,15 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32) -> 
             let run = || -> Result<Value, crate::session::AppendError> {
                 session.append_value("step/start", &json!({"turn": turn, "step": *step}), Appender::Host)?;
                 // The call is recorded as the agent's message, so the session's
-                // history pairs every tool result with its call.
+                // history pairs every tool result with its call; the developer
+                // at the console stands in for the model (the harness requires
+                // a model source on assistant messages).
                 session.append_value(
                     "assistant/message",
                     &json!({"turn": turn, "step": *step, "message": {
                         "role": "assistant",
                         "content": [{"type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments}],
-                        "source": {"kind": "dev-console"},
+                        "source": {"kind": "model", "provider": "cordis-dev", "model": "console"},
                         "id": uuid::Uuid::new_v4().to_string(),
                     }}),
                     Appender::Host,

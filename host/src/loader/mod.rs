@@ -13,6 +13,7 @@ pub mod emit;
 pub mod expr;
 pub mod library;
 pub mod patch;
+pub mod persistence;
 pub mod positions;
 pub mod resolve;
 pub mod source;
@@ -318,6 +319,16 @@ impl Loader {
             out.push(report);
             return;
         }
+        if persistence::is_persistence(&entry.name) {
+            // The store was chosen at boot from this same entry; the report
+            // shows it (or why the config is refused).
+            match persistence::configure(entry) {
+                Ok(p) => report.notes.push(p.describe()),
+                Err(messages) => report.state = EntryState::Failed(messages),
+            }
+            out.push(report);
+            return;
+        }
         match self.apply(entry) {
             Ok(active) => {
                 report.library = Some(active.library.source.clone());
@@ -394,6 +405,9 @@ impl Loader {
         let at_name = format!("{}: entry {}", entry.locate_key("name"), entry.id);
         let fail = |msg: String| EntryState::Failed(vec![format!("{at_name}: {msg}")]);
         let missing = |e: ResolveError| EntryState::Missing(vec![format!("{at_name}: {e}")]);
+        if persistence::is_persistence(&entry.name) {
+            return Err(fail("the session store is chosen when the host starts; restart to change it".into()));
+        }
 
         let target = match resolve::resolve(&entry.name, &entry.base_dir, &self.plugin_path) {
             Ok(t) => t,
@@ -451,32 +465,8 @@ impl Loader {
             .map_err(|m| EntryState::Failed(vec![m]))?;
         let checker = Checker::new(picked.config_schema.clone())
             .map_err(|e| fail(format!("plugin {decl_name} declares a config schema that does not compile: {e}")))?;
-        let violations = checker.violations(&config);
-        if !violations.is_empty() {
-            let messages = violations
-                .iter()
-                .map(|v| {
-                    let steps: Vec<Step> = v
-                        .segments
-                        .iter()
-                        .map(|s| match s {
-                            Segment::Key(k) => Step::Key(k.clone()),
-                            Segment::Index(i) => Step::Index(*i),
-                        })
-                        .collect();
-                    // The config object itself is `config` to an operator.
-                    let shown = if v.path == "$" { format!("`config` {}", v.message.replace("an object", "a mapping")) } else { v.to_string() };
-                    let mut text = format!("{}: entry {}: {shown}", entry.locate_config(&steps), entry.id);
-                    let pointer: String = v.segments.iter().map(|s| match s {
-                        Segment::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
-                        Segment::Index(i) => format!("/{i}"),
-                    }).collect();
-                    if let (true, Some(Value::String(given))) = (v.message.contains("must be a boolean"), config.pointer(&pointer)) {
-                        text.push_str(&format!(" ({})", composition::bool_hint(given)));
-                    }
-                    text
-                })
-                .collect();
+        let messages = config_violations(entry, &checker, &config);
+        if !messages.is_empty() {
             return Err(EntryState::Failed(messages));
         }
         let inject: Vec<String> = wanted.into_iter().map(|(n, _)| n).collect();
@@ -663,4 +653,35 @@ impl Loader {
     pub fn with_active<R>(&self, id: &str, f: impl FnOnce(&Active) -> R) -> Option<R> {
         self.active.lock().unwrap_or_else(|e| e.into_inner()).get(id).map(f)
     }
+}
+
+/// The config's violations of `checker`'s schema, one message each naming
+/// the file and line of the offending value, the entry and what was
+/// expected (empty when the config is valid).
+pub fn config_violations(entry: &Entry, checker: &Checker, config: &Value) -> Vec<String> {
+    let violations = checker.violations(config);
+    violations
+        .iter()
+        .map(|v| {
+            let steps: Vec<Step> = v
+                .segments
+                .iter()
+                .map(|s| match s {
+                    Segment::Key(k) => Step::Key(k.clone()),
+                    Segment::Index(i) => Step::Index(*i),
+                })
+                .collect();
+            // The config object itself is `config` to an operator.
+            let shown = if v.path == "$" { format!("`config` {}", v.message.replace("an object", "a mapping")) } else { v.to_string() };
+            let mut text = format!("{}: entry {}: {shown}", entry.locate_config(&steps), entry.id);
+            let pointer: String = v.segments.iter().map(|s| match s {
+                Segment::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+                Segment::Index(i) => format!("/{i}"),
+            }).collect();
+            if let (true, Some(Value::String(given))) = (v.message.contains("must be a boolean"), config.pointer(&pointer)) {
+                text.push_str(&format!(" ({})", composition::bool_hint(given)));
+            }
+            text
+        })
+        .collect()
 }

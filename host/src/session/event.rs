@@ -74,9 +74,13 @@ pub struct Header {
 }
 
 impl Header {
-    /// A header for a new session.
+    /// A header for a new session, with the fields the harness requires
+    /// on disk (`delegationDepth` 0: a top-level session), so that every
+    /// log we write loads in the harness too.
     pub fn new(id: &str, cwd: Option<String>) -> Header {
-        Header { kind: "session".into(), version: 0, id: id.to_string(), created_at: now_ms(), cwd, extra: Map::new() }
+        let mut extra = Map::new();
+        extra.insert("delegationDepth".into(), Value::from(0));
+        Header { kind: "session".into(), version: 0, id: id.to_string(), created_at: now_ms(), cwd, extra }
     }
 }
 

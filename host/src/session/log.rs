@@ -16,7 +16,8 @@ use super::event::{core, now_ms, to_raw, Event, Header, SurfaceOp};
 use super::messages::derive_history;
 use super::owners::EventTypes;
 use super::structure::Trace;
-use super::store::{parse_data, LineProblem, ReadLog, StoreError, Writer};
+use super::backend::LogWriter;
+use super::store::{parse_data, LineProblem, ReadLog, StoreError};
 use crate::context::Owner;
 use crate::projection::{Projections, RegisteredProjection};
 
@@ -85,7 +86,7 @@ struct State {
     events: Vec<Event>,
     rejected: HashSet<u64>,
     trace: Trace,
-    writer: Option<Writer>,
+    writer: Option<Box<dyn LogWriter>>,
     read_only: bool,
     folds: BTreeMap<String, FoldState>,
 }
@@ -107,7 +108,7 @@ impl std::fmt::Debug for Session {
 /// How a session is backed.
 pub enum Backing {
     /// Appends go to this file.
-    File(Writer),
+    File(Box<dyn LogWriter>),
     /// Appends stay in memory.
     Memory,
     /// Appends are refused.
@@ -306,7 +307,7 @@ impl Session {
             source_event_seqs: None,
         };
         if let Some(writer) = st.writer.as_mut() {
-            writer.append(event.to_line().as_bytes())?;
+            writer.append(&event)?;
         }
         st.trace.apply(kind, &event.data);
         if kind == core::TURN_END {

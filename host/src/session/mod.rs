@@ -6,7 +6,9 @@
 //! - [`messages`]: `deriveMessages()`, the LLM history from surface events;
 //! - [`structure`]: the rules of turns, steps and tool calls the log obeys.
 
+pub mod backend;
 pub mod event;
+pub mod harness;
 pub mod log;
 pub mod messages;
 pub mod owners;
@@ -21,7 +23,12 @@ pub use event::{Event, Header};
 pub use log::{AppendError, Appender, Backing, Session};
 pub use messages::{derive_history, derive_messages, event_message, Message};
 pub use owners::EventTypes;
-pub use store::{skipped_lines, Durability, LineProblem, ProblemKind, Store, StoreError};
+pub use backend::{LogWriter, SessionStore};
+pub use harness::{Compression, HarnessConfig, HarnessStore};
+pub use store::{skipped_lines, Durability, FlatStore, LineProblem, ProblemKind, StoreError};
+
+/// A session store shared by the `sessions` service and its users.
+pub type Store = Arc<dyn SessionStore>;
 
 use crate::projection::Projections;
 
@@ -47,8 +54,8 @@ pub struct SessionInfo {
 pub struct ImportReport {
     /// The id the session got.
     pub id: String,
-    /// The file written.
-    pub path: std::path::PathBuf,
+    /// Where it was written (a file, or a location in the store).
+    pub path: String,
     /// Events imported.
     pub events: usize,
     /// Events of types no loaded plugin owns, kept as opaque.
@@ -123,7 +130,11 @@ impl Sessions {
     /// # Errors
     /// [`StoreError::BadId`], [`StoreError::Exists`], I/O errors.
     pub fn create_with_id(&self, id: &str, cwd: Option<String>) -> Result<Arc<Session>, StoreError> {
-        store::check_id(id)?;
+        if let Some(store) = &self.store {
+            store.check_id(id)?;
+        } else {
+            store::check_id(id)?;
+        }
         let header = Header::new(id, cwd);
         let backing = match &self.store {
             Some(store) => Backing::File(store.create(&header, self.durability)?),
@@ -145,9 +156,10 @@ impl Sessions {
         };
         let (writer, log) = store.open_for_append(id, self.durability)?;
         let named = log.header.id.clone();
+        let path = writer.path().display().to_string();
         let (session, mut problems) = Session::replay(log, Backing::File(writer), self.types.clone(), self.projections.clone());
         if named != id {
-            problems.insert(0, LineProblem::note(1, format!("the header names session `{named}`, but the file is `{id}.jsonl`")));
+            problems.insert(0, LineProblem::note(1, format!("the header names session `{named}`, but it is stored as `{id}` ({path})")));
         }
         let session = Arc::new(session);
         self.remember(&session);
@@ -160,22 +172,14 @@ impl Sessions {
     /// # Errors
     /// [`StoreError`].
     pub fn view(&self, what: &str) -> Result<(Session, Vec<LineProblem>), StoreError> {
-        let as_path = Path::new(what);
-        let path = if what.contains('/') || what.ends_with(".jsonl") {
-            as_path.to_path_buf()
+        let mut log = if looks_like_path(what) {
+            read_path(Path::new(what))?
         } else {
             match &self.store {
-                Some(store) => {
-                    let p = store.path_of(what)?;
-                    if !p.exists() {
-                        return Err(StoreError::NotFound { id: what.to_string(), dir: store.dir().display().to_string() });
-                    }
-                    p
-                }
+                Some(store) => store.read(what)?,
                 None => return Err(StoreError::NotFound { id: what.to_string(), dir: "memory".into() }),
             }
         };
-        let mut log = store::read_file(&path)?;
         if let Some((line, _)) = log.torn.take() {
             log.problems.push(LineProblem::skipped(line, "torn last line (the writer stopped mid-line)"));
         }
@@ -198,7 +202,7 @@ impl Sessions {
         let Some(store) = &self.store else {
             return Err(StoreError::NotFound { id: source.display().to_string(), dir: "memory".into() });
         };
-        let mut log = store::read_file(source)?;
+        let mut log = read_path(source)?;
         let mut problems = std::mem::take(&mut log.problems);
         if let Some((line, _)) = log.torn {
             problems.push(LineProblem::skipped(line, "torn last line (the writer stopped mid-line); not imported"));
@@ -206,10 +210,10 @@ impl Sessions {
         let mut header = log.header;
         header.id = match id {
             Some(id) => {
-                store::check_id(id)?;
+                store.check_id(id)?;
                 id.to_string()
             }
-            None if store::check_id(&header.id).is_ok() => header.id,
+            None if store.check_id(&header.id).is_ok() => header.id,
             None => format!("s-{}", uuid::Uuid::new_v4().simple()),
         };
         let mut events = Vec::with_capacity(log.events.len());
@@ -272,6 +276,27 @@ impl Sessions {
         }
         out.sort_by_key(|s| (s.created_at, s.id.clone()));
         Ok((out, skipped))
+    }
+}
+
+/// Whether `what` names a file rather than a stored session's id: it has a
+/// `/`, or ends in `.jsonl` or `.jsonl.zstd`.
+pub fn looks_like_path(what: &str) -> bool {
+    what.contains('/') || what.ends_with(".jsonl") || what.ends_with(".jsonl.zstd")
+}
+
+/// Reads one session file, whatever wrote it: a Zstandard-framed harness
+/// log (`session.jsonl.zstd`, recognized by its frame magic) by the
+/// harness's rules (nothing repaired on disk; an open turn is closed in the
+/// view only), anything else as a JSONL log ([`store::read_file`]).
+///
+/// # Errors
+/// [`StoreError`].
+pub fn read_path(path: &Path) -> Result<store::ReadLog, StoreError> {
+    if harness::frames::is_zstd_file(path)? {
+        harness::read_file(path, Compression::Zstd)
+    } else {
+        store::read_file(path)
     }
 }
 

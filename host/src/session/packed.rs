@@ -96,6 +96,102 @@ pub fn expand(kind: &str, data: &str, seq0: Option<u64>, time0: Option<u64>, pos
     Ok(out)
 }
 
+/// `(row type, turn, step, index, tool call (id, name), payload)`.
+type PackKey = (&'static str, Value, Value, Value, Option<(Value, Option<Value>)>, Value);
+
+/// The smallest run of chunk events stored as one row.
+pub const MIN_RUN: usize = 3;
+
+/// A chunk event's packing key: its row type, turn, step, block index and,
+/// for tool-call deltas, the call id and name (`None` when the event must
+/// be stored as it is). Only the exact shapes the harness packs qualify.
+fn pack_key(event: &Event) -> Option<PackKey> {
+    if event.kind != "assistant/chunk" || event.surface_op.is_some() || event.source_event_seqs.is_some() {
+        return None;
+    }
+    let Value::Object(data) = serde_json::from_str::<Value>(event.data.get()).ok()? else { return None };
+    if data.len() != 3 || !data["turn"].is_number() || !data["step"].is_number() {
+        return None;
+    }
+    let Value::Object(chunk) = data.get("chunk")? else { return None };
+    if !chunk.get("index").is_some_and(Value::is_number) {
+        return None;
+    }
+    let keys: Vec<&str> = chunk.keys().map(String::as_str).collect();
+    let has = |want: &[&str]| keys.len() == want.len() && want.iter().all(|k| chunk.contains_key(*k));
+    let (row, call, payload) = match chunk.get("type").and_then(Value::as_str)? {
+        kind @ ("text-delta" | "reasoning-delta") if has(&["type", "index", "text"]) && chunk["text"].is_string() => {
+            (if kind == "text-delta" { "text-chunks" } else { "reasoning-chunks" }, None, chunk["text"].clone())
+        }
+        "tool-call-delta"
+            if (has(&["type", "index", "id", "argumentsDelta"]) || (has(&["type", "index", "id", "name", "argumentsDelta"]) && chunk["name"].is_string()))
+                && chunk["id"].is_string()
+                && chunk["argumentsDelta"].is_string() =>
+        {
+            ("tool-call-chunks", Some((chunk["id"].clone(), chunk.get("name").cloned())), chunk["argumentsDelta"].clone())
+        }
+        _ => return None,
+    };
+    Some((row, data["turn"].clone(), data["step"].clone(), chunk["index"].clone(), call, payload))
+}
+
+/// The stored lines of a batch of events, each ending in a newline: with
+/// `pack`, every run of [`MIN_RUN`] or more consecutive chunk events of one
+/// block (contiguous seqs) becomes one packed row, as the harness writes
+/// them; every other event is its own line. [`expand`] undoes it exactly.
+pub fn storage_lines(events: &[Event], pack: bool) -> String {
+    let mut out = String::new();
+    let keys: Vec<_> = events.iter().map(|e| if pack { pack_key(e) } else { None }).collect();
+    let mut i = 0;
+    while i < events.len() {
+        let Some(key) = &keys[i] else {
+            out.push_str(&events[i].to_line());
+            i += 1;
+            continue;
+        };
+        let mut j = i + 1;
+        while j < events.len()
+            && events[j].seq == events[j - 1].seq + 1
+            && events[j].time >= events[j - 1].time
+            && keys[j].as_ref().is_some_and(|k| (k.0, &k.1, &k.2, &k.3, &k.4) == (key.0, &key.1, &key.2, &key.3, &key.4))
+        {
+            j += 1;
+        }
+        if j - i < MIN_RUN {
+            for e in &events[i..j] {
+                out.push_str(&e.to_line());
+            }
+            i = j;
+            continue;
+        }
+        let (row, turn, step, index, call, _) = key;
+        let dt: Vec<u64> = events[i + 1..j].iter().zip(&events[i..j - 1]).map(|(b, a)| b.time - a.time).collect();
+        let payloads: Vec<&Value> = keys[i..j].iter().filter_map(|k| k.as_ref().map(|k| &k.5)).collect();
+        let mut data = serde_json::Map::new();
+        data.insert("turn".into(), turn.clone());
+        data.insert("step".into(), step.clone());
+        data.insert("index".into(), index.clone());
+        data.insert("dt".into(), serde_json::json!(dt));
+        match call {
+            Some((id, name)) => {
+                data.insert("id".into(), id.clone());
+                if let Some(name) = name {
+                    data.insert("name".into(), name.clone());
+                }
+                data.insert("args".into(), serde_json::json!(payloads));
+            }
+            None => {
+                data.insert("texts".into(), serde_json::json!(payloads));
+            }
+        }
+        let line = serde_json::json!({"type": row, "seq0": events[i].seq, "time0": events[i].time, "data": data});
+        out.push_str(&line.to_string());
+        out.push('\n');
+        i = j;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +217,31 @@ mod tests {
         assert_eq!(text[0].seq, 7);
         assert_eq!(text[0].data.get(), r#"{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"hi"}}"#);
         assert!(expand("text-chunks", r#"{"dt":[1,2],"texts":["a"]}"#, None, None, 0).is_err());
+    }
+
+    #[test]
+    fn runs_pack_and_expand_back_exactly() {
+        let chunk = |seq: u64, time: u64, data: &str| Event {
+            seq,
+            time,
+            kind: "assistant/chunk".into(),
+            data: serde_json::value::RawValue::from_string(data.into()).unwrap(),
+            surface_op: None,
+            source_event_seqs: None,
+        };
+        let text = |seq, t, s: &str| chunk(seq, t, &format!(r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{s}"}}}}"#));
+        let call = |seq, t, s: &str| {
+            chunk(seq, t, &format!(r#"{{"turn":1,"step":1,"chunk":{{"type":"tool-call-delta","index":1,"id":"c","name":"todo_write","argumentsDelta":"{s}"}}}}"#))
+        };
+        let events = vec![text(0, 10, "a"), text(1, 12, "b"), text(2, 12, "c"), call(3, 13, "{"), call(4, 14, "}")];
+        let lines = storage_lines(&events, true);
+        let rows: Vec<&str> = lines.lines().collect();
+        assert_eq!(rows.len(), 3, "{lines}");
+        assert!(rows[0].starts_with(r#"{"type":"text-chunks","seq0":0,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[2,0],"texts":["a","b","c"]}"#), "{}", rows[0]);
+        let expanded = expand("text-chunks", &serde_json::from_str::<Value>(rows[0]).unwrap()["data"].to_string(), Some(0), Some(10), 0).unwrap();
+        for (a, b) in expanded.iter().zip(&events) {
+            assert_eq!((a.seq, a.time, a.data.get()), (b.seq, b.time, b.data.get()));
+        }
+        assert_eq!(storage_lines(&events, false).lines().count(), 5);
     }
 }

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::value::RawValue;
 
+use super::backend::{LogWriter, SessionStore};
 use super::event::{raw_null, Envelope, Event, Header, SurfaceOp};
 
 /// When appended events are forced to disk.
@@ -70,6 +71,20 @@ pub enum StoreError {
     /// The state directory is a file.
     #[error("{0} is not a directory (give --state-dir a folder)")]
     NotADirectory(String),
+    /// A harness log that cannot be read as a whole: a complete frame that
+    /// fails its checksum, a defect before a committed `turn/end`, a header
+    /// that does not match its place in the store.
+    #[error("{path}: {detail}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong, with the byte offset or line where known.
+        detail: String,
+    },
+    /// The composition chose a store that cannot be used (its entry's
+    /// config was refused); nothing is stored anywhere else instead.
+    #[error("the session store is unusable: {0}")]
+    Unusable(String),
     /// An I/O failure.
     #[error("{path}: {source}")]
     Io {
@@ -80,7 +95,7 @@ pub enum StoreError {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io { path: path.display().to_string(), source }
 }
 
@@ -178,22 +193,23 @@ pub fn check_id(id: &str) -> Result<(), StoreError> {
     }
 }
 
-/// The folder of session files.
+/// Our own store: one JSONL file per session in one folder,
+/// `<state dir>/sessions/<id>.jsonl`.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub struct FlatStore {
     dir: PathBuf,
 }
 
-impl Store {
+impl FlatStore {
     /// Opens (creating, mode `0700`) `<state_dir>/sessions`.
     ///
     /// # Errors
     /// [`StoreError::Io`] when the folder cannot be created.
-    pub fn open(state_dir: &Path) -> Result<Store, StoreError> {
+    pub fn open(state_dir: &Path) -> Result<FlatStore, StoreError> {
         let dir = state_dir.join("sessions");
         create_private_dir(state_dir)?;
         create_private_dir(&dir)?;
-        Ok(Store { dir })
+        Ok(FlatStore { dir })
     }
 
     /// The sessions folder.
@@ -215,9 +231,9 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Exists`], [`StoreError::Io`].
-    pub fn create(&self, header: &Header, durability: Durability) -> Result<Writer, StoreError> {
+    pub fn create(&self, header: &Header, durability: Durability) -> Result<FlatWriter, StoreError> {
         let (path, file) = self.create_file(&header.id)?;
-        let mut writer = Writer::locked(file, &path, &header.id, durability)?;
+        let mut writer = FlatWriter::locked(file, &path, &header.id, durability)?;
         let mut line = serde_json::to_string(header).map_err(|e| StoreError::BadHeader {
             path: path.display().to_string(),
             detail: e.to_string(),
@@ -273,7 +289,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::NotFound`], [`StoreError::Locked`], [`StoreError::BadHeader`], [`StoreError::Io`].
-    pub fn open_for_append(&self, id: &str, durability: Durability) -> Result<(Writer, ReadLog), StoreError> {
+    pub fn open_for_append(&self, id: &str, durability: Durability) -> Result<(FlatWriter, ReadLog), StoreError> {
         let path = self.path_of(id)?;
         let file = OpenOptions::new().read(true).append(true).open(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
@@ -282,7 +298,7 @@ impl Store {
                 StoreError::Io { path: path.display().to_string(), source: e }
             }
         })?;
-        let mut writer = Writer::locked(file, &path, id, durability)?;
+        let mut writer = FlatWriter::locked(file, &path, id, durability)?;
         let mut log = read_file(&path)?;
         if let Some(line) = log.unterminated.take() {
             writer.write_line(b"\n")?;
@@ -341,7 +357,7 @@ pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
     builder.create(dir).map_err(io(dir))
 }
 
-fn set_private_mode(options: &mut OpenOptions) {
+pub(crate) fn set_private_mode(options: &mut OpenOptions) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -349,7 +365,7 @@ fn set_private_mode(options: &mut OpenOptions) {
     }
 }
 
-fn sync_dir(dir: &Path) {
+pub(crate) fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();
     }
@@ -359,36 +375,44 @@ fn sync_dir(dir: &Path) {
 /// open in another process.
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(300);
 
+/// Takes the exclusive lock (`flock`) of the file of session `id`.
+///
+/// A lock can be held for an instant by a process that is being started
+/// from this one (between fork and exec it shares our open files), so a busy
+/// lock is tried again for a short while before the session counts as open
+/// elsewhere.
+///
+/// # Errors
+/// [`StoreError::Locked`], [`StoreError::Io`].
+pub(crate) fn lock_exclusive(file: &File, path: &Path, id: &str) -> Result<(), StoreError> {
+    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked { id: id.to_string(), path: path.display().to_string() })
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(StoreError::Io { path: path.display().to_string(), source: e }),
+        }
+    }
+}
+
 /// The appending end of one session file; holds the file's lock.
 #[derive(Debug)]
-pub struct Writer {
+pub struct FlatWriter {
     file: File,
     path: PathBuf,
     durability: Durability,
     unsynced: bool,
 }
 
-impl Writer {
-    fn locked(file: File, path: &Path, id: &str, durability: Durability) -> Result<Writer, StoreError> {
-        // A lock can be held for an instant by a process that is being
-        // started from this one (between fork and exec it shares our open
-        // files), so a busy lock is tried again for a short while before the
-        // session counts as open elsewhere.
-        let deadline = std::time::Instant::now() + LOCK_PATIENCE;
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(Writer { file, path: path.to_path_buf(), durability, unsynced: false }),
-                Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                Err(fs::TryLockError::WouldBlock) => {
-                    return Err(StoreError::Locked { id: id.to_string(), path: path.display().to_string() })
-                }
-                Err(fs::TryLockError::Error(e)) => {
-                    return Err(StoreError::Io { path: path.display().to_string(), source: e })
-                }
-            }
-        }
+impl FlatWriter {
+    fn locked(file: File, path: &Path, id: &str, durability: Durability) -> Result<FlatWriter, StoreError> {
+        lock_exclusive(&file, path, id)?;
+        Ok(FlatWriter { file, path: path.to_path_buf(), durability, unsynced: false })
     }
 
     /// The file.
@@ -646,6 +670,102 @@ pub fn parse_data(text: &str) -> Result<Box<RawValue>, String> {
     serde_json::from_str::<Box<RawValue>>(text).map_err(|e| format!("event data is not JSON: {e}"))
 }
 
+/// The store of a host whose composition chose a store it cannot use: every
+/// operation is refused with the reason, so that no session goes to a place
+/// the operator did not choose.
+#[derive(Debug, Clone)]
+pub struct UnusableStore {
+    /// Why, naming the file, line and entry.
+    pub reason: String,
+}
+
+impl SessionStore for UnusableStore {
+    fn location(&self) -> String {
+        format!("no usable store ({})", self.reason)
+    }
+
+    fn check_id(&self, _: &str) -> Result<(), StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn create(&self, _: &Header, _: Durability) -> Result<Box<dyn LogWriter>, StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn open_for_append(&self, _: &str, _: Durability) -> Result<(Box<dyn LogWriter>, ReadLog), StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn read(&self, _: &str) -> Result<ReadLog, StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn write_whole(&self, _: &Header, _: &[Event]) -> Result<String, StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn ids(&self) -> Result<Vec<String>, StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn contains(&self, _: &Path) -> bool {
+        false
+    }
+}
+
+impl SessionStore for FlatStore {
+    fn location(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn check_id(&self, id: &str) -> Result<(), StoreError> {
+        check_id(id)
+    }
+
+    fn create(&self, header: &Header, durability: Durability) -> Result<Box<dyn LogWriter>, StoreError> {
+        Ok(Box::new(FlatStore::create(self, header, durability)?))
+    }
+
+    fn open_for_append(&self, id: &str, durability: Durability) -> Result<(Box<dyn LogWriter>, ReadLog), StoreError> {
+        let (writer, log) = FlatStore::open_for_append(self, id, durability)?;
+        Ok((Box::new(writer), log))
+    }
+
+    fn read(&self, id: &str) -> Result<ReadLog, StoreError> {
+        let path = self.path_of(id)?;
+        if !path.exists() {
+            return Err(StoreError::NotFound { id: id.to_string(), dir: self.dir.display().to_string() });
+        }
+        read_file(&path)
+    }
+
+    fn write_whole(&self, header: &Header, events: &[Event]) -> Result<String, StoreError> {
+        FlatStore::write_whole(self, header, events).map(|p| p.display().to_string())
+    }
+
+    fn ids(&self) -> Result<Vec<String>, StoreError> {
+        FlatStore::ids(self)
+    }
+
+    fn contains(&self, path: &Path) -> bool {
+        self.dir.canonicalize().is_ok_and(|dir| path.starts_with(dir))
+    }
+}
+
+impl LogWriter for FlatWriter {
+    fn append(&mut self, event: &Event) -> Result<(), StoreError> {
+        FlatWriter::append(self, event.to_line().as_bytes())
+    }
+
+    fn end_turn(&mut self) -> Result<(), StoreError> {
+        FlatWriter::end_turn(self)
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -689,7 +809,7 @@ mod tests {
     #[test]
     fn a_whole_last_record_without_newline_is_kept_and_repaired() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = FlatStore::open(dir.path()).unwrap();
         let mut w = store.create(&Header::new("nl", None), Durability::Event).unwrap();
         w.append(b"{\"seq\":0,\"time\":1,\"type\":\"a\",\"data\":{}}").unwrap();
         drop(w);
@@ -732,7 +852,7 @@ mod tests {
     #[test]
     fn second_writer_is_refused_and_torn_tail_is_cut() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = FlatStore::open(dir.path()).unwrap();
         let header = Header::new("abc", None);
         let mut w = store.create(&header, Durability::Event).unwrap();
         w.append(b"{\"seq\":0,\"time\":1,\"type\":\"a\",\"data\":{}}\n").unwrap();

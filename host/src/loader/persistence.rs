@@ -1,0 +1,113 @@
+//! Composition entries that choose where sessions are stored.
+//!
+//! A persistence entry is builtin: `cordis:session-persistence-jsonl`,
+//! `session-persistence-jsonl`, or the harness's package name
+//! `@deepseek-ai/dsh-session-persistence-jsonl` (so a harness composition's
+//! row selects it unchanged). Its config (`{root, compression, packChunks}`,
+//! see [`HarnessConfig`]) is checked like any plugin's. The host picks its
+//! store at boot, before any plugin loads: the one enabled persistence
+//! entry, else the flat store in the state directory. Two enabled
+//! persistence entries are an error (sessions would go to one of them
+//! silently).
+
+use cordis_abi::schema::Checker;
+use serde_json::Map;
+
+use super::composition::{Entry, Switch};
+use super::{config_violations, expr};
+use crate::session::harness::{self, HarnessConfig};
+
+/// What a persistence entry configures.
+#[derive(Debug, Clone)]
+pub enum Persistence {
+    /// The harness store (`session-persistence-jsonl`); `root` is resolved
+    /// against the folder of the file the row is written in.
+    Harness(HarnessConfig),
+}
+
+/// The builtin names of the harness store.
+pub const HARNESS_NAMES: [&str; 3] = ["cordis:session-persistence-jsonl", harness::BUILTIN, harness::PACKAGE];
+
+/// Whether an entry named `name` is a persistence entry.
+pub fn is_persistence(name: &str) -> bool {
+    HARNESS_NAMES.contains(&name)
+}
+
+/// The store `entry` configures, its config evaluated (`!!js` without
+/// services) and checked against the store's schema.
+///
+/// # Errors
+/// One message per problem, naming file, line and entry.
+pub fn configure(entry: &Entry) -> Result<Persistence, Vec<String>> {
+    let none = Map::new();
+    let config = entry
+        .config_json(&mut |source| expr::evaluate(source, &none).map_err(|e| e.to_string()))
+        .map_err(|m| vec![m])?;
+    let checker = Checker::new(HarnessConfig::schema()).map_err(|e| vec![format!("the store's schema does not compile: {e}")])?;
+    let problems = config_violations(entry, &checker, &config);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let mut parsed: HarnessConfig =
+        serde_json::from_value(config).map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
+    parsed.root = entry.base_dir.join(&parsed.root);
+    Ok(Persistence::Harness(parsed))
+}
+
+/// The enabled persistence entry among `entries` (groups and includes
+/// searched, disabled ones skipped), configured; `None` when there is none.
+///
+/// # Errors
+/// Its config's problems, a `disabled` expression that fails, or two
+/// enabled persistence entries.
+pub fn select(entries: &[Entry]) -> Result<Option<(String, Persistence)>, Vec<String>> {
+    let mut found: Vec<&Entry> = Vec::new();
+    collect(entries, &mut found)?;
+    match found.as_slice() {
+        [] => Ok(None),
+        [one] => configure(one).map(|p| Some((one.id.clone(), p))),
+        [first, second, ..] => Err(vec![format!(
+            "{}: entry {}: a second session store; {} (entry {}) is one already. Disable one of them",
+            second.locate(),
+            second.id,
+            first.locate(),
+            first.id
+        )]),
+    }
+}
+
+fn collect<'a>(entries: &'a [Entry], found: &mut Vec<&'a Entry>) -> Result<(), Vec<String>> {
+    for entry in entries {
+        let disabled = match &entry.disabled {
+            Switch::Fixed(b) => *b,
+            Switch::Expr(source) => expr::truthy(source, &Map::new())
+                .map_err(|e| vec![format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id)])?,
+        };
+        if disabled {
+            continue;
+        }
+        if entry.is_container() {
+            collect(&entry.children, found)?;
+        } else if is_persistence(&entry.name) {
+            found.push(entry);
+        }
+    }
+    Ok(())
+}
+
+impl Persistence {
+    /// One line for reports: `harness store ./.sessions (zstd)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Persistence::Harness(c) => format!(
+                "session store: harness layout at {} ({})",
+                c.root.display(),
+                match c.compression {
+                    harness::Compression::Zstd => "zstd",
+                    harness::Compression::None => "none",
+                }
+            ),
+        }
+    }
+}
+
