@@ -11,6 +11,8 @@
 //! - `replay/{ours,serde_value}/{10000,100000,1000000}`
 //! - `resume/ours/{10000,100000,1000000}`
 //! - `service_call/{ours,tool_only}`
+//! - `store_append/{zstd,plain,raw}` (interleaved: each runs all three, times one)
+//! - `store_replay/{ours,zstd_serde_value}/100000`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -210,6 +212,65 @@ fn sizes(n: usize) -> (usize, Duration) {
     }
 }
 
+/// The harness store: a durable append in each encoding beside the raw
+/// `write` + `fdatasync`, and the replay of a 100 000-event `.jsonl.zstd`
+/// log beside decompressing and parsing its lines.
+fn harness_store(c: &mut Criterion) {
+    let todo = or_die(paths::library("tool-todo"));
+    let dir = or_die(paths::scratch("harness-store", true));
+    let zstd = or_die(AppendBed::with_store(&dir.join("zstd"), &todo, Some("zstd")));
+    let plain = or_die(AppendBed::with_store(&dir.join("plain"), &todo, Some("none")));
+    or_die(zstd.append());
+    or_die(plain.append());
+    let mut raw = or_die(RawAppend::new(&dir.join("raw.jsonl"), &zstd.line()));
+    let mut group = c.benchmark_group("store_append");
+    group.sample_size(samples(30)).measurement_time(secs(6)).warm_up_time(secs(1));
+    for side in ["zstd", "plain", "raw"] {
+        group.bench_function(side, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    // All three each round, in a rotating order; only this
+                    // side's time counts.
+                    let mut times = [Duration::ZERO; 3];
+                    for k in 0..3 {
+                        let which = (i as usize + k) % 3;
+                        let start = Instant::now();
+                        match which {
+                            0 => drop(or_die(zstd.append())),
+                            1 => drop(or_die(plain.append())),
+                            _ => raw.append().unwrap_or_else(|e| panic!("raw append: {e}")),
+                        }
+                        times[which] = start.elapsed();
+                    }
+                    total += times[["zstd", "plain", "raw"].iter().position(|s| *s == side).unwrap_or(2)];
+                }
+                total
+            });
+        });
+    }
+    group.finish();
+
+    let n = 100_000;
+    let flat = dir.join("flat.jsonl");
+    let facts = workload::write_session_log(&flat, "store-replay", n).unwrap_or_else(|e| panic!("{e}"));
+    let log = or_die(inproc::harness_copy(&flat, &dir.join("replay-root"), cordis_host::session::Compression::Zstd));
+    let host = or_die(inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None));
+    let plan = or_die(inproc::replay_to_plan(&host, &log));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&plan).ok(), Some(facts.plan), "replayed plan");
+    let mut group = c.benchmark_group("store_replay");
+    group.sampling_mode(SamplingMode::Flat).warm_up_time(secs(1));
+    let (count, time) = sizes(n);
+    group.sample_size(count).measurement_time(time);
+    group.bench_with_input(BenchmarkId::new("ours", n), &log, |b, log| {
+        b.iter(|| black_box(or_die(inproc::replay_to_plan(&host, log))));
+    });
+    group.bench_with_input(BenchmarkId::new("zstd_serde_value", n), &log, |b, log| {
+        b.iter(|| black_box(or_die(inproc::zstd_parse_as_values(log))));
+    });
+    group.finish();
+}
+
 /// A tool call whose tool calls an injected service, beside a tool call
 /// that crosses no service (both through the registry, the ABI and a
 /// plugin).
@@ -225,5 +286,5 @@ fn service_call(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, tool_call, service_call, durable_append, replay_and_resume);
+criterion_group!(benches, tool_call, service_call, durable_append, replay_and_resume, harness_store);
 criterion_main!(benches);

@@ -7,6 +7,8 @@
 //! | durable append | [`AppendBed::append`]: the session append pipeline, `fdatasync` per event | [`RawAppend::append`]: `write` + `fdatasync` of a line of the same size |
 //! | replay | [`replay_to_plan`]: read, parse, re-validate, fold the plan | [`parse_as_values`]: `serde_json` parses each line into a `Value` |
 //! | resume | [`Resume::run`]: reopen for appending, replay, first append | as replay |
+//! | harness store append | [`AppendBed::with_store`]: the same append into the harness store (one frame per event, zstd or plain) | [`RawAppend::append`] |
+//! | harness store replay | [`replay_to_plan`] of a `.jsonl.zstd` log | [`zstd_parse_as_values`]: decompress every frame, parse each line into a `Value` |
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -201,7 +203,24 @@ impl AppendBed {
     /// # Errors
     /// A message when the host does not boot or the session cannot be made.
     pub fn new(dir: &Path, library: &Path) -> Result<AppendBed, String> {
-        let host = boot(dir, &workload::todo_entry(library), false, Durability::Event)?;
+        AppendBed::with_store(dir, library, None)
+    }
+
+    /// A host whose composition keeps sessions in the harness store at
+    /// `dir/store` with `compression` (`zstd` or `none`), or in the flat
+    /// store when `None`.
+    ///
+    /// # Errors
+    /// As [`AppendBed::new`].
+    pub fn with_store(dir: &Path, library: &Path, compression: Option<&str>) -> Result<AppendBed, String> {
+        let mut composition = workload::todo_entry(library);
+        if let Some(c) = compression {
+            composition.push_str(&format!(
+                "- id: persistence\n  name: session-persistence-jsonl\n  config:\n    root: {}\n    compression: {c}\n",
+                dir.join("store").display()
+            ));
+        }
+        let host = boot(dir, &composition, false, Durability::Event)?;
         let session = host.services.sessions.create(None).map_err(|e| e.to_string())?;
         open_turn(&session)?;
         Ok(AppendBed { _host: host, session, data: workload::todo_arguments(5) })
@@ -281,6 +300,50 @@ pub fn parse_as_values(path: &Path) -> Result<usize, String> {
         lines += 1;
     }
     Ok(lines)
+}
+
+/// The harness-store baseline of replay: reads the file, decompresses its
+/// frames with the `zstd` crate and parses every line into a
+/// `serde_json::Value`. Returns the number of lines.
+///
+/// # Errors
+/// A message when the file is not zstd or a line is not JSON.
+pub fn zstd_parse_as_values(path: &Path) -> Result<usize, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = zstd::stream::decode_all(bytes.as_slice()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut lines = 0;
+    for line in text.split(|b| *b == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_slice(line).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::hint::black_box(value);
+        lines += 1;
+    }
+    Ok(lines)
+}
+
+/// Copies the flat log at `flat` into a harness store at `root` in
+/// `compression` the way `cordis run --durability turn` writes it (one
+/// frame per turn); returns the log file written.
+///
+/// # Errors
+/// A message when the log cannot be read or written.
+pub fn harness_copy(flat: &Path, root: &Path, compression: cordis_host::session::Compression) -> Result<PathBuf, String> {
+    use cordis_host::session::{HarnessStore, SessionStore};
+    let log = cordis_host::session::store::read_file(flat).map_err(|e| e.to_string())?;
+    let mut header = log.header;
+    header.extra.entry("delegationDepth").or_insert(Value::from(0));
+    let store = HarnessStore::new(root, compression, true).map_err(|e| e.to_string())?;
+    let mut writer = store.create(&header, Durability::None).map_err(|e| e.to_string())?;
+    for event in &log.events {
+        writer.append(event).map_err(|e| e.to_string())?;
+        if event.kind == "turn/end" {
+            writer.end_turn().map_err(|e| e.to_string())?;
+        }
+    }
+    writer.end_turn().map_err(|e| e.to_string())?;
+    Ok(writer.path().to_path_buf())
 }
 
 /// Reopening a stored session until its first new event is appended: lock

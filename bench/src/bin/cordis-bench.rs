@@ -157,6 +157,7 @@ fn run(o: &Options) -> Result<String, String> {
     } else {
         from_criterion(o, &mut f)?;
     }
+    store_sizes(o, &mut f)?;
     oracle(o, &mut f);
     let load_after = load_average();
     Ok(render(o, &f, &at_start, &load_before, &load_after, started.elapsed().as_secs_f64()))
@@ -372,6 +373,11 @@ fn from_criterion(o: &Options, f: &mut Figures) -> Result<(), String> {
         ids.push(format!("replay/serde_value/{n}"));
         ids.push(format!("resume/ours/{n}"));
     }
+    for side in ["zstd", "plain", "raw"] {
+        ids.push(format!("store_append/{side}"));
+    }
+    ids.push(format!("store_replay/ours/{STORE_EVENTS}"));
+    ids.push(format!("store_replay/zstd_serde_value/{STORE_EVENTS}"));
     for id in ids {
         match criterion_results::per_iteration(&o.criterion, &id)? {
             Some(s) => {
@@ -382,6 +388,28 @@ fn from_criterion(o: &Options, f: &mut Figures) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
+
+/// Events of the harness-store replay figure.
+const STORE_EVENTS: usize = 100_000;
+
+/// Disk bytes per event of one log in the harness store, zstd and plain
+/// (written one frame per turn, as `--durability turn` does), beside our
+/// flat file.
+fn store_sizes(o: &Options, f: &mut Figures) -> Result<(), String> {
+    progress("harness store: bytes per event");
+    let n = if o.smoke { 3_001 } else { STORE_EVENTS };
+    let dir = paths::scratch("store-sizes", true)?;
+    let flat = dir.join("flat.jsonl");
+    workload::write_session_log(&flat, "sizes", n).map_err(|e| e.to_string())?;
+    let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len() as f64 / n as f64).map_err(|e| e.to_string());
+    let zstd = inproc::harness_copy(&flat, &dir.join("zstd"), cordis_host::session::Compression::Zstd)?;
+    let plain = inproc::harness_copy(&flat, &dir.join("plain"), cordis_host::session::Compression::None)?;
+    f.time.insert("store/bytes/zstd".into(), Summary::single(size(&zstd)?));
+    f.time.insert("store/bytes/plain".into(), Summary::single(size(&plain)?));
+    f.time.insert("store/bytes/flat".into(), Summary::single(size(&flat)?));
+    f.time.insert("store/bytes/events".into(), Summary::single(n as f64));
     Ok(())
 }
 
@@ -435,6 +463,28 @@ fn in_process_once(f: &mut Figures) -> Result<(), String> {
     r.map_err(|e| e.to_string())?;
     f.time.insert("durable_append/ours".into(), Summary::single(ours));
     f.time.insert("durable_append/raw".into(), Summary::single(base));
+    for (side, compression) in [("zstd", "zstd"), ("plain", "none")] {
+        let bed = AppendBed::with_store(&append_dir.join(side).tap_mkdir()?, &todo, Some(compression))?;
+        bed.append()?;
+        let (t, r) = timed(|| bed.append());
+        r?;
+        f.time.insert(format!("store_append/{side}"), Summary::single(t));
+    }
+    f.time.insert("store_append/raw".into(), Summary::single(base));
+    {
+        let flat = append_dir.join("replay.jsonl");
+        workload::write_session_log(&flat, "store-replay", 3_001).map_err(|e| e.to_string())?;
+        let log = inproc::harness_copy(&flat, &append_dir.join("replay-root"), cordis_host::session::Compression::Zstd)?;
+        let host = inproc::boot(&append_dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None)?;
+        let (ours, plan) = timed(|| inproc::replay_to_plan(&host, &log));
+        plan?;
+        let (base, lines) = timed(|| inproc::zstd_parse_as_values(&log));
+        if lines? != 3_002 {
+            return Err("the zstd log does not have 3002 lines".into());
+        }
+        f.time.insert(format!("store_replay/ours/{STORE_EVENTS}"), Summary::single(ours));
+        f.time.insert(format!("store_replay/zstd_serde_value/{STORE_EVENTS}"), Summary::single(base));
+    }
 
     let replay_dir = dir.join("replay").tap_mkdir()?;
     let host = inproc::boot(&replay_dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None)?;
@@ -753,6 +803,39 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         ratio: format!("{} of raw", x(r)),
         target: "≥ 0.8×".into(),
         verdict: verdict(r, 0.8, false),
+    });
+
+    for (side, label) in [("zstd", "`.jsonl.zstd`, a checksummed frame per event"), ("plain", "`.jsonl`")] {
+        let ours = t(&format!("store_append/{side}"));
+        let r = ratio_of(t("store_append/raw"), ours);
+        rows.push(Row {
+            figure: format!("durable append, harness store ({side})"),
+            ours: format!("{label}, fdatasync each, events/s: {}", rate(ours)),
+            baseline: format!("raw write + fdatasync, interleaved: {}", rate(t("store_append/raw"))),
+            ratio: format!("{} of raw", x(r)),
+            target: "state".into(),
+            verdict: format!("flat store: {} of raw", x(ratio_of(t("durable_append/raw"), t("durable_append/ours")))),
+        });
+    }
+    let ours = t(&format!("store_replay/ours/{STORE_EVENTS}"));
+    let base = t(&format!("store_replay/zstd_serde_value/{STORE_EVENTS}"));
+    let per = STORE_EVENTS as f64;
+    rows.push(Row {
+        figure: format!("replay, harness store ({STORE_EVENTS} events, zstd)"),
+        ours: format!("`.jsonl.zstd` log → current plan: {} ({})", show(ours, Unit::Seconds), rate(ours.map(|s| s.scaled(1.0 / per)))),
+        baseline: format!("zstd decompression + serde_json lines → Value: {}", show(base, Unit::Seconds)),
+        ratio: format!("{} of baseline speed", x(ratio_of(base, ours))),
+        target: "state".into(),
+        verdict: "reported".into(),
+    });
+    let bytes = |k: &str| t(&format!("store/bytes/{k}")).map_or_else(|| "—".into(), |s| format!("{:.0} B", s.median));
+    rows.push(Row {
+        figure: "disk per event, harness store".into(),
+        ours: format!("zstd (a frame per turn): {}; plain: {}", bytes("zstd"), bytes("plain")),
+        baseline: format!("our flat `.jsonl`: {}", bytes("flat")),
+        ratio: format!("{} smaller (zstd vs flat)", x(ratio_of(t("store/bytes/flat"), t("store/bytes/zstd")))),
+        target: "state".into(),
+        verdict: format!("over {} events", t("store/bytes/events").map_or(0.0, |s| s.median)),
     });
 
     let n: f64 = million.parse().unwrap_or(1.0);

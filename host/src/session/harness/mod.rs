@@ -406,6 +406,12 @@ impl SessionStore for HarnessStore {
 
     fn create(&self, header: &Header, durability: Durability) -> Result<Box<dyn LogWriter>, StoreError> {
         self.check_id(&header.id)?;
+        if let Some(cwd) = header.cwd.as_deref().filter(|c| !Path::new(c).is_absolute()) {
+            return Err(StoreError::BadHeader {
+                path: self.root.display().to_string(),
+                detail: format!("session `{}` has cwd `{cwd}`, but the harness requires an absolute path there", header.id),
+            });
+        }
         let path = layout::log_path(&self.root, header.cwd.as_deref(), &header.id, self.compression)
             .map_err(|e| StoreError::BadHeader { path: self.root.display().to_string(), detail: e })?;
         if path.exists() || self.find(&header.id).is_ok() {
