@@ -7,7 +7,7 @@ use crate::context::Services;
 use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
 use crate::loader::persistence::{self, Persistence};
 use crate::session::store::UnusableStore;
-use crate::session::{Durability, FlatStore, HarnessStore, Store, StoreError};
+use crate::session::{Durability, FlatStore, HarnessStore, PostgresStore, Store, StoreError};
 
 /// How to boot.
 #[derive(Debug, Clone, Default)]
@@ -121,6 +121,12 @@ fn open_store(options: &HostOptions, state_dir: &Path, chosen: Result<Option<Per
         (Some(root), _) => Arc::new(HarnessStore::detect(root)?),
         (None, Err(reasons)) => Arc::new(UnusableStore { reason: reasons.join("; ") }),
         (None, Ok(Some(Persistence::Harness(c)))) => Arc::new(HarnessStore::new(&c.root, c.compression, c.pack_chunks)?),
+        // A database that cannot be reached leaves the host running (so
+        // `check` reports everything else) with every session refused.
+        (None, Ok(Some(Persistence::Postgres(c)))) => match c.resolve_url().map_err(|e| StoreError::Unusable(e)).and_then(|url| PostgresStore::connect(&url, &c.schema)) {
+            Ok(store) => Arc::new(store),
+            Err(e) => Arc::new(UnusableStore { reason: e.to_string() }),
+        },
         (None, Ok(None)) => Arc::new(FlatStore::open(state_dir)?),
     };
     Ok(Some(store))

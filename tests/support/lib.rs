@@ -230,3 +230,109 @@ impl PersistOracle {
         cmd
     }
 }
+
+/// A PostgreSQL server of the test's own: `initdb` into a temporary folder,
+/// started with `pg_ctl` on a free loopback port, stopped (immediately) when
+/// dropped. The server programs come from Debian's `postgresql` package,
+/// installed by `tests/setup/postgres.sh` when missing. Run as root (as CI
+/// does), the server runs as the `postgres` user, since PostgreSQL refuses
+/// to run as root.
+pub struct PgServer {
+    dir: TempDir,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl PgServer {
+    /// Starts a fresh server.
+    ///
+    /// # Panics
+    /// When the programs cannot be found or installed, or the server does not
+    /// start (with its log).
+    pub fn start() -> PgServer {
+        let bin = pg_bin().unwrap_or_else(|| {
+            let setup = repo_root().join("tests/setup/postgres.sh");
+            let out = Command::new("bash").arg(&setup).output().expect("run tests/setup/postgres.sh");
+            assert!(out.status.success(), "tests/setup/postgres.sh failed:\n{}", text(&out).1);
+            pg_bin().expect("initdb after installing postgresql")
+        });
+        let as_postgres = running_as_root();
+        let dir = tempfile::Builder::new().prefix("cordis-pg-").tempdir().expect("a temp folder");
+        if as_postgres {
+            let ok = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()).status().expect("chown");
+            assert!(ok.success(), "chown the server's folder to postgres");
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let server = PgServer { dir, bin, port, as_postgres };
+        let data = server.dir.path().join("data");
+        let out = server
+            .command("initdb")
+            .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-instructions", "-D"])
+            .arg(&data)
+            .output()
+            .expect("run initdb");
+        assert!(out.status.success(), "initdb failed:\n{}{}", text(&out).0, text(&out).1);
+        let options = format!("-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200", port, server.dir.path().display());
+        let out = server
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(server.dir.path().join("server.log"))
+            .args(["-o", &options, "-w", "-t", "60", "start"])
+            .output()
+            .expect("run pg_ctl start");
+        let log = std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default();
+        assert!(out.status.success(), "pg_ctl start failed:\n{}{}\n{log}", text(&out).0, text(&out).1);
+        server
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(path);
+            cmd
+        } else {
+            Command::new(path)
+        }
+    }
+
+    /// The connection URL of database `postgres` as user `postgres`
+    /// (no password: the server trusts loopback connections).
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let _ = self.command("pg_ctl").arg("-D").arg(self.dir.path().join("data")).args(["-m", "immediate", "-w", "stop"]).output();
+    }
+}
+
+fn pg_bin() -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|b| b.join("initdb").is_file() && b.join("pg_ctl").is_file())
+        .collect();
+    found.sort_by_key(|p| p.parent().and_then(|v| v.file_name()).and_then(|v| v.to_str()).and_then(|v| v.parse::<u32>().ok()).unwrap_or(0));
+    found.pop().or_else(|| {
+        let out = Command::new("sh").args(["-c", "command -v initdb"]).output().ok()?;
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Some(path.parent()?.to_path_buf()).filter(|b| b.join("pg_ctl").exists())
+    })
+}
+
+fn running_as_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}

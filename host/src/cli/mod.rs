@@ -11,6 +11,7 @@
 //! cordis [OPTIONS] session show ID|PATH
 //! cordis [OPTIONS] session import PATH [--id ID]
 //! cordis [OPTIONS] session export ID|PATH [-o FILE]
+//! cordis [OPTIONS] session watch ID
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failed entry (`check`, or any command under
@@ -154,6 +155,13 @@ pub enum SessionCommand {
         /// The new session's id [default: the log's own id when valid, else a fresh one].
         #[arg(long)]
         id: Option<String>,
+    },
+    /// Follow a session as it is written (from this or any other host
+    /// sharing the store) and print its projections (the plan) again after
+    /// each event they fold; stops on Ctrl-C.
+    Watch {
+        /// A session id.
+        session: String,
     },
     /// Write a session's log (header and every event, packed chunk rows
     /// expanded) to stdout or a file.
@@ -366,12 +374,63 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Session { command: SessionCommand::Watch { session }, .. } => {
+            let host = boot_for_sessions(&cli)?;
+            watch(&host, session)
+        }
         Command::Session { command: SessionCommand::Show { session }, .. } => {
             let host = boot_for_sessions(&cli)?;
             let (s, problems) = host.services.sessions.view(session).map_err(|e| e.to_string())?;
             let mut out = std::io::stdout().lock();
             render::session_show(&mut out, &s, &problems, &|kind| core_type_or_owned(&host.services.events, kind));
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `cordis session watch`: prints the session's projections once, then
+/// again after every change that a projection folds, until interrupted.
+fn watch(host: &Host, id: &str) -> Result<ExitCode, CliError> {
+    let sessions = &host.services.sessions;
+    let Some(store) = sessions.store() else { return Err("sessions are kept in memory here; there is nothing to watch".to_string().into()) };
+    let mut follower = store.follow(id).map_err(|e| e.to_string())?;
+    let mut shown: Option<u64> = None;
+    let mut out = std::io::stdout().lock();
+    loop {
+        if !follower.wait(std::time::Duration::from_secs(1)).map_err(|e| e.to_string())? {
+            continue;
+        }
+        let (session, _) = match sessions.view(id) {
+            Ok(s) => s,
+            // A reader can see a file between two writes; the next change
+            // brings it back.
+            Err(e) => {
+                eprintln!("warning: {e}");
+                continue;
+            }
+        };
+        let projections = host.services.projections.all();
+        let folded = session.with_events(|events| {
+            events.iter().rev().find(|e| projections.iter().any(|p| p.folds(&e.kind))).map(|e| (e.seq, e.time))
+        });
+        if shown.is_some() && folded.map(|f| f.0) == shown {
+            continue;
+        }
+        shown = folded.map(|f| f.0);
+        let at = folded.map_or_else(|| "no plan yet".to_string(), |(seq, time)| format!("seq {seq}, {}", render::format_time(time)));
+        let _ = writeln!(out, "── session {} · {} · {at}", render::printable(id), render::count(session.len(), "event", "events"));
+        for (p, state) in session.states() {
+            let view = p.render(&state);
+            let _ = writeln!(out, "{}:", p.key);
+            if view.is_empty() {
+                let _ = writeln!(out, "  (none)");
+            }
+            for line in view.lines() {
+                let _ = writeln!(out, "  {}", render::printable(line));
+            }
+        }
+        if out.flush().is_err() {
+            return Ok(ExitCode::SUCCESS);
         }
     }
 }

@@ -1,10 +1,14 @@
 //! Composition entries that choose where sessions are stored.
 //!
-//! A persistence entry is builtin: `cordis:session-persistence-jsonl`,
-//! `session-persistence-jsonl`, or the harness's package name
-//! `@deepseek-ai/dsh-session-persistence-jsonl` (so a harness composition's
-//! row selects it unchanged). Its config (`{root, compression, packChunks}`,
-//! see [`HarnessConfig`]) is checked like any plugin's. The host picks its
+//! A persistence entry is builtin:
+//! - `cordis:session-persistence-jsonl`, `session-persistence-jsonl`, or the
+//!   harness's package name `@deepseek-ai/dsh-session-persistence-jsonl` (so
+//!   a harness composition's row selects it unchanged), config
+//!   `{root, compression, packChunks}` ([`HarnessConfig`]);
+//! - `cordis:session-postgres` or `session-postgres`, config
+//!   `{url | urlEnv, schema}` ([`PostgresConfig`]).
+//!
+//! Its config is checked like any plugin's. The host picks its
 //! store at boot, before any plugin loads: the one enabled persistence
 //! entry, else the flat store in the state directory. Two enabled
 //! persistence entries are an error (sessions would go to one of them
@@ -16,6 +20,7 @@ use serde_json::Map;
 use super::composition::{Entry, Switch};
 use super::{config_violations, expr};
 use crate::session::harness::{self, HarnessConfig};
+use crate::session::postgres::{self as pg, PostgresConfig};
 
 /// What a persistence entry configures.
 #[derive(Debug, Clone)]
@@ -23,14 +28,19 @@ pub enum Persistence {
     /// The harness store (`session-persistence-jsonl`); `root` is resolved
     /// against the folder of the file the row is written in.
     Harness(HarnessConfig),
+    /// The PostgreSQL store (`session-postgres`).
+    Postgres(PostgresConfig),
 }
 
 /// The builtin names of the harness store.
 pub const HARNESS_NAMES: [&str; 3] = ["cordis:session-persistence-jsonl", harness::BUILTIN, harness::PACKAGE];
 
+/// The builtin names of the PostgreSQL store.
+pub const POSTGRES_NAMES: [&str; 2] = ["cordis:session-postgres", pg::BUILTIN];
+
 /// Whether an entry named `name` is a persistence entry.
 pub fn is_persistence(name: &str) -> bool {
-    HARNESS_NAMES.contains(&name)
+    HARNESS_NAMES.contains(&name) || POSTGRES_NAMES.contains(&name)
 }
 
 /// The store `entry` configures, its config evaluated (`!!js` without
@@ -43,10 +53,20 @@ pub fn configure(entry: &Entry) -> Result<Persistence, Vec<String>> {
     let config = entry
         .config_json(&mut |source| expr::evaluate(source, &none).map_err(|e| e.to_string()))
         .map_err(|m| vec![m])?;
-    let checker = Checker::new(HarnessConfig::schema()).map_err(|e| vec![format!("the store's schema does not compile: {e}")])?;
+    let postgres = POSTGRES_NAMES.contains(&entry.name.as_str());
+    let schema = if postgres { PostgresConfig::schema() } else { HarnessConfig::schema() };
+    let checker = Checker::new(schema).map_err(|e| vec![format!("the store's schema does not compile: {e}")])?;
     let problems = config_violations(entry, &checker, &config);
     if !problems.is_empty() {
         return Err(problems);
+    }
+    if postgres {
+        let parsed: PostgresConfig =
+            serde_json::from_value(config).map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
+        if let (Some(_), Err(e)) = (&parsed.url, parsed.resolve_url()) {
+            return Err(vec![format!("{}: entry {}: {e}", entry.locate_config(&[super::positions::Step::Key("url".into())]), entry.id)]);
+        }
+        return Ok(Persistence::Postgres(parsed));
     }
     let mut parsed: HarnessConfig =
         serde_json::from_value(config).map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
@@ -106,6 +126,11 @@ impl Persistence {
                     harness::Compression::Zstd => "zstd",
                     harness::Compression::None => "none",
                 }
+            ),
+            Persistence::Postgres(c) => format!(
+                "session store: PostgreSQL, schema {}, URL from {}",
+                c.schema,
+                c.url_env.as_deref().map_or_else(|| "`url`".to_string(), |v| format!("${v}"))
             ),
         }
     }

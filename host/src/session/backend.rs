@@ -70,6 +70,60 @@ pub trait SessionStore: Send + Sync + Debug {
     /// Whether `path` (canonical) lies inside the store, so that an export
     /// never overwrites a stored log.
     fn contains(&self, path: &Path) -> bool;
+
+    /// The file session `id` is stored in, for a store of files.
+    fn log_file(&self, _id: &str) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    /// Follows session `id` as other processes append to it: a
+    /// [`Follower`] whose [`Follower::wait`] returns when the session may
+    /// have changed. File stores watch the file's size and modification
+    /// time; the PostgreSQL store listens for the database's notifications.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] and the store's own errors.
+    fn follow(&self, id: &str) -> Result<Box<dyn Follower>, StoreError> {
+        match self.log_file(id) {
+            Some(path) => Ok(Box::new(FileFollower { path, seen: None })),
+            None => Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }),
+        }
+    }
+}
+
+/// Waits for changes of one stored session.
+pub trait Follower: Send {
+    /// Blocks at most `timeout`; `true` when the session may have changed
+    /// since the last call (the first call always says `true`).
+    ///
+    /// # Errors
+    /// The store's errors (a connection lost, a file that went away).
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool, StoreError>;
+}
+
+/// Follows a session file by its length and modification time, checked
+/// every 50 ms.
+struct FileFollower {
+    path: std::path::PathBuf,
+    seen: Option<(u64, Option<std::time::SystemTime>)>,
+}
+
+impl Follower for FileFollower {
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool, StoreError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let meta = std::fs::metadata(&self.path).map_err(super::store::io(&self.path))?;
+            let now = (meta.len(), meta.modified().ok());
+            if self.seen != Some(now) {
+                self.seen = Some(now);
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50).min(timeout));
+        }
+    }
 }
 
 /// The appending end of one session's log; holds the session's lock.

@@ -13,6 +13,7 @@ pub mod log;
 pub mod messages;
 pub mod owners;
 pub mod packed;
+pub mod postgres;
 pub mod store;
 pub mod structure;
 
@@ -25,6 +26,7 @@ pub use messages::{derive_history, derive_messages, event_message, Message};
 pub use owners::EventTypes;
 pub use backend::{LogWriter, SessionStore};
 pub use harness::{Compression, HarnessConfig, HarnessStore};
+pub use postgres::{PostgresConfig, PostgresStore};
 pub use store::{skipped_lines, Durability, FlatStore, LineProblem, ProblemKind, StoreError};
 
 /// A session store shared by the `sessions` service and its users.

@@ -81,6 +81,22 @@ pub enum StoreError {
         /// What is wrong, with the byte offset or line where known.
         detail: String,
     },
+    /// Another process (on this machine or another) is writing the session.
+    #[error("session `{id}` is being written by {holder}; only one writer at a time: stop that one first")]
+    Held {
+        /// The id.
+        id: String,
+        /// Who holds it (application name, host, process), as the store knows.
+        holder: String,
+    },
+    /// The database refused or failed an operation.
+    #[error("{store}: {detail}")]
+    Database {
+        /// The store (server and schema, never a password).
+        store: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// The composition chose a store that cannot be used (its entry's
     /// config was refused); nothing is stored anywhere else instead.
     #[error("the session store is unusable: {0}")]
@@ -749,6 +765,10 @@ impl SessionStore for FlatStore {
 
     fn contains(&self, path: &Path) -> bool {
         self.dir.canonicalize().is_ok_and(|dir| path.starts_with(dir))
+    }
+
+    fn log_file(&self, id: &str) -> Option<PathBuf> {
+        self.path_of(id).ok().filter(|p| p.is_file())
     }
 }
 

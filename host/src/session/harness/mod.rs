@@ -491,6 +491,10 @@ impl SessionStore for HarnessStore {
     fn contains(&self, path: &Path) -> bool {
         self.root.canonicalize().is_ok_and(|root| path.starts_with(root))
     }
+
+    fn log_file(&self, id: &str) -> Option<PathBuf> {
+        self.find(id).ok()
+    }
 }
 
 /// The header of the log at `file`, reading only its first frame or line;
