@@ -30,7 +30,7 @@ cargo build --release --workspace >&2
 
 # In-process figures. Old samples are removed first, so the table can only
 # show figures measured by this run.
-rm -rf target/criterion/tool_call target/criterion/service_call target/criterion/durable_append target/criterion/replay target/criterion/resume target/criterion/store_append target/criterion/store_replay
+rm -rf target/criterion/tool_call target/criterion/service_call target/criterion/durable_append target/criterion/replay target/criterion/resume target/criterion/store_append target/criterion/store_replay target/criterion/pg_append target/criterion/pg_append8 target/criterion/pg_replay
 CORDIS_BENCH_QUICK=$quick cargo bench -p cordis-bench --features criterion --bench figures >&2
 
 # Whole-process figures, the reference oracle, and the table.

@@ -13,11 +13,14 @@
 //! - `service_call/{ours,tool_only}`
 //! - `store_append/{zstd,plain,raw}` (interleaved: each runs all three, times one)
 //! - `store_replay/{ours,zstd_serde_value}/100000`
+//! - `pg_append/{ours,plain}` (interleaved), `pg_append8/{ours,plain}` (per
+//!   round of 8 concurrent appends), `pg_replay/{ours,select}/100000`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use cordis_bench::inproc::{self, AppendBed, Direct, Kept, RawAppend, Resume, ServiceCallBed, ToolCallBed};
+use cordis_bench::pg::PgBench;
 use cordis_bench::{paths, workload};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
 
@@ -271,6 +274,102 @@ fn harness_store(c: &mut Criterion) {
     group.finish();
 }
 
+/// The PostgreSQL store against plain SQL on the same server.
+fn postgres_store(c: &mut Criterion) {
+    let todo = or_die(paths::library("tool-todo"));
+    let dir = or_die(paths::scratch("postgres", true));
+    let bench = or_die(PgBench::start(&dir, &todo));
+    let one = or_die(bench.session());
+    or_die(bench.append(&one));
+    let line = one.with_events(|e| e.last().map(|e| e.to_line()).unwrap_or_default());
+    let mut plain = or_die(bench.plain(line.trim_end()));
+    let mut group = c.benchmark_group("pg_append");
+    group.sample_size(samples(30)).measurement_time(secs(6)).warm_up_time(secs(1));
+    for side in ["ours", "plain"] {
+        group.bench_function(side, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    let ours = || {
+                        let start = Instant::now();
+                        or_die(bench.append(&one));
+                        start.elapsed()
+                    };
+                    let mut theirs = || {
+                        let start = Instant::now();
+                        or_die(plain.insert());
+                        start.elapsed()
+                    };
+                    let (a, b) = if i % 2 == 0 {
+                        let a = ours();
+                        (a, theirs())
+                    } else {
+                        let b = theirs();
+                        (ours(), b)
+                    };
+                    total += if side == "ours" { a } else { b };
+                }
+                total
+            });
+        });
+    }
+    group.finish();
+
+    // Eight writers at once: one iteration is a round of 8 appends, one per
+    // session, from 8 threads.
+    let sessions: Vec<_> = (0..8).map(|_| or_die(bench.session())).collect();
+    let mut plains: Vec<_> = (0..8).map(|_| or_die(bench.plain(line.trim_end()))).collect();
+    let mut group = c.benchmark_group("pg_append8");
+    group.sample_size(samples(20)).measurement_time(secs(6)).warm_up_time(secs(1));
+    group.bench_function("ours", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            std::thread::scope(|s| {
+                for session in &sessions {
+                    let bench = &bench;
+                    s.spawn(move || {
+                        for _ in 0..iters {
+                            or_die(bench.append(session));
+                        }
+                    });
+                }
+            });
+            start.elapsed()
+        });
+    });
+    group.bench_function("plain", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            std::thread::scope(|s| {
+                for p in plains.iter_mut() {
+                    s.spawn(move || (0..iters).for_each(|_| or_die(p.insert())));
+                }
+            });
+            start.elapsed()
+        });
+    });
+    group.finish();
+
+    let n = 100_000;
+    let flat = dir.join("replay.jsonl");
+    let facts = workload::write_session_log(&flat, "pg-replay", n).unwrap_or_else(|e| panic!("{e}"));
+    or_die(bench.host.services.sessions.import(&flat, Some("pg-replay")).map(drop).map_err(|e| e.to_string()));
+    let replay = || -> Result<String, String> {
+        let (session, _) = bench.host.services.sessions.view("pg-replay").map_err(|e| e.to_string())?;
+        session.state("todos").ok_or_else(|| "no todos projection".to_string())
+    };
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&or_die(replay())).ok(), Some(facts.plan), "replayed plan");
+    let mut client = or_die(bench.client());
+    assert_eq!(or_die(bench.select_lines(&mut client, "pg-replay")), n);
+    let mut group = c.benchmark_group("pg_replay");
+    group.sampling_mode(SamplingMode::Flat).warm_up_time(secs(1));
+    let (count, time) = sizes(n);
+    group.sample_size(count).measurement_time(time);
+    group.bench_function(BenchmarkId::new("ours", n), |b| b.iter(|| black_box(or_die(replay()))));
+    group.bench_function(BenchmarkId::new("select", n), |b| b.iter(|| black_box(or_die(bench.select_lines(&mut client, "pg-replay")))));
+    group.finish();
+}
+
 /// A tool call whose tool calls an injected service, beside a tool call
 /// that crosses no service (both through the registry, the ABI and a
 /// plugin).
@@ -286,5 +385,5 @@ fn service_call(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, tool_call, service_call, durable_append, replay_and_resume, harness_store);
+criterion_group!(benches, tool_call, service_call, durable_append, replay_and_resume, harness_store, postgres_store);
 criterion_main!(benches);

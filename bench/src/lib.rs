@@ -12,7 +12,8 @@
 //! - [`stats`]: medians and spreads;
 //! - [`criterion_results`]: reading what criterion measured;
 //! - [`process`]: whole-process timing and peak RSS (`/usr/bin/time -v`);
-//! - [`reload`]: hot reload in a running `cordis dev` and its baseline.
+//! - [`reload`]: hot reload in a running `cordis dev` and its baseline;
+//! - [`pg`]: the PostgreSQL store against plain SQL on a server of its own.
 //!
 //! Nothing here asserts on a time: the smoke run (`cordis-bench --smoke`,
 //! run by `tests/smoke.rs`) only checks that every figure still runs.
@@ -20,6 +21,7 @@
 pub mod criterion_results;
 pub mod inproc;
 pub mod paths;
+pub mod pg;
 pub mod process;
 pub mod reload;
 pub mod stats;

@@ -251,6 +251,15 @@ impl PgServer {
     /// When the programs cannot be found or installed, or the server does not
     /// start (with its log).
     pub fn start() -> PgServer {
+        PgServer::start_in(&std::env::temp_dir())
+    }
+
+    /// Starts a fresh server whose data folder is a new folder in `parent`
+    /// (benchmarks keep it on the disk under test, not a RAM disk).
+    ///
+    /// # Panics
+    /// As [`PgServer::start`].
+    pub fn start_in(parent: &Path) -> PgServer {
         let bin = pg_bin().unwrap_or_else(|| {
             let setup = repo_root().join("tests/setup/postgres.sh");
             let out = Command::new("bash").arg(&setup).output().expect("run tests/setup/postgres.sh");
@@ -258,7 +267,7 @@ impl PgServer {
             pg_bin().expect("initdb after installing postgresql")
         });
         let as_postgres = running_as_root();
-        let dir = tempfile::Builder::new().prefix("cordis-pg-").tempdir().expect("a temp folder");
+        let dir = tempfile::Builder::new().prefix("cordis-pg-").tempdir_in(parent).expect("a temp folder");
         if as_postgres {
             let ok = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()).status().expect("chown");
             assert!(ok.success(), "chown the server's folder to postgres");

@@ -378,6 +378,12 @@ fn from_criterion(o: &Options, f: &mut Figures) -> Result<(), String> {
     }
     ids.push(format!("store_replay/ours/{STORE_EVENTS}"));
     ids.push(format!("store_replay/zstd_serde_value/{STORE_EVENTS}"));
+    for side in ["ours", "plain"] {
+        ids.push(format!("pg_append/{side}"));
+        ids.push(format!("pg_append8/{side}"));
+    }
+    ids.push(format!("pg_replay/ours/{STORE_EVENTS}"));
+    ids.push(format!("pg_replay/select/{STORE_EVENTS}"));
     for id in ids {
         match criterion_results::per_iteration(&o.criterion, &id)? {
             Some(s) => {
@@ -484,6 +490,33 @@ fn in_process_once(f: &mut Figures) -> Result<(), String> {
         }
         f.time.insert(format!("store_replay/ours/{STORE_EVENTS}"), Summary::single(ours));
         f.time.insert(format!("store_replay/zstd_serde_value/{STORE_EVENTS}"), Summary::single(base));
+    }
+    {
+        let pg = cordis_bench::pg::PgBench::start(&append_dir.join("postgres").tap_mkdir()?, &todo)?;
+        let session = pg.session()?;
+        pg.append(&session)?;
+        let (ours, r) = timed(|| pg.append(&session));
+        r?;
+        let line = session.with_events(|e| e.last().map(|e| e.to_line()).unwrap_or_default());
+        let mut plain = pg.plain(line.trim_end())?;
+        let (base, r) = timed(|| plain.insert());
+        r?;
+        for side in ["pg_append", "pg_append8"] {
+            f.time.insert(format!("{side}/ours"), Summary::single(ours));
+            f.time.insert(format!("{side}/plain"), Summary::single(base));
+        }
+        let flat = append_dir.join("pg-replay.jsonl");
+        workload::write_session_log(&flat, "pg-replay", 3_001).map_err(|e| e.to_string())?;
+        pg.host.services.sessions.import(&flat, Some("pg-replay")).map_err(|e| e.to_string())?;
+        let (ours, r) = timed(|| pg.host.services.sessions.view("pg-replay").map(|(s, _)| s.state("todos")));
+        r.map_err(|e| e.to_string())?;
+        let mut client = pg.client()?;
+        let (base, lines) = timed(|| pg.select_lines(&mut client, "pg-replay"));
+        if lines? != 3_001 {
+            return Err("the database session does not have 3001 events".into());
+        }
+        f.time.insert(format!("pg_replay/ours/{STORE_EVENTS}"), Summary::single(ours));
+        f.time.insert(format!("pg_replay/select/{STORE_EVENTS}"), Summary::single(base));
     }
 
     let replay_dir = dir.join("replay").tap_mkdir()?;
@@ -824,6 +857,35 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         figure: format!("replay, harness store ({STORE_EVENTS} events, zstd)"),
         ours: format!("`.jsonl.zstd` log → current plan: {} ({})", show(ours, Unit::Seconds), rate(ours.map(|s| s.scaled(1.0 / per)))),
         baseline: format!("zstd decompression + serde_json lines → Value: {}", show(base, Unit::Seconds)),
+        ratio: format!("{} of baseline speed", x(ratio_of(base, ours))),
+        target: "state".into(),
+        verdict: "reported".into(),
+    });
+    let r = ratio_of(t("pg_append/plain"), t("pg_append/ours"));
+    rows.push(Row {
+        figure: "append, PostgreSQL store (1 writer)".into(),
+        ours: format!("`todo/write` events/s, a commit each: {}", rate(t("pg_append/ours"))),
+        baseline: format!("`INSERT` of the same row, autocommit, same server: {}", rate(t("pg_append/plain"))),
+        ratio: format!("{} of plain", x(r)),
+        target: "state".into(),
+        verdict: "reported".into(),
+    });
+    let eight = |k: &str| t(k).map(|s| s.scaled(1.0 / 8.0));
+    let r = ratio_of(t("pg_append8/plain"), t("pg_append8/ours"));
+    rows.push(Row {
+        figure: "append, PostgreSQL store (8 writers, 8 sessions)".into(),
+        ours: format!("events/s in all: {}", rate(eight("pg_append8/ours"))),
+        baseline: format!("8 connections inserting at once: {}", rate(eight("pg_append8/plain"))),
+        ratio: format!("{} of plain", x(r)),
+        target: "state".into(),
+        verdict: "reported".into(),
+    });
+    let ours = t(&format!("pg_replay/ours/{STORE_EVENTS}"));
+    let base = t(&format!("pg_replay/select/{STORE_EVENTS}"));
+    rows.push(Row {
+        figure: format!("replay, PostgreSQL store ({STORE_EVENTS} events)"),
+        ours: format!("session → current plan: {} ({})", show(ours, Unit::Seconds), rate(ours.map(|s| s.scaled(1.0 / per)))),
+        baseline: format!("`SELECT line ... ORDER BY seq` of the same rows: {}", show(base, Unit::Seconds)),
         ratio: format!("{} of baseline speed", x(ratio_of(base, ours))),
         target: "state".into(),
         verdict: "reported".into(),
