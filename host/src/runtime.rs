@@ -123,7 +123,7 @@ fn open_store(options: &HostOptions, state_dir: &Path, chosen: Result<Option<Per
         (None, Ok(Some(Persistence::Harness(c)))) => Arc::new(HarnessStore::new(&c.root, c.compression, c.pack_chunks)?),
         // A database that cannot be reached leaves the host running (so
         // `check` reports everything else) with every session refused.
-        (None, Ok(Some(Persistence::Postgres(c)))) => match c.resolve_url().map_err(|e| StoreError::Unusable(e)).and_then(|url| PostgresStore::connect(&url, &c.schema)) {
+        (None, Ok(Some(Persistence::Postgres(c)))) => match c.resolve_url().map_err(StoreError::Unusable).and_then(|url| PostgresStore::connect(&url, &c.schema)) {
             Ok(store) => Arc::new(store),
             Err(e) => Arc::new(UnusableStore { reason: e.to_string() }),
         },
