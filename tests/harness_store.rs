@@ -303,3 +303,71 @@ fn runs_killed_mid_turn_lose_no_acknowledged_event() {
         assert!(acknowledged.len() >= 3, "{compression}: only {} calls acknowledged", acknowledged.len());
     }
 }
+
+#[test]
+fn watch_follows_file_stores_within_a_second() {
+    for store in ["flat", "harness"] {
+        let scratch = Scratch::new();
+        if store == "harness" {
+            persistence_composition(&scratch, "zstd");
+        } else {
+            scratch.composition("- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n");
+        }
+        let mut dev = Command::new(cordis_exe())
+            .arg("dev")
+            .current_dir(scratch.path())
+            .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            .env("XDG_CONFIG_HOME", scratch.path())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = dev.stdin.take().unwrap();
+        let mut stdout = BufReader::new(dev.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let id = serde_json::from_str::<Value>(&line).unwrap()["session"].as_str().unwrap().to_string();
+        let mut call = |content: &str| {
+            writeln!(stdin, r#"call todo_write {{"todos": [{{"content": "{content}", "status": "pending"}}]}}"#).unwrap();
+            let mut answer = String::new();
+            stdout.read_line(&mut answer).unwrap();
+            assert!(answer.contains("\"isError\":false"), "{answer}");
+        };
+        call("first");
+        let mut watch = Command::new(cordis_exe())
+            .args(["session", "watch", &id])
+            .current_dir(scratch.path())
+            .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            .env("XDG_CONFIG_HOME", scratch.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let lines = BufReader::new(watch.stdout.take().unwrap());
+        std::thread::spawn(move || lines.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
+        let wait_for = |needle: &str, within: Duration| {
+            let start = std::time::Instant::now();
+            loop {
+                let left = within.checked_sub(start.elapsed()).unwrap_or_else(|| panic!("{store}: `{needle}` not shown within {within:?}"));
+                match rx.recv_timeout(left) {
+                    Ok(line) if line.contains(needle) => return,
+                    Ok(_) => {}
+                    Err(_) => panic!("{store}: `{needle}` not shown within {within:?}"),
+                }
+            }
+        };
+        wait_for("first", Duration::from_secs(10));
+        for i in 0..3 {
+            let content = format!("update {i}");
+            call(&content);
+            wait_for(&content, Duration::from_secs(1));
+        }
+        let _ = watch.kill();
+        let _ = dev.kill();
+        let _ = watch.wait();
+        let _ = dev.wait();
+    }
+}

@@ -283,6 +283,15 @@ pub fn read_file(path: &Path, compression: Compression) -> Result<ReadLog, Store
     Ok(read_bytes(&bytes, compression, path)?.0)
 }
 
+/// Reads the bytes of a harness log in `compression` as [`read_file`]
+/// does (`path` names it in messages).
+///
+/// # Errors
+/// [`StoreError::BadHeader`], [`StoreError::Corrupt`].
+pub fn read_log_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<ReadLog, StoreError> {
+    Ok(read_bytes(bytes, compression, path)?.0)
+}
+
 /// Reads a harness log's bytes: the log as the harness would load it
 /// (closers included), and what opening it for appending must repair.
 fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(ReadLog, Option<Repair>), StoreError> {
