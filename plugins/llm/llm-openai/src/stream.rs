@@ -380,7 +380,7 @@ fn read_stream(endpoint: &Endpoint, response: ureq::http::Response<ureq::Body>, 
                 return state.fail(
                     "connection",
                     None,
-                    format!("the connection to the model API broke in the middle of the answer (after {chunks} chunks): {e}"),
+                    format!("the connection to the model API closed in the middle of the answer (after {chunks} chunks): {e}"),
                 );
             }
             Err(e) => {
