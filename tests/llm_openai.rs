@@ -580,3 +580,112 @@ fn the_plugin_loads_through_the_composition_and_refuses_bad_config() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(text(&bad).0.contains("$.apiKey is not an allowed key"), "{:?}", text(&bad));
 }
+
+/// `cordis dev` with the provider: one model turn, then a config edit
+/// (another model name) and a rebuilt library, each reloaded between
+/// turns; the next turn uses the reloaded provider.
+#[test]
+fn the_provider_reloads_under_cordis_dev_between_turns() {
+    use std::io::{BufRead, BufReader, Write};
+
+    let server = SseServer::start(vec![hello(), hello(), hello()]);
+    let scratch = Scratch::new();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let lib = plugins.join("libllm_openai.so");
+    let build = std::fs::read(cordis_tests::library("llm-openai")).unwrap();
+    std::fs::write(&lib, &build).unwrap();
+    let write_composition = |model: &str| {
+        scratch.composition(&format!(
+            "- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n\
+             - id: model\n  name: ./plugins/libllm_openai.so\n  config:\n    baseUrl: {}\n    model: {model}\n    apiKeyEnv: CORDIS_TEST_KEY\n",
+            server.base_url
+        ));
+    };
+    write_composition("model-a");
+
+    let mut child = Command::new(cordis_exe())
+        .arg("dev")
+        .current_dir(scratch.path())
+        .env("CORDIS_PLUGIN_PATH", plugin_dir())
+        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+        .env("CORDIS_TEST_KEY", KEY)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let ready: Value = serde_json::from_str(&first).unwrap_or_else(|_| panic!("not ready: {first:?}"));
+    let id = ready["session"].as_str().unwrap().to_string();
+    let mut send = |line: &str| -> Value {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap_or_else(|_| panic!("bad answer {answer:?} to {line}"))
+    };
+    let status = send("status");
+    let fiber = |status: &Value| status["entries"].as_array().unwrap().iter().find(|e| e["id"] == "model").unwrap()["fiber"].clone();
+    let first_fiber = fiber(&status);
+
+    let turn = send("turn say hello");
+    assert_eq!(turn["reason"], "completed", "{turn}");
+    assert_eq!((turn["text"].clone(), turn["model"].clone(), turn["turn"].clone()), (json!("Hello"), json!("model-a"), json!(1)));
+
+    // A config edit: the entry is applied again with the new model.
+    write_composition("model-b");
+    let start = Instant::now();
+    let status = loop {
+        let status = send("status");
+        if status["reloads"].as_u64().unwrap() >= 1 {
+            break status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no reload after the edit: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let second_fiber = fiber(&status);
+    assert_ne!(second_fiber, first_fiber);
+    let turn = send("turn and again");
+    assert_eq!((turn["reason"].clone(), turn["model"].clone(), turn["turn"].clone()), (json!("completed"), json!("model-b"), json!(2)), "{turn}");
+
+    // A rebuilt library (other bytes, same code) renamed into place.
+    let tmp = plugins.join("libllm_openai.so.tmp");
+    let mut rebuilt = build.clone();
+    rebuilt.extend_from_slice(&[0u8; 64]);
+    std::fs::write(&tmp, &rebuilt).unwrap();
+    std::fs::rename(&tmp, &lib).unwrap();
+    let start = Instant::now();
+    let status = loop {
+        let status = send("status");
+        if status["reloads"].as_u64().unwrap() >= 2 {
+            break status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no reload after the rebuild: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_ne!(fiber(&status), second_fiber);
+    let turn = send("turn third");
+    assert_eq!((turn["reason"].clone(), turn["model"].clone(), turn["turn"].clone()), (json!("completed"), json!("model-b"), json!(3)), "{turn}");
+
+    // Each request went out with the provider of its turn, carrying the
+    // session's history.
+    let requests = server.wait_for_requests(3);
+    let models: Vec<Value> = requests.iter().map(|r| r.body["model"].clone()).collect();
+    assert_eq!(models, [json!("model-a"), json!("model-b"), json!("model-b")]);
+    assert_eq!(requests[2].body["messages"].as_array().unwrap().len(), 5);
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // The log: three completed turns, each answer from the provider it was asked.
+    let events = log_events(&log_path(&scratch, &id));
+    let ends: Vec<Value> = events.iter().filter(|(k, _)| k == "turn/end").map(|(_, d)| d["reason"]["kind"].clone()).collect();
+    assert_eq!(ends, [json!("completed"), json!("completed"), json!("completed")]);
+    let sources: Vec<Value> = events.iter().filter(|(k, _)| k == "assistant/message").map(|(_, d)| d["message"]["source"]["model"].clone()).collect();
+    assert_eq!(sources, [json!("model-a"), json!("model-b"), json!("model-b")]);
+}
