@@ -689,3 +689,28 @@ fn the_provider_reloads_under_cordis_dev_between_turns() {
     let sources: Vec<Value> = events.iter().filter(|(k, _)| k == "assistant/message").map(|(_, d)| d["message"]["source"]["model"].clone()).collect();
     assert_eq!(sources, [json!("model-a"), json!("model-b"), json!("model-b")]);
 }
+
+/// The README's compositions (`examples/compositions/deepseek.cordis.yml`,
+/// `local-openai.cordis.yml`) load as they are, and the README shows them
+/// as they are.
+#[test]
+fn the_documented_compositions_load() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    for file in ["deepseek.cordis.yml", "local-openai.cordis.yml"] {
+        let path = repo_root().join("examples/compositions").join(file);
+        let scratch = Scratch::new();
+        let out = Command::new(cordis_exe())
+            .args(["check", "--json", path.to_str().unwrap()])
+            .current_dir(scratch.path())
+            .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+            .env("DEEPSEEK_API_KEY", KEY)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{file}: {:?}", text(&out));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(report["entries"].as_array().unwrap().iter().all(|e| e["state"] == "loaded"), "{file}: {report}");
+        let entries: String = std::fs::read_to_string(&path).unwrap().lines().skip_while(|l| l.starts_with('#')).collect::<Vec<_>>().join("\n");
+        assert!(readme.contains(&entries), "README.md does not show {file} as it is");
+    }
+}
