@@ -497,7 +497,7 @@ fn ctrl_c_during_a_stream_ends_the_turn_interrupted() {
     let server = SseServer::start(vec![stall]);
     let scratch = Scratch::new();
     scratch.composition(&composition(&server.base_url, ""));
-    let mut child = Command::new(cordis_exe())
+    let child = Command::new(cordis_exe())
         .args(["run", "say hello"])
         .current_dir(scratch.path())
         .env("CORDIS_PLUGIN_PATH", plugin_dir())
