@@ -153,7 +153,7 @@ fn a_turn_left_open_by_a_crash_is_closed_with_results_for_its_calls() {
 // Issue 11, kinds 1 and 2: the history stays well-formed, the log's
 // structure rules hold, and every line not replayed as written is reported.
 
-use cordis_host::agent::{Model, ModelError, ModelRequest, ModelStep};
+use cordis_host::agent::{Model, ModelError, ModelRequest, ModelStep, StepSink};
 use cordis_host::session::{LineProblem, ProblemKind};
 
 /// A session log built event by event (seq counted), one JSON line each.
@@ -247,10 +247,10 @@ impl Model for Checking {
     fn name(&self) -> &str {
         "checking"
     }
-    fn next_step(&mut self, request: &ModelRequest<'_>) -> Result<ModelStep, ModelError> {
+    fn next_step(&mut self, request: &ModelRequest<'_>, _sink: &mut dyn StepSink) -> Result<ModelStep, ModelError> {
         assert_well_formed(request.messages);
         self.0 += 1;
-        Ok(ModelStep { text: "ok".into(), tool_calls: Vec::new() })
+        Ok(ModelStep { text: "ok".into(), ..ModelStep::default() })
     }
 }
 
@@ -533,7 +533,7 @@ fn surface_replacements_are_read_and_applied() {
     let (session, problems) = host.services.sessions.view(&path).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let messages = session.with_events(derive_messages);
-    assert_eq!(messages, [Message::User { text: "[checkpoint] planned".into() }, Message::Assistant { text: "done".into(), tool_calls: vec![] }]);
+    assert_eq!(messages, [Message::User { text: "[checkpoint] planned".into() }, Message::Assistant { text: "done".into(), tool_calls: vec![], reasoning: String::new() }]);
     // Re-exported as read.
     let (out, _) = text(&scratch.cordis(&["session", "export", &path]));
     assert!(out.contains(r#""sourceEventSeqs":[5],"surfaceOp":{"op":"replace","start":5,"end":5}}"#), "{out}");

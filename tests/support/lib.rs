@@ -5,6 +5,8 @@
 //! libraries come from the cargo target folder the test binary runs from
 //! (`target/<profile>/`, or `deps/` beneath it, whichever copy is newer).
 
+pub mod sse_server;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -47,7 +49,7 @@ pub fn plugin_dir() -> PathBuf {
         let dir = std::env::temp_dir().join(format!("cordis-test-plugins-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the plugin folder");
-        for name in ["tool-todo", "fixture-decoy", "fixture-faulty", "fixture-not-plugin", "fixture-old-abi", "fixture-counter", "fixture-counter-user", "todo-nudge"] {
+        for name in ["tool-todo", "fixture-decoy", "fixture-faulty", "fixture-not-plugin", "fixture-old-abi", "fixture-counter", "fixture-counter-user", "todo-nudge", "llm-openai"] {
             let src = library(name);
             let dst = dir.join(src.file_name().expect("a file name"));
             // A symbolic link: never a copy written over a hard link to the

@@ -1,20 +1,26 @@
 //! The agent loop: one turn of a conversation, recorded in the session log.
 //!
 //! A turn appends `turn/start`, `user/message`, then for each model step
-//! `step/start`, `assistant/message`, and for each tool call `tool/call` →
+//! `step/start`, the `assistant/chunk` events of a streamed answer (see
+//! [`stream`]), `assistant/message`, and for each tool call `tool/call` →
 //! (events the tool appends, e.g. `todo/write`) → `tool/result`, then
 //! `step/end`; a step with no tool calls ends the turn with `turn/end`.
 //! Event data follows the shapes of the TypeScript harness's logs.
 
+pub mod interrupt;
 pub mod model;
 pub mod scripted;
+pub mod service_model;
+pub mod stream;
 
 use std::sync::Arc;
 
 use serde_json::json;
 
-pub use model::{Model, ModelError, ModelRequest, ModelStep, ToolCallRequest};
+pub use interrupt::Interrupt;
+pub use model::{Model, ModelError, ModelRequest, ModelStep, NoSink, StepSink, ToolCallRequest};
 pub use scripted::ScriptedModel;
+pub use service_model::{ServiceModel, MODEL_SERVICE};
 
 use abi_stable::sabi_trait::TD_Opaque;
 use cordis_abi::ffi::ExecContext_TO;
@@ -32,6 +38,9 @@ pub trait TurnObserver {
     fn on_event(&mut self, _session: &Session, _event: &Event) {}
     /// A tool call finished.
     fn on_tool_result(&mut self, _call: &ToolCallRequest, _result: &ToolResult) {}
+    /// A notice about the model's request that is not part of the answer
+    /// (a retry after HTTP 429).
+    fn on_notice(&mut self, _text: &str) {}
 }
 
 /// An observer that does nothing.
@@ -50,6 +59,9 @@ pub enum TurnError {
     /// Too many steps.
     #[error("the turn exceeded {MAX_STEPS_PER_TURN} model steps")]
     TooManySteps,
+    /// The user interrupted the turn (Ctrl-C).
+    #[error("interrupted (Ctrl-C)")]
+    Interrupted,
 }
 
 /// What a finished turn did.
@@ -73,12 +85,25 @@ pub struct Agent<'m> {
     tools: Arc<ToolRegistry>,
     model: &'m mut dyn Model,
     hooks: Option<Arc<TurnHooks>>,
+    interrupt: Option<Interrupt>,
 }
 
 impl<'m> Agent<'m> {
     /// An agent over `session`.
     pub fn new(session: Arc<Session>, tools: Arc<ToolRegistry>, model: &'m mut dyn Model) -> Agent<'m> {
-        Agent { session, tools, model, hooks: None }
+        Agent { session, tools, model, hooks: None, interrupt: None }
+    }
+
+    /// Stops the turn when `interrupt` is set (Ctrl-C): between steps,
+    /// between tool calls, and during a streamed answer. The turn then ends
+    /// with reason `interrupted`.
+    pub fn with_interrupt(mut self, interrupt: Interrupt) -> Agent<'m> {
+        self.interrupt = Some(interrupt);
+        self
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(Interrupt::is_set)
     }
 
     /// Runs `hooks` when the model ends a turn (the `agent` host service's
@@ -130,6 +155,7 @@ impl<'m> Agent<'m> {
         let result = self.turn_body(turn, prompt, obs);
         let reason = match &result {
             Ok(_) => json!({"kind": "completed"}),
+            Err(TurnError::Interrupted) => json!({"kind": "interrupted"}),
             Err(e) => json!({"kind": "error", "message": e.to_string()}),
         };
         self.close_open_turn(reason, obs)?;
@@ -161,30 +187,53 @@ impl<'m> Agent<'m> {
             if summary.steps >= MAX_STEPS_PER_TURN {
                 return Err(TurnError::TooManySteps);
             }
+            if self.interrupted() {
+                return Err(TurnError::Interrupted);
+            }
             summary.steps += 1;
             let step = summary.steps;
             self.append(obs, "step/start", json!({"turn": turn, "step": step}))?;
             let messages = self.session.with_events(derive_messages);
             let schemas = self.tools.schemas();
-            let answer = self.model.next_step(&ModelRequest { messages: &messages, tools: &schemas })?;
+            let mut sink = LogSink { session: &self.session, obs: &mut *obs, turn, step, interrupt: self.interrupt.as_ref(), refused: None };
+            let answer = match self.model.next_step(&ModelRequest { messages: &messages, tools: &schemas }, &mut sink) {
+                Ok(answer) => answer,
+                Err(e) => {
+                    if let Some(refused) = sink.refused.take() {
+                        return Err(TurnError::Append(refused));
+                    }
+                    return Err(match e {
+                        ModelError::Interrupted => TurnError::Interrupted,
+                        other => TurnError::Model(other),
+                    });
+                }
+            };
             let mut content = Vec::new();
+            if !answer.reasoning.is_empty() {
+                content.push(json!({"type": "reasoning", "text": answer.reasoning}));
+            }
             if !answer.text.is_empty() {
                 content.push(json!({"type": "text", "text": answer.text}));
             }
             for call in &answer.tool_calls {
                 content.push(json!({"type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments}));
             }
-            self.append(
-                obs,
-                "assistant/message",
-                json!({"turn": turn, "step": step, "message": {
-                    "role": "assistant",
-                    "content": content,
-                    "source": {"kind": "model", "provider": self.model.provider(), "model": self.model.name()},
-                    "id": new_id(),
-                }}),
-            )?;
+            let mut data = json!({"turn": turn, "step": step, "message": {
+                "role": "assistant",
+                "content": content,
+                "source": {"kind": "model", "provider": self.model.provider(), "model": self.model.name()},
+                "id": new_id(),
+            }});
+            if let Some(usage) = &answer.usage {
+                data["usage"] = usage.clone();
+            }
+            self.append(obs, "assistant/message", data)?;
             for call in &answer.tool_calls {
+                // Calls not started when Ctrl-C comes get "not started"
+                // results as the turn is closed.
+                if self.interrupted() {
+                    return Err(TurnError::Interrupted);
+                }
                 let result = call_tool(&self.session, &self.tools, turn, step, call, obs)?;
                 summary.tool_calls += 1;
                 if result.is_error {
@@ -201,6 +250,43 @@ impl<'m> Agent<'m> {
                 return Ok(summary);
             }
         }
+    }
+}
+
+/// Records a streamed answer's chunks as `assistant/chunk` events of the
+/// open step, and shows them.
+struct LogSink<'a> {
+    session: &'a Arc<Session>,
+    obs: &'a mut dyn TurnObserver,
+    turn: u64,
+    step: u32,
+    interrupt: Option<&'a Interrupt>,
+    /// The log refused a chunk: the turn fails with this.
+    refused: Option<AppendError>,
+}
+
+impl StepSink for LogSink<'_> {
+    fn chunk(&mut self, chunk: serde_json::Value) -> Result<(), ModelError> {
+        let data = json!({"turn": self.turn, "step": self.step, "chunk": chunk});
+        match self.session.append_value(crate::session::event::core::ASSISTANT_CHUNK, &data, Appender::Host) {
+            Ok(event) => {
+                self.obs.on_event(self.session, &event);
+                Ok(())
+            }
+            Err(e) => {
+                let message = format!("the session log refused a chunk: {e}");
+                self.refused = Some(e);
+                Err(ModelError::Failed(message))
+            }
+        }
+    }
+
+    fn notice(&mut self, text: &str) {
+        self.obs.on_notice(text);
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(Interrupt::is_set)
     }
 }
 

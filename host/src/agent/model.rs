@@ -1,5 +1,7 @@
 //! The model interface the agent loop drives.
 
+use serde_json::Value;
+
 use crate::session::Message;
 use crate::tools::ToolSchema;
 
@@ -25,18 +27,63 @@ pub struct ToolCallRequest {
 }
 
 /// One model response.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelStep {
     /// Text for the user.
     pub text: String,
     /// Tools to call, in order. No calls ends the turn.
     pub tool_calls: Vec<ToolCallRequest>,
+    /// The model's reasoning (thinking), when it streamed any; recorded as
+    /// the message's first `reasoning` block.
+    pub reasoning: String,
+    /// Token counts the provider reported, in the harness's shape
+    /// (`{"inputTokens", "outputTokens", "cacheReadTokens"?,
+    /// "reasoningTokens"?}`); recorded on the `assistant/message`.
+    pub usage: Option<Value>,
 }
 
 /// A model failed to answer.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct ModelError(pub String);
+pub enum ModelError {
+    /// It failed; the message says why (for a provider: the HTTP status or
+    /// network fault, and what to do).
+    #[error("{0}")]
+    Failed(String),
+    /// The user interrupted the answer (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// Where a model sends its answer as it streams: the agent loop records
+/// each chunk in the session log (`assistant/chunk`) and shows it.
+pub trait StepSink {
+    /// One chunk of the answer, in the harness's shape: `{"type":
+    /// "block-start" | "reasoning-delta" | "text-delta" | "tool-call-delta" |
+    /// "block-end" | "usage" | "finish", ...}`.
+    ///
+    /// # Errors
+    /// [`ModelError::Failed`] when the log refused the chunk; the model
+    /// should stop streaming and return the error.
+    fn chunk(&mut self, chunk: Value) -> Result<(), ModelError>;
+    /// A notice for the terminal that is not part of the answer (a retry).
+    fn notice(&mut self, text: &str);
+    /// Whether the user asked to stop (Ctrl-C): a streaming model cancels
+    /// its request and returns [`ModelError::Interrupted`].
+    fn interrupted(&self) -> bool;
+}
+
+/// A sink that records nothing and is never interrupted.
+pub struct NoSink;
+
+impl StepSink for NoSink {
+    fn chunk(&mut self, _chunk: Value) -> Result<(), ModelError> {
+        Ok(())
+    }
+    fn notice(&mut self, _text: &str) {}
+    fn interrupted(&self) -> bool {
+        false
+    }
+}
 
 /// A language model, as the agent loop sees it.
 pub trait Model {
@@ -44,9 +91,10 @@ pub trait Model {
     fn provider(&self) -> &str;
     /// The model name recorded in `assistant/message`.
     fn name(&self) -> &str;
-    /// The next step.
+    /// The next step. A streaming model sends the answer's chunks to `sink`
+    /// as they arrive; a model that answers at once sends none.
     ///
     /// # Errors
-    /// [`ModelError`] when the model cannot answer.
-    fn next_step(&mut self, request: &ModelRequest<'_>) -> Result<ModelStep, ModelError>;
+    /// [`ModelError`] when the model cannot answer or was interrupted.
+    fn next_step(&mut self, request: &ModelRequest<'_>, sink: &mut dyn StepSink) -> Result<ModelStep, ModelError>;
 }

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::model::{Model, ModelError, ModelRequest, ModelStep, ToolCallRequest};
+use super::model::{Model, ModelError, ModelRequest, ModelStep, StepSink, ToolCallRequest};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,7 +65,7 @@ impl ScriptedModel {
     /// [`ModelError`] naming the file (and line, for YAML errors).
     pub fn from_file(path: &Path) -> Result<ScriptedModel, ModelError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ModelError(format!("cannot read script {}: {e}", path.display())))?;
+            .map_err(|e| ModelError::Failed(format!("cannot read script {}: {e}", path.display())))?;
         ScriptedModel::parse(&text, &path.display().to_string())
     }
 
@@ -80,7 +80,7 @@ impl ScriptedModel {
             if let Some(cut) = message.find(" at line ") {
                 message.truncate(cut);
             }
-            ModelError(format!("{file}:{at} not a valid script: {message}"))
+            ModelError::Failed(format!("{file}:{at} not a valid script: {message}"))
         })?;
         let name = script.model.unwrap_or_else(|| {
             Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("script").to_string()
@@ -101,10 +101,11 @@ impl ScriptedModel {
                         arguments: c.arguments,
                     })
                     .collect(),
+                ..ModelStep::default()
             })
             .collect();
         if steps.is_empty() {
-            return Err(ModelError(format!("{file}: the script has no steps")));
+            return Err(ModelError::Failed(format!("{file}: the script has no steps")));
         }
         Ok(ScriptedModel { name, prompt: script.prompt, steps: steps.into_iter() })
     }
@@ -127,7 +128,7 @@ impl Model for ScriptedModel {
         &self.name
     }
 
-    fn next_step(&mut self, _request: &ModelRequest<'_>) -> Result<ModelStep, ModelError> {
-        self.steps.next().ok_or_else(|| ModelError("the script has no more steps".into()))
+    fn next_step(&mut self, _request: &ModelRequest<'_>, _sink: &mut dyn StepSink) -> Result<ModelStep, ModelError> {
+        self.steps.next().ok_or_else(|| ModelError::Failed("the script has no more steps".into()))
     }
 }

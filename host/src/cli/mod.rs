@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::agent::{Agent, ScriptedModel, ToolCallRequest, TurnObserver};
+use crate::agent::{Agent, Interrupt, Model, ScriptedModel, ServiceModel, ToolCallRequest, TurnError, TurnObserver};
 use crate::runtime::{Host, HostOptions};
 use crate::session::{core_type_or_owned, event_message, Durability, Event, LineProblem, ProblemKind, Session};
 use crate::tools::ToolResult;
@@ -103,16 +103,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run one agent turn with a scripted model, printing the plan after each
-    /// todo_write.
+    /// Run one agent turn, printing the answer as it streams and the plan
+    /// after each todo_write. The model is the script's (`--script`), else
+    /// the composition's `model` service (e.g. llm-openai), else the
+    /// example script.
     Run {
-        /// The model script [default: examples/plan-and-ship.script.yml beside the composition].
+        /// The model script [default: the composition's `model` service, else examples/plan-and-ship.script.yml beside the composition].
         #[arg(long, value_name = "FILE")]
         script: Option<PathBuf>,
         /// Continue this session instead of starting a new one.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
-        /// The user's message [default: the script's `prompt`].
+        /// The user's message [default: the script's `prompt`; required with the composition's model].
         prompt: Option<String>,
     },
     /// Start the composition, then reload it and its plugin libraries as
@@ -590,20 +592,40 @@ fn boot_with(cli: &Cli, options: HostOptions) -> Result<Host, CliError> {
 fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: Option<&str>) -> Result<ExitCode, CliError> {
     // `run` keeps running while plugin code runs: from sealed private copies.
     let host = boot_with(cli, HostOptions { private_copies: true, ..options(cli, &cli.composition, false) })?;
-    let script_path = match script {
-        Some(p) => p.to_path_buf(),
+    // The model: the script given, else the composition's `model` service,
+    // else the example script.
+    let composed = match script {
+        Some(_) => None,
+        None => ServiceModel::from_composition(&host.services.registry).map_err(|e| e.to_string())?,
+    };
+    let (mut model, script_prompt, again): (Box<dyn Model>, Option<String>, &str) = match composed {
+        Some(m) => (Box::new(m), None, "PROMPT"),
         None => {
-            let default = host.dir().join(EXAMPLE_SCRIPT);
-            if !default.is_file() {
-                return Err(format!("no --script given, and the example script {} does not exist", default.display()).into());
+            let script_path = match script {
+                Some(p) => p.to_path_buf(),
+                None => {
+                    let default = host.dir().join(EXAMPLE_SCRIPT);
+                    if !default.is_file() {
+                        return Err(format!(
+                            "no --script given, no entry provides a `model` service, and the example script {} does not exist",
+                            default.display()
+                        )
+                        .into());
+                    }
+                    default
+                }
+            };
+            let m = ScriptedModel::from_file(&script_path).map_err(|e| e.to_string())?;
+            let p = m.prompt().map(str::to_string);
+            if p.is_none() && prompt.is_none() {
+                return Err(format!("no PROMPT given and the script {} has no `prompt:`", script_path.display()).into());
             }
-            default
+            (Box::new(m), p, "--script FILE PROMPT")
         }
     };
-    let mut model = ScriptedModel::from_file(&script_path).map_err(|e| e.to_string())?;
-    let prompt = match prompt.map(str::to_string).or_else(|| model.prompt().map(str::to_string)) {
+    let prompt = match prompt.map(str::to_string).or(script_prompt) {
         Some(p) => p,
-        None => return Err(format!("no PROMPT given and the script {} has no `prompt:`", script_path.display()).into()),
+        None => return Err(format!("no PROMPT given: the composition's model ({}/{}) needs the user's message", model.provider(), model.name()).into()),
     };
     let sessions = &host.services.sessions;
     let mut out = std::io::stdout().lock();
@@ -626,22 +648,36 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
             s
         }
     };
-    let mut observer = Printer { out: &mut out, host: &host, pending_views: Vec::new() };
+    let interrupt = Interrupt::new();
+    if let Err(e) = interrupt.install_sigint() {
+        eprintln!("warning: Ctrl-C cannot be caught ({e}); it will stop the process without closing the turn");
+    }
+    let mut observer = Printer::new(&mut out, &host);
     let tools = host.services.tools.clone();
-    let mut agent = Agent::new(session.clone(), tools, &mut model).with_turn_hooks(host.services.turn_hooks.clone());
-    let result = agent.run_turn(&prompt, &mut observer);
+    let mut agent = Agent::new(session.clone(), tools, model.as_mut())
+        .with_turn_hooks(host.services.turn_hooks.clone())
+        .with_interrupt(interrupt.clone());
+    let result = {
+        let _armed = interrupt.arm();
+        agent.run_turn(&prompt, &mut observer)
+    };
+    observer.end_stream();
+    let next = invocation(cli, &format!("run --session {} {again}", session.id()));
     match result {
         Ok(summary) => {
             let _ = writeln!(
                 out,
-                "\nturn {} completed: {}, {} ({} failed). Continue with: {}",
+                "\nturn {} completed: {}, {} ({} failed). Continue with: {next}",
                 summary.turn,
                 render::count(summary.steps as usize, "step", "steps"),
                 render::count(summary.tool_calls as usize, "tool call", "tool calls"),
                 summary.tool_errors,
-                invocation(cli, &format!("run --session {} --script FILE PROMPT", session.id()))
             );
             Ok(ExitCode::SUCCESS)
+        }
+        Err(TurnError::Interrupted) => {
+            let _ = writeln!(out, "\nturn interrupted (Ctrl-C); the log records it as such. Continue with: {next}");
+            Ok(ExitCode::from(130))
         }
         Err(e) => {
             let _ = writeln!(out, "\nturn failed: {e}");
@@ -656,18 +692,68 @@ struct Printer<'a, W: Write> {
     host: &'a Host,
     /// Projection views to print after the tool result: (key, view).
     pending_views: Vec<(String, String)>,
+    /// The label of the streamed block being printed (`assistant`,
+    /// `reasoning`), while its line is open.
+    streaming: Option<&'static str>,
+    /// Whether the current step's answer was streamed (its text is on the
+    /// terminal already).
+    streamed: bool,
+}
+
+impl<'a, W: Write> Printer<'a, W> {
+    fn new(out: &'a mut W, host: &'a Host) -> Printer<'a, W> {
+        Printer { out, host, pending_views: Vec::new(), streaming: None, streamed: false }
+    }
+
+    /// Ends the line of a streamed block, if one is open.
+    fn end_stream(&mut self) {
+        if self.streaming.take().is_some() {
+            let _ = writeln!(self.out);
+        }
+    }
+
+    fn stream(&mut self, label: &'static str, text: &str) {
+        if self.streaming != Some(label) {
+            self.end_stream();
+            render::stream_start(self.out, label);
+            self.streaming = Some(label);
+        }
+        self.streamed = true;
+        render::stream_text(self.out, text);
+        let _ = self.out.flush();
+    }
 }
 
 impl<W: Write> TurnObserver for Printer<'_, W> {
     fn on_event(&mut self, session: &Session, event: &Event) {
         match event.kind.as_str() {
+            "assistant/chunk" => {
+                let data = event.data_value();
+                let chunk = &data["chunk"];
+                let text = chunk["text"].as_str().unwrap_or_default();
+                match chunk["type"].as_str() {
+                    Some("text-delta") => self.stream("assistant", text),
+                    Some("reasoning-delta") => self.stream("reasoning", text),
+                    _ => {}
+                }
+            }
+            "step/start" => self.streamed = false,
+            "assistant/message" if self.streamed => {
+                // The text is on the terminal already: only the calls.
+                self.end_stream();
+                if let Some(crate::session::Message::Assistant { tool_calls, .. }) = event_message(event) {
+                    render::tool_calls(self.out, &tool_calls);
+                }
+            }
             "user/message" | "assistant/message" => {
+                self.end_stream();
                 if let Some(m) = event_message(event) {
                     render::message(self.out, &m);
                 }
             }
-            "tool/call" | "tool/result" | "turn/start" | "turn/end" | "step/start" | "step/end" => {}
+            "tool/call" | "tool/result" | "turn/start" | "turn/end" | "step/end" => self.end_stream(),
             kind => {
+                self.end_stream();
                 // A plugin's surface event (a reminder): the model reads it.
                 if event.surface_op.is_some() {
                     if let Some(m) = event_message(event) {
@@ -685,6 +771,12 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
                 }
             }
         }
+    }
+
+    fn on_notice(&mut self, text: &str) {
+        self.end_stream();
+        let _ = self.out.flush();
+        eprintln!("model     › {}", render::printable(text));
     }
 
     fn on_tool_result(&mut self, call: &ToolCallRequest, result: &ToolResult) {

@@ -180,21 +180,41 @@ pub fn message(out: &mut impl Write, m: &Message) {
         Message::User { text } => {
             let _ = writeln!(out, "\nuser      › {}", indent_rest(&printable(&clip(text, 4000)), 12));
         }
-        Message::Assistant { text, tool_calls } => {
+        Message::Assistant { text, tool_calls, .. } => {
             if !text.is_empty() {
                 let _ = writeln!(out, "assistant › {}", indent_rest(&printable(&clip(text, 4000)), 12));
             } else if !tool_calls.is_empty() {
                 let _ = writeln!(out, "assistant › ({})", count(tool_calls.len(), "tool call", "tool calls"));
             }
-            for c in tool_calls {
-                let _ = writeln!(out, "          → {} {}", printable(&c.name), printable(&clip(&c.arguments, 400)));
-            }
+            tool_calls_lines(out, tool_calls);
         }
         Message::Tool { call_id, text, is_error } => {
             let mark = if *is_error { "✗" } else { "✓" };
             let _ = writeln!(out, "tool      › {mark} {} ({})", indent_rest(&printable(&clip(text, 4000)), 12), printable(call_id));
         }
     }
+}
+
+/// The tool calls of an assistant message whose text was streamed.
+pub fn tool_calls(out: &mut impl Write, calls: &[crate::session::messages::ToolCallPart]) {
+    tool_calls_lines(out, calls);
+}
+
+fn tool_calls_lines(out: &mut impl Write, calls: &[crate::session::messages::ToolCallPart]) {
+    for c in calls {
+        let _ = writeln!(out, "          → {} {}", printable(&c.name), printable(&clip(&c.arguments, 400)));
+    }
+}
+
+/// Starts a streamed block's line: its label (`assistant`, `reasoning`).
+pub fn stream_start(out: &mut impl Write, label: &str) {
+    let _ = write!(out, "{label:<10}› ");
+}
+
+/// A piece of a streamed block, as it arrives (control characters
+/// escaped, continuation lines indented under the label).
+pub fn stream_text(out: &mut impl Write, text: &str) {
+    let _ = write!(out, "{}", indent_rest(&printable(text), 12));
 }
 
 fn indent_rest(text: &str, n: usize) -> String {

@@ -9,6 +9,7 @@
 //! | `tools` | `[{"name","description"}]` |
 //! | `status` | `{"reloads", "entries": [{"id","plugin","fiber","library","copy","config"}]}` |
 //! | `end` | ends the open turn: `{"ended": N}` |
+//! | `turn PROMPT` | runs one agent turn for PROMPT with the composition's `model` service (the provider as it is now, after any reload): `{"turn", "reason": "completed", "steps", "toolCalls", "toolErrors", "text", "provider", "model"}`, or `{"turn", "reason": "error" \| "interrupted", "error"}` |
 //! | `help` | `{"commands": [...]}` |
 //!
 //! The first line printed is `{"ready": true, "session": ID, "pid": PID}`.
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::DevHost;
-use crate::agent::{call_tool, close_open_step, Quiet, ToolCallRequest};
+use crate::agent::{call_tool, close_open_step, Agent, Interrupt, Model, Quiet, ServiceModel, ToolCallRequest, TurnError};
 use crate::session::{Appender, Session};
 
 /// Runs the console until `input` ends.
@@ -27,19 +28,23 @@ pub fn run(dev: &Arc<DevHost>, session: &Arc<Session>, input: impl BufRead, mut 
     let _ = writeln!(output, "{}", json!({"ready": true, "session": session.id(), "pid": std::process::id()}));
     let _ = output.flush();
     let mut step = 0u32;
+    let interrupt = Interrupt::new();
+    if let Err(e) = interrupt.install_sigint() {
+        eprintln!("warning: Ctrl-C cannot be caught ({e}); it will stop the process without closing a turn");
+    }
     for line in input.lines() {
         let Ok(line) = line else { break };
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        let answer = answer(dev, session, line, &mut step);
+        let answer = answer(dev, session, line, &mut step, &interrupt);
         let _ = writeln!(output, "{answer}");
         let _ = output.flush();
     }
 }
 
-fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32) -> Value {
+fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, interrupt: &Interrupt) -> Value {
     let (command, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
     match command {
         "call" => {
@@ -114,7 +119,36 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32) -> 
             },
             None => json!({"error": "no turn is open"}),
         },
-        "help" => json!({"commands": ["call NAME ARGS", "plan", "tools", "status", "end", "help"]}),
+        "turn" => model_turn(dev, session, rest.trim(), interrupt),
+        "help" => json!({"commands": ["call NAME ARGS", "turn PROMPT", "plan", "tools", "status", "end", "help"]}),
         other => json!({"error": format!("unknown command `{other}` (try `help`)")}),
+    }
+}
+
+/// `turn PROMPT`: one agent turn with the composition's model.
+fn model_turn(dev: &DevHost, session: &Arc<Session>, prompt: &str, interrupt: &Interrupt) -> Value {
+    if prompt.is_empty() {
+        return json!({"error": "usage: turn PROMPT"});
+    }
+    let mut model = match ServiceModel::from_composition(&dev.host.services.registry) {
+        Ok(Some(m)) => m,
+        Ok(None) => return json!({"error": "no entry provides a `model` service (add llm-openai to the composition)"}),
+        Err(e) => return json!({"error": e.to_string()}),
+    };
+    let result = {
+        let mut agent = Agent::new(session.clone(), dev.host.services.tools.clone(), &mut model)
+            .with_turn_hooks(dev.host.services.turn_hooks.clone())
+            .with_interrupt(interrupt.clone());
+        let _armed = interrupt.arm();
+        agent.run_turn(prompt, &mut Quiet)
+    };
+    let turn = session.next_turn().saturating_sub(1);
+    match result {
+        Ok(s) => json!({
+            "turn": s.turn, "reason": "completed", "steps": s.steps, "toolCalls": s.tool_calls, "toolErrors": s.tool_errors,
+            "text": s.final_text, "provider": model.provider(), "model": model.name(),
+        }),
+        Err(TurnError::Interrupted) => json!({"turn": turn, "reason": "interrupted", "error": TurnError::Interrupted.to_string()}),
+        Err(e) => json!({"turn": turn, "reason": "error", "error": e.to_string()}),
     }
 }

@@ -31,10 +31,14 @@ pub mod core {
     pub const TOOL_CALL: &str = "tool/call";
     /// A tool's result (surface).
     pub const TOOL_RESULT: &str = "tool/result";
+    /// A piece of a streamed model answer: `{turn, step, chunk}`, the
+    /// harness's record of a streamed response (not part of the history;
+    /// the `assistant/message` that follows is).
+    pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
 
     /// Every core type.
-    pub const ALL: [&str; 8] =
-        [TURN_START, TURN_END, STEP_START, STEP_END, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT];
+    pub const ALL: [&str; 9] =
+        [TURN_START, TURN_END, STEP_START, STEP_END, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, ASSISTANT_CHUNK];
 
     /// Whether `t` is a core type.
     pub fn is_core(t: &str) -> bool {
@@ -43,7 +47,7 @@ pub mod core {
 
     /// Core types that may only be appended inside an open turn.
     pub fn needs_turn(t: &str) -> bool {
-        matches!(t, STEP_START | STEP_END | ASSISTANT_MESSAGE | TOOL_CALL | TOOL_RESULT | TURN_END)
+        matches!(t, STEP_START | STEP_END | ASSISTANT_MESSAGE | ASSISTANT_CHUNK | TOOL_CALL | TOOL_RESULT | TURN_END)
     }
 
     /// Core types that are surface events (yield an LLM message).

@@ -49,6 +49,11 @@ pub enum Message {
         /// Tool calls in order.
         #[serde(rename = "toolCalls")]
         tool_calls: Vec<ToolCallPart>,
+        /// The model's reasoning blocks, joined with newlines (empty when
+        /// it streamed none). A provider sends it back where its API needs
+        /// it (DeepSeek's thinking mode, for messages with tool calls).
+        #[serde(skip_serializing_if = "String::is_empty")]
+        reasoning: String,
     },
     /// A tool's result.
     Tool {
@@ -187,7 +192,7 @@ fn message_of(event: &Event) -> Option<Message> {
             if content.and_then(Value::as_array).is_some_and(Vec::is_empty) {
                 return None;
             }
-            Some(Message::Assistant { text: text_blocks(content), tool_calls })
+            Some(Message::Assistant { text: text_blocks(content), tool_calls, reasoning: blocks_of(content, "reasoning") })
         }
         core::TOOL_RESULT => {
             let block = data
@@ -217,9 +222,16 @@ fn str_of(v: &Value, key: &str) -> String {
 fn text_blocks(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(s)) => s.clone(),
+        _ => blocks_of(content, "text"),
+    }
+}
+
+/// The `text` of the content blocks of type `kind`, joined with newlines.
+fn blocks_of(content: Option<&Value>, kind: &str) -> String {
+    match content {
         Some(Value::Array(blocks)) => blocks
             .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
             .filter_map(|b| b.get("text").and_then(Value::as_str))
             .collect::<Vec<_>>()
             .join("\n"),

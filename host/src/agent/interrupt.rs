@@ -1,0 +1,79 @@
+//! Ctrl-C during a turn: a flag the agent loop (and a streaming model)
+//! checks, set by SIGINT.
+//!
+//! While a turn runs (the interrupt is [armed](Interrupt::arm)), the first
+//! SIGINT only sets the flag: the model's request is cancelled, the step
+//! is closed as the log's rules require, and the turn ends with reason
+//! `interrupted`, so the log stays well-formed. A second SIGINT while the
+//! flag is still set exits at once with status 130 (the open turn is then
+//! closed when the session continues). Outside a turn SIGINT keeps its
+//! default action (the process ends).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The interrupt flag of the turns of one process.
+#[derive(Debug, Clone)]
+pub struct Interrupt {
+    flag: Arc<AtomicBool>,
+    /// No turn is running: SIGINT takes its default action.
+    idle: Arc<AtomicBool>,
+}
+
+impl Default for Interrupt {
+    fn default() -> Self {
+        Interrupt { flag: Arc::default(), idle: Arc::new(AtomicBool::new(true)) }
+    }
+}
+
+impl Interrupt {
+    /// A flag that is not set, and not armed.
+    pub fn new() -> Interrupt {
+        Interrupt::default()
+    }
+
+    /// Whether the user asked to stop.
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Asks the turn to stop (what SIGINT does while armed).
+    pub fn set(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+    }
+
+    /// Routes SIGINT to this flag for the rest of the process (call once).
+    ///
+    /// # Errors
+    /// When the handlers cannot be installed.
+    pub fn install_sigint(&self) -> std::io::Result<()> {
+        use signal_hook::consts::SIGINT;
+        // The order matters: the default action when idle; else exit when
+        // the flag is already set (a second Ctrl-C); else set it.
+        signal_hook::flag::register_conditional_default(SIGINT, self.idle.clone())?;
+        signal_hook::flag::register_conditional_shutdown(SIGINT, 130, self.flag.clone())?;
+        signal_hook::flag::register(SIGINT, self.flag.clone())?;
+        Ok(())
+    }
+
+    /// Arms the interrupt for one turn (clearing the flag) until the guard
+    /// is dropped.
+    pub fn arm(&self) -> Armed {
+        self.flag.store(false, Ordering::SeqCst);
+        self.idle.store(false, Ordering::SeqCst);
+        Armed { idle: self.idle.clone() }
+    }
+}
+
+/// Keeps an [`Interrupt`] armed; dropping it gives SIGINT its default
+/// action again.
+#[derive(Debug)]
+pub struct Armed {
+    idle: Arc<AtomicBool>,
+}
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        self.idle.store(true, Ordering::SeqCst);
+    }
+}
