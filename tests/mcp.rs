@@ -264,6 +264,33 @@ fn python_sdk_over_http_with_a_token_and_origin_checks() {
     check_scenario(&scratch, &steps, "python http");
 }
 
+/// `cordis mcp --watch`: a composition change that changes the catalog (the
+/// policy changes the tool's description) reaches the client as
+/// `notifications/tools/list_changed`, and the next `tools/list` has it.
+#[test]
+fn watch_sends_tools_list_changed_on_a_catalog_change() {
+    let (python, _) = peers();
+    let scratch = Scratch::new();
+    let composition = scratch.composition(COMPOSITION);
+    let out = Command::new(python)
+        .arg(repo_root().join("tests/mcp/client.py"))
+        .arg("watch")
+        .arg(&composition)
+        .args(server_args(&scratch, &["--watch"]))
+        .current_dir(scratch.path())
+        .output()
+        .expect("run the Python client");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "the Python client failed:\n{stdout}\n{stderr}");
+    let steps = lines(&out.stdout);
+    let before = step(&steps, "before")["descriptions"][0].as_str().unwrap().to_string();
+    let after = step(&steps, "after");
+    assert_eq!(after["notified"], true, "{stdout}\n{stderr}");
+    let after = after["descriptions"][0].as_str().unwrap();
+    assert!(before.contains("at most one todo `in_progress`"), "{before}");
+    assert_ne!(before, after, "the catalog changed");
+}
+
 #[test]
 fn http_refuses_a_public_address_without_a_token() {
     let scratch = Scratch::new();

@@ -5,6 +5,7 @@ throughput figure (bench/mcp.sh), on the official Python SDK (`mcp`).
     client.py scenario http URL [TOKEN]         run the scenario over HTTP
     client.py kill CORDIS [ARGS...]             call todo_write until killed, one line per answer
     client.py bench N CORDIS [ARGS...]          N sequential todo_write calls over stdio
+    client.py watch FILE CORDIS [ARGS...]       rewrite the composition FILE, wait for tools/list_changed
 
 `CORDIS [ARGS...]` is the command that starts the server (`cordis mcp ...`).
 Output: one JSON object per line on stdout.
@@ -103,6 +104,31 @@ async def kill(argv):
             n += 1
 
 
+async def watch(composition, argv):
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    async with Client(stdio_server(argv), message_handler=on_message) as client:
+        before = (await client.list_tools()).tools
+        out(step="before", descriptions=[t.description for t in before])
+        with open(composition) as f:
+            text = f.read()
+        with open(composition + ".new", "w") as f:
+            f.write(text.replace("allowParallelInProgress: false", "allowParallelInProgress: true"))
+        import os
+        os.replace(composition + ".new", composition)
+        try:
+            await asyncio.wait_for(changed.wait(), 20)
+            notified = True
+        except asyncio.TimeoutError:
+            notified = False
+        after = (await client.list_tools()).tools
+        out(step="after", notified=notified, descriptions=[t.description for t in after])
+
+
 async def bench(n, argv):
     async with Client(stdio_server(argv)) as client:
         await client.list_tools()
@@ -131,6 +157,8 @@ def main():
         asyncio.run(scenario(streamable_http_client(url, http_client=http)))
     elif mode == "kill":
         asyncio.run(kill(sys.argv[2:]))
+    elif mode == "watch":
+        asyncio.run(watch(sys.argv[2], sys.argv[3:]))
     elif mode == "bench":
         asyncio.run(bench(int(sys.argv[2]), sys.argv[3:]))
     else:
