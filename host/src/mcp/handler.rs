@@ -102,11 +102,12 @@ impl ServerHandler for Handler {
             .build();
         let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new("cordis", env!("CARGO_PKG_VERSION")));
         if let Some(id) = self.session_id() {
-            info = info.with_instructions(format!(
-                "The tools of a cordis composition. Every call is recorded in cordis session {id}; \
-                 its plan is the resource {} (subscribe to follow it).",
-                resources::uri(&id, "todos")
-            ));
+            let resources: Vec<String> = self.shared.projections.all().iter().map(|p| resources::uri(&id, &p.key)).collect();
+            let mut text = format!("The tools of a cordis composition. Every call is recorded in cordis session {id}.");
+            if !resources.is_empty() {
+                text.push_str(&format!(" Its state is in the resources {} (subscribe to follow them).", resources.join(", ")));
+            }
+            info = info.with_instructions(text);
         }
         info
     }
