@@ -14,6 +14,7 @@
 //! - [`projection`]: folds of session events into small states;
 //! - [`agent`]: the agent loop, the model trait and the scripted model;
 //! - [`hmr`]: hot reload of the composition and plugin libraries (`cordis dev`);
+//! - [`mcp`]: `cordis mcp`, the tools served over the Model Context Protocol;
 //! - [`runtime`]: booting a host from a composition;
 //! - [`cli`]: the `cordis` command.
 //!
@@ -25,6 +26,7 @@ pub mod cli;
 pub mod context;
 pub mod hmr;
 pub mod loader;
+pub mod mcp;
 pub mod projection;
 pub mod runtime;
 pub mod session;

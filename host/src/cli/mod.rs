@@ -7,6 +7,7 @@
 //! cordis [OPTIONS] tools [--json]       the tool catalog with JSON Schemas
 //! cordis [OPTIONS] run [--script FILE] [--session ID] [PROMPT]
 //! cordis [OPTIONS] dev [FILE] [--session ID]
+//! cordis [OPTIONS] mcp [--session ID] [--http ADDR [--token T] [--allow-origin O]...] [--watch]
 //! cordis [OPTIONS] session ls
 //! cordis [OPTIONS] session show ID|PATH
 //! cordis [OPTIONS] session import PATH [--id ID]
@@ -125,6 +126,33 @@ pub enum Command {
         /// Continue this session instead of starting a new one.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+    },
+    /// Serve the composition's tools to MCP clients: over stdio (the
+    /// default), or Streamable HTTP at http://ADDR/mcp with --http. Each
+    /// connection is an agent session in the state directory.
+    Mcp {
+        /// Attach connections to this stored session (its lock is taken at
+        /// start; one connection at a time) instead of a new session per
+        /// connection.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Serve Streamable HTTP at ADDR (`127.0.0.1:8765`, or a port alone,
+        /// bound on 127.0.0.1; port 0 picks one) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// Require `Authorization: Bearer TOKEN` on every HTTP request
+        /// (required to bind an address other than loopback).
+        #[arg(long, value_name = "TOKEN", env = "CORDIS_MCP_TOKEN", hide_env_values = true, requires = "http")]
+        token: Option<String>,
+        /// A browser origin allowed besides the server's own, as
+        /// scheme://host:port (repeatable; HTTP only).
+        #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+        allow_origins: Vec<String>,
+        /// Reload the composition and plugin libraries as they change, as
+        /// `cordis dev` does; connected clients get
+        /// `notifications/tools/list_changed` when the tool catalog changes.
+        #[arg(long)]
+        watch: bool,
     },
     /// Inspect stored sessions.
     Session {
@@ -306,6 +334,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Dev { file, session } => dev(&cli, file.as_deref(), session.as_deref()),
+        Command::Mcp { session, http, token, allow_origins, watch } => {
+            mcp(&cli, session.as_deref(), http.as_deref(), token.clone(), allow_origins.clone(), *watch)
+        }
         Command::Run { script, session, prompt } => run_turn(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
         Command::Session { command: SessionCommand::Ls, .. } => {
             let host = boot_for_sessions(&cli)?;
@@ -470,6 +501,118 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
         session.id()
     );
     crate::hmr::console::run(&dev, &session, std::io::stdin().lock(), std::io::stdout().lock());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses `--http ADDR`: `HOST:PORT` (a name is resolved, the first
+/// address taken), `[V6]:PORT`, or a port alone (on 127.0.0.1).
+fn http_addr(text: &str) -> Result<std::net::SocketAddr, CliError> {
+    use std::net::ToSocketAddrs;
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.to_socket_addrs()
+        .map_err(|e| format!("--http {text}: {e} (expected HOST:PORT, e.g. 127.0.0.1:8765, or a port)"))?
+        .next()
+        .ok_or_else(|| format!("--http {text}: the name has no address").into())
+}
+
+fn mcp(
+    cli: &Cli,
+    session_id: Option<&str>,
+    http: Option<&str>,
+    token: Option<String>,
+    allow_origins: Vec<String>,
+    watch: bool,
+) -> Result<ExitCode, CliError> {
+    let http = match http {
+        Some(text) => {
+            let options = crate::mcp::http::HttpOptions { addr: http_addr(text)?, token, allowed_origins: allow_origins };
+            crate::mcp::http::check(&options).map_err(|e| e.to_string())?;
+            Some(options)
+        }
+        None => None,
+    };
+    // The server keeps running while plugin code runs: sealed private copies.
+    let options = HostOptions { private_copies: true, ..options(cli, &cli.composition, false) };
+    let (host, dev) = if watch {
+        let dev = crate::hmr::DevHost::boot(options, crate::hmr::DevOptions::default()).map_err(|e| e.to_string())?;
+        if cli.strict && !dev.host.failures(true).is_empty() {
+            return Err(CliError { code: 1, message: "entries did not load: failed, missing or waiting (--strict)".into() });
+        }
+        let dev = Arc::new(dev);
+        (None, Some(dev))
+    } else {
+        (Some(boot_with(cli, options)?), None)
+    };
+    let services = match (&host, &dev) {
+        (Some(h), _) => &h.services,
+        (None, Some(d)) => &d.host.services,
+        (None, None) => unreachable!("one of the two is booted"),
+    };
+    let attach = match session_id {
+        Some(id) => {
+            let (s, problems) = services.sessions.open(id).map_err(|e| e.to_string())?;
+            if cli.strict {
+                refuse_under_strict(id, &problems)?;
+            }
+            for p in &problems {
+                eprintln!("warning: session {id}: {p}");
+            }
+            crate::mcp::Attach::Fixed { session: s, holder: std::sync::Mutex::new(None) }
+        }
+        None => crate::mcp::Attach::New { cwd: std::env::current_dir().ok().map(|p| p.display().to_string()) },
+    };
+    let shared = crate::mcp::Shared::new(services, attach);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("cordis-mcp")
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let result = runtime.block_on(async {
+        if let Some(dev) = &dev {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+            dev.on_reload(move || {
+                let _ = tx.send(());
+            });
+            crate::hmr::watch(dev.clone()).map_err(crate::mcp::McpError::Transport)?;
+            let watcher_shared = shared.clone();
+            tokio::spawn(async move {
+                while rx.recv().await.is_some() {
+                    watcher_shared.check_catalog().await;
+                }
+            });
+            eprintln!(
+                "cordis mcp: watching {} and {} plugin libraries",
+                dev.composition_path().display(),
+                dev.library_sources().len()
+            );
+        }
+        match http {
+            Some(options) => {
+                let stop = tokio_util::sync::CancellationToken::new();
+                let on_signal = stop.clone();
+                tokio::spawn(async move {
+                    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+                    }
+                    on_signal.cancel();
+                });
+                crate::mcp::http::serve(shared.clone(), options, stop, |addr| {
+                    eprintln!("cordis mcp: serving MCP (Streamable HTTP) at http://{addr}{}", crate::mcp::http::ENDPOINT);
+                })
+                .await
+            }
+            None => crate::mcp::serve_stdio(shared.clone()).await,
+        }
+    });
+    shared.close_all();
+    // Blocking reads of the watcher or of stdin must not hold the exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    result.map_err(|e| CliError::from(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -81,6 +81,9 @@ pub struct DevHost {
     /// The file (device, inode, size, modification time) whose change was
     /// last refused, per library.
     refused_files: Mutex<HashMap<PathBuf, library::FileIdentity>>,
+    /// Called after every applied reload (`cordis mcp --watch` tells its
+    /// clients when the tool catalog changed).
+    listeners: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
 impl DevHost {
@@ -99,7 +102,7 @@ impl DevHost {
         options.state_dir = Some(state_dir);
         let host = Host::boot(&options)?;
         let composition = Composition::compose(&options.composition, &options.layers)?;
-        Ok(DevHost { host, composition: Mutex::new(composition), layers: options.layers.clone(), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()), refused_files: Mutex::new(HashMap::new()) })
+        Ok(DevHost { host, composition: Mutex::new(composition), layers: options.layers.clone(), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()), refused_files: Mutex::new(HashMap::new()), listeners: Mutex::new(Vec::new()) })
     }
 
     /// The number of reloads applied so far.
@@ -200,6 +203,7 @@ impl DevHost {
                 *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
                 self.reloads.fetch_add(1, Ordering::SeqCst);
                 self.note(format!("composition reloaded: {}", touched.join(", ")));
+                self.reloaded();
                 Outcome::Reloaded(touched)
             }
             Err(e) => self.refuse(format!("the composition change was not applied ({e}); the running version is kept")),
@@ -299,6 +303,7 @@ impl DevHost {
                 self.reloads.fetch_add(1, Ordering::SeqCst);
                 self.library_reloads.fetch_add(1, Ordering::SeqCst);
                 self.note(format!("reloaded {} for {}", source.display(), users.join(", ")));
+                self.reloaded();
                 Outcome::Reloaded(users)
             }
             Err(e) => {
@@ -307,6 +312,18 @@ impl DevHost {
                 }
                 self.refuse(format!("{e}; the previous version keeps serving"))
             }
+        }
+    }
+
+    /// Calls `listener` after every reload that was applied (composition or
+    /// library), on the thread that applied it.
+    pub fn on_reload(&self, listener: impl Fn() + Send + Sync + 'static) {
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(listener));
+    }
+
+    fn reloaded(&self) {
+        for listener in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            listener();
         }
     }
 

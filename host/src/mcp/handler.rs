@@ -1,0 +1,215 @@
+//! The MCP requests a connection answers.
+//!
+//! | request | answer |
+//! | --- | --- |
+//! | `initialize` | attaches the connection's agent session (see [`super::connection`]); the instructions name it and its plan resource |
+//! | `tools/list` | the composition's catalog: name, description, input JSON Schema, in name order |
+//! | `tools/call` | the call through the tool registry, recorded in the session as the agent loop records it; the result's text content, `structuredContent` (the tool's value) and `isError`. Bad arguments and unknown tools are results with `isError: true` and the registry's error text, never protocol errors |
+//! | `resources/list` | the connection's session's projections, `cordis://session/{id}/{key}` |
+//! | `resources/templates/list` | `cordis://session/{id}/{projection}` |
+//! | `resources/read` | a projection of any stored session: JSON and text (see [`super::resources`]) |
+//! | `resources/subscribe`, `resources/unsubscribe` | `notifications/resources/updated` after each event the projection folds |
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeRequestParams, InitializeResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::Value;
+
+use super::connection::{ClientName, Connection};
+use super::{resources, McpError, Shared};
+use crate::tools::ToolSchema;
+
+/// The server side of one MCP connection.
+pub struct Handler {
+    shared: Arc<Shared>,
+    conn: Arc<Connection>,
+}
+
+impl Handler {
+    /// A handler for a new connection.
+    pub fn new(shared: Arc<Shared>) -> Handler {
+        let conn = Arc::new(Connection::new(shared.clone()));
+        shared.add_connection(&conn);
+        Handler { shared, conn }
+    }
+
+    /// The connection (to close it when the transport ends).
+    pub fn connection(&self) -> Arc<Connection> {
+        self.conn.clone()
+    }
+
+    fn session_id(&self) -> Option<String> {
+        self.conn.session().map(|s| s.id().to_string())
+    }
+}
+
+/// The protocol versions served: those with the `initialize` handshake.
+pub fn protocol_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
+}
+
+/// A catalog entry as an MCP tool.
+pub fn tool(schema: &ToolSchema) -> Tool {
+    let input = match &schema.parameters {
+        Value::Object(map) => map.clone(),
+        _ => serde_json::Map::new(),
+    };
+    Tool::new(schema.name.clone(), schema.description.clone(), Arc::new(input))
+}
+
+/// A registry result as an MCP tool result: the text as one text block,
+/// the value as `structuredContent`, and `isError`.
+pub fn call_result(result: &crate::tools::ToolResult) -> CallToolResult {
+    let text = vec![ContentBlock::text(result.text.clone())];
+    let mut out = if result.is_error { CallToolResult::error(text) } else { CallToolResult::success(text) };
+    out.structured_content = result.value();
+    out.is_error = Some(result.is_error);
+    out
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(e.to_string(), None)
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, McpError> + Send + 'static) -> Result<T, ErrorData> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(McpError::Busy(id))) => Err(ErrorData::invalid_request(McpError::Busy(id).to_string(), None)),
+        Ok(Err(e)) => Err(internal(e)),
+        Err(e) => Err(internal(format!("the call's thread failed: {e}"))),
+    }
+}
+
+impl ServerHandler for Handler {
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(protocol_versions())
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new("cordis", env!("CARGO_PKG_VERSION")));
+        if let Some(id) = self.session_id() {
+            let resources: Vec<String> = self.shared.projections.all().iter().map(|p| resources::uri(&id, &p.key)).collect();
+            let mut text = format!("The tools of a cordis composition. Every call is recorded in cordis session {id}.");
+            if !resources.is_empty() {
+                text.push_str(&format!(" Its state is in the resources {} (subscribe to follow them).", resources.join(", ")));
+            }
+            info = info.with_instructions(text);
+        }
+        info
+    }
+
+    async fn initialize(&self, request: InitializeRequestParams, context: RequestContext<RoleServer>) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let client = ClientName { name: request.client_info.name.clone(), version: request.client_info.version.clone() };
+        let conn = self.conn.clone();
+        blocking(move || conn.attach(client)).await?;
+        self.shared.add_peer(self.conn.id, context.peer.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.shared.tools.schemas().iter().map(tool).collect()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared.tools.get(name).map(|t| tool(&t.schema))
+    }
+
+    async fn call_tool(&self, request: CallToolRequestParams, _context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        let arguments = match &request.arguments {
+            Some(map) => serde_json::to_string(map).map_err(internal)?,
+            None => "{}".to_string(),
+        };
+        let conn = self.conn.clone();
+        let name = request.name.to_string();
+        // The whole call runs on a blocking thread that finishes it even if
+        // this request is dropped (the client went away mid-call).
+        let outcome = blocking(move || conn.call(&name, &arguments)).await?;
+        if let Some(session) = self.session_id() {
+            let projections = &self.shared.projections;
+            let targets = self.shared.hub.affected(&session, &outcome.appended, |key, kind| projections.get(key).is_some_and(|p| p.folds(kind)));
+            for (peer, uri) in targets {
+                if let Err(e) = peer.notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri)).await {
+                    tracing::debug!("resources/updated not delivered: {e}");
+                }
+            }
+        }
+        Ok(call_result(&outcome.result).into())
+    }
+
+    async fn list_resources(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+        let Some(id) = self.session_id() else { return Ok(ListResourcesResult::with_all_items(Vec::new())) };
+        let items = self
+            .shared
+            .projections
+            .all()
+            .into_iter()
+            .map(|p| {
+                Resource::new(resources::uri(&id, &p.key), p.key.clone())
+                    .with_title(format!("{} of cordis session {id}", p.key))
+                    .with_description(format!("The `{}` projection of this connection's session: JSON, and a text view", p.key))
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(items))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let template = ResourceTemplate::new(resources::TEMPLATE, "session projection")
+            .with_title("A projection of a stored cordis session (`todos` is the plan)")
+            .with_mime_type("application/json");
+        Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
+    }
+
+    async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let (id, key) = resources::parse(&uri).map_err(|e| ErrorData::resource_not_found(e, None))?;
+        let (id, key) = (id.to_string(), key.to_string());
+        let shared = self.shared.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let projection = shared.projections.get(&key).ok_or_else(|| format!("no projection `{key}` is registered"))?;
+            let state = shared.sessions.projection_state(&id, &key)?;
+            Ok::<_, String>((state.clone(), projection.render(&state)))
+        })
+        .await
+        .map_err(internal)?;
+        let (state, view) = read.map_err(|e| ErrorData::resource_not_found(format!("{uri}: {e}"), None))?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(state, uri.clone()).with_mime_type("application/json"),
+            ResourceContents::text(view, uri),
+        ])
+        .into())
+    }
+
+    async fn subscribe(&self, request: SubscribeRequestParams, context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let (id, key) = resources::parse(&request.uri).map_err(|e| ErrorData::resource_not_found(e, None))?;
+        if self.shared.projections.get(key).is_none() {
+            return Err(ErrorData::resource_not_found(format!("{}: no projection `{key}` is registered", request.uri), None));
+        }
+        self.shared.hub.subscribe(self.conn.id, &request.uri, id, key, context.peer.clone());
+        Ok(())
+    }
+
+    async fn unsubscribe(&self, request: UnsubscribeRequestParams, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.shared.hub.unsubscribe(self.conn.id, &request.uri);
+        Ok(())
+    }
+}
