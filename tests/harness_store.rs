@@ -371,3 +371,65 @@ fn watch_follows_file_stores_within_a_second() {
         let _ = dev.wait();
     }
 }
+
+#[test]
+fn damage_in_the_middle_is_refused_never_cut() {
+    let scratch = Scratch::new();
+    persistence_composition(&scratch, "zstd");
+    let id = "d9d967e8-0112-471c-a3b5-dfdc171aba61";
+    let rel = format!("--project--/{id}/session.jsonl.zstd");
+    let root = scratch.path().join(".sessions");
+    std::fs::create_dir_all(root.join(&rel).parent().unwrap()).unwrap();
+    let mut bytes = std::fs::read(store_fixture("zstd").join(&rel)).unwrap();
+    // Frame 2's first block claims far more bytes than the file holds, as a
+    // flipped size field would; whole frames follow it.
+    let frames = cordis_host::session::harness::frames::split(&bytes).unwrap();
+    let start = frames.complete[2].start;
+    let descriptor = bytes[start + 4];
+    let single = descriptor & 0x20 != 0;
+    let size_bytes = match descriptor >> 6 {
+        0 => usize::from(single),
+        f => 1 << f,
+    };
+    let dictionary = match descriptor & 3 {
+        3 => 4,
+        n => n as usize,
+    };
+    let block = start + 5 + usize::from(!single) + dictionary + size_bytes;
+    bytes[block] |= 0xF8;
+    bytes[block + 1] = 0xFF;
+    bytes[block + 2] = 0x0F;
+    std::fs::write(root.join(&rel), &bytes).unwrap();
+    let before = tree_bytes(&root);
+
+    let out = scratch.cordis(&["session", "show", "--root", &root.display().to_string(), id]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("the frame at byte {start} claims more bytes than the file holds")), "{stderr}");
+    let script = script();
+    let out = scratch.cordis(&["run", "--script", &script, "--session", id, "continue"]);
+    assert!(!out.status.success(), "{}", text(&out).0);
+    assert!(text(&out).1.contains("this is damage, not a torn write"), "{}", text(&out).1);
+    assert_eq!(tree_bytes(&root), before, "a damaged log is never cut");
+}
+
+#[test]
+fn ids_that_look_like_paths_stay_ids_in_a_root() {
+    let scratch = Scratch::new();
+    let root = scratch.path().join("root");
+    let source = store_fixture("plain/--project--/d9d967e8-0112-471c-a3b5-dfdc171aba61/session.jsonl");
+    for id in ["a/b", "x.jsonl", "../../etc"] {
+        let out = scratch.cordis(&["session", "import", "--root", &root.display().to_string(), &source.display().to_string(), "--id", id]);
+        assert!(out.status.success(), "{id}: {}", text(&out).1);
+    }
+    let out = scratch.cordis(&["session", "ls", "--root", &root.display().to_string()]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success() && !stderr.contains("skipping"), "{stdout}{stderr}");
+    assert_eq!(stdout.lines().filter(|l| l.contains("115 events")).count(), 3, "{stdout}");
+    for id in ["a/b", "x.jsonl", "../../etc"] {
+        let got = cordis_export(&scratch, Some(&root), id);
+        assert_eq!(got[0]["id"], id);
+        assert_eq!(got.len(), 116);
+    }
+    assert!(tree_bytes(&root).iter().all(|(p, _)| p.starts_with(&root)));
+}

@@ -573,6 +573,20 @@ fn the_plugin_loads_through_the_composition_and_refuses_bad_config() {
         .unwrap();
     assert_eq!(unset.status.code(), Some(1));
     assert!(text(&unset).0.contains("the environment variable CORDIS_TEST_KEY (apiKeyEnv) is not set"), "{:?}", text(&unset));
+    // `run` does not play the example script in the failed model's place.
+    std::fs::create_dir_all(scratch.path().join("examples")).unwrap();
+    std::fs::copy(repo_root().join("examples/plan-and-ship.script.yml"), scratch.path().join("examples/plan-and-ship.script.yml")).unwrap();
+    let run = Command::new(cordis_exe())
+        .args(["run", "Plan the release"])
+        .current_dir(scratch.path())
+        .env("CORDIS_PLUGIN_PATH", plugin_dir())
+        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+        .env_remove("CORDIS_TEST_KEY")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&run);
+    assert!(!run.status.success() && !stdout.contains("assistant"), "{stdout}");
+    assert!(stderr.contains("entry model did not load") && stderr.contains("CORDIS_TEST_KEY"), "{stderr}");
 
     // A key in the file instead of its variable's name is not a config key.
     scratch.composition(&composition("http://127.0.0.1:9/v1", "    apiKey: sk-123\n"));

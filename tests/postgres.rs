@@ -332,3 +332,27 @@ fn watch_shows_a_plan_written_elsewhere_within_a_second() {
     let _ = child.wait();
 }
 
+
+#[test]
+fn a_writer_carries_on_after_the_server_restarts() {
+    let server = PgServer::start();
+    let host = HostDir::new(&server);
+    let (mut child, mut stdin, mut stdout, id) = host.dev(None);
+    let mut call = |content: &str| -> Value {
+        writeln!(stdin, "{}", todo_call(content)).unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap()
+    };
+    assert_eq!(call("before")["isError"], false);
+    server.restart();
+    let after = call("after the restart");
+    assert_eq!(after["isError"], false, "{after}");
+    assert_eq!(call("and on")["isError"], false);
+    let _ = child.kill();
+    let _ = child.wait();
+    let written = written_todos(&host.export(&id));
+    for content in ["before", "after the restart", "and on"] {
+        assert!(written.contains(content), "{content} is missing");
+    }
+}

@@ -42,8 +42,8 @@ pub enum BootError {
     /// The composition could not be read.
     #[error(transparent)]
     Composition(#[from] CompositionError),
-    /// The state directory could not be opened.
-    #[error("state directory: {0}")]
+    /// The session store (state directory, `--root`) could not be opened.
+    #[error("session store: {0}")]
     Store(#[from] StoreError),
 }
 
@@ -125,6 +125,7 @@ fn open_store(options: &HostOptions, state_dir: &Path, chosen: Result<Option<Per
         // `check` reports everything else) with every session refused.
         (None, Ok(Some(Persistence::Postgres(c)))) => match c.resolve_url().map_err(StoreError::Unusable).and_then(|url| PostgresStore::connect(&url, &c.schema)) {
             Ok(store) => Arc::new(store),
+            Err(StoreError::Unusable(reason)) => Arc::new(UnusableStore { reason }),
             Err(e) => Arc::new(UnusableStore { reason: e.to_string() }),
         },
         (None, Ok(None)) => Arc::new(FlatStore::open(state_dir)?),

@@ -320,6 +320,28 @@ impl PgServer {
     pub fn port(&self) -> u16 {
         self.port
     }
+
+    /// Stops the server at once (as a crash would) and starts it again on
+    /// the same port; every client connection is cut.
+    ///
+    /// # Panics
+    /// When it does not come back.
+    pub fn restart(&self) {
+        let data = self.dir.path().join("data");
+        let stop = self.command("pg_ctl").arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]).output().expect("pg_ctl stop");
+        assert!(stop.status.success(), "pg_ctl stop failed: {}", text(&stop).1);
+        let options = format!("-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200", self.port, self.dir.path().display());
+        let out = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(self.dir.path().join("server.log"))
+            .args(["-o", &options, "-w", "-t", "60", "start"])
+            .output()
+            .expect("pg_ctl start");
+        assert!(out.status.success(), "pg_ctl start after a stop failed: {}", text(&out).1);
+    }
 }
 
 impl Drop for PgServer {

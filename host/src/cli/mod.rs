@@ -148,6 +148,11 @@ pub enum Command {
         /// scheme://host:port (repeatable; HTTP only).
         #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
         allow_origins: Vec<String>,
+        /// A name accepted in the `Host` header besides loopback and the
+        /// bound address: the name or address remote clients connect to
+        /// (repeatable; needed when binding 0.0.0.0; HTTP only).
+        #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
+        allow_hosts: Vec<String>,
         /// Reload the composition and plugin libraries as they change, as
         /// `cordis dev` does; connected clients get
         /// `notifications/tools/list_changed` when the tool catalog changes.
@@ -334,8 +339,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Dev { file, session } => dev(&cli, file.as_deref(), session.as_deref()),
-        Command::Mcp { session, http, token, allow_origins, watch } => {
-            mcp(&cli, session.as_deref(), http.as_deref(), token.clone(), allow_origins.clone(), *watch)
+        Command::Mcp { session, http, token, allow_origins, allow_hosts, watch } => {
+            mcp(&cli, session.as_deref(), http.as_deref(), token.clone(), (allow_origins.clone(), allow_hosts.clone()), *watch)
         }
         Command::Run { script, session, prompt } => run_turn(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
         Command::Session { command: SessionCommand::Ls, .. } => {
@@ -430,8 +435,22 @@ fn watch(host: &Host, id: &str) -> Result<ExitCode, CliError> {
     let mut shown: Option<u64> = None;
     let mut out = std::io::stdout().lock();
     loop {
-        if !follower.wait(std::time::Duration::from_secs(1)).map_err(|e| e.to_string())? {
-            continue;
+        match follower.wait(std::time::Duration::from_secs(1)) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            // The store went away (a database restart, a file replaced):
+            // follow again once it is back; the plan is drawn again then.
+            Err(e) => {
+                eprintln!("warning: {e}; following again when the store is back");
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                    if let Ok(f) = store.follow(id) {
+                        follower = f;
+                        break;
+                    }
+                }
+                continue;
+            }
         }
         let (session, _) = match sessions.view(id) {
             Ok(s) => s,
@@ -522,12 +541,13 @@ fn mcp(
     session_id: Option<&str>,
     http: Option<&str>,
     token: Option<String>,
-    allow_origins: Vec<String>,
+    allow: (Vec<String>, Vec<String>),
     watch: bool,
 ) -> Result<ExitCode, CliError> {
     let http = match http {
         Some(text) => {
-            let options = crate::mcp::http::HttpOptions { addr: http_addr(text)?, token, allowed_origins: allow_origins };
+            let (allowed_origins, allowed_hosts) = allow;
+            let options = crate::mcp::http::HttpOptions { addr: http_addr(text)?, token, allowed_origins, allowed_hosts };
             crate::mcp::http::check(&options).map_err(|e| e.to_string())?;
             Some(options)
         }
@@ -695,6 +715,12 @@ fn refuse_under_strict(what: &str, problems: &[LineProblem]) -> Result<(), CliEr
 /// `cordis.yml` is not an error (reading or importing a log needs no
 /// plugins; events of plugin-owned types then show as opaque).
 fn boot_for_sessions(cli: &Cli) -> Result<Host, CliError> {
+    // `--root` names a store to read; only `import` may start a new one.
+    if let Command::Session { root: Some(root), command } = &cli.command {
+        if !matches!(command, SessionCommand::Import { .. }) && !root.is_dir() {
+            return Err(format!("--root {}: no such folder (a harness session store is a folder)", root.display()).into());
+        }
+    }
     if cli.composition == Path::new("cordis.yml") && !cli.composition.exists() {
         let host = Host::boot_without_composition(&options(cli, &cli.composition, false)).map_err(|e| e.to_string())?;
         eprintln!("note: no cordis.yml here; no plugins are loaded, so their events show as opaque");
@@ -747,6 +773,17 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
             let script_path = match script {
                 Some(p) => p.to_path_buf(),
                 None => {
+                    // With no model, the example script stands in; not when
+                    // an entry did not load, which may be the model itself
+                    // (a missing API key, a library not built).
+                    if let Some(first) = host.failures(true).first() {
+                        return Err(format!(
+                            "no --script given and no entry provides a `model` service; entry {} did not load ({}), and it may be the model: fix it, or pass --script FILE to run a script",
+                            first.id,
+                            first.state.messages().first().map_or("see `cordis check`", |m| m.as_str())
+                        )
+                        .into());
+                    }
                     let default = host.dir().join(EXAMPLE_SCRIPT);
                     if !default.is_file() {
                         return Err(format!(

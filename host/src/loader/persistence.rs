@@ -63,8 +63,9 @@ pub fn configure(entry: &Entry) -> Result<Persistence, Vec<String>> {
     if postgres {
         let parsed: PostgresConfig =
             serde_json::from_value(config).map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
-        if let (Some(_), Err(e)) = (&parsed.url, parsed.resolve_url()) {
-            return Err(vec![format!("{}: entry {}: {e}", entry.locate_config(&[super::positions::Step::Key("url".into())]), entry.id)]);
+        if let Err(e) = parsed.check() {
+            let key = if parsed.url.is_some() { "url" } else { "urlEnv" };
+            return Err(vec![format!("{}: entry {}: {e}", entry.locate_config(&[super::positions::Step::Key(key.into())]), entry.id)]);
         }
         return Ok(Persistence::Postgres(parsed));
     }

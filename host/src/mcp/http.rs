@@ -6,7 +6,9 @@
 //!   `127.0.0.1:PORT` (loopback only). Binding any other address requires
 //!   `--token`, since every tool call writes to the user's sessions;
 //! - `Host` must name this machine's loopback (`localhost`, `127.0.0.1`,
-//!   `[::1]`) or the bound address (DNS rebinding protection);
+//!   `[::1]`), the bound address, or a name given with `--allow-host` (DNS
+//!   rebinding protection; bound to `0.0.0.0`, remote clients need their
+//!   name allowed);
 //! - a request carrying `Origin` is refused (403) unless the origin is this
 //!   server's own (`http://localhost:PORT`, `http://127.0.0.1:PORT`,
 //!   `http://[::1]:PORT`) or one given with `--allow-origin`, as the
@@ -44,6 +46,9 @@ pub struct HttpOptions {
     /// Browser origins allowed besides the server's own
     /// (`scheme://host:port`).
     pub allowed_origins: Vec<String>,
+    /// `Host` names accepted besides loopback and the bound address (the
+    /// names remote clients use, needed when bound to `0.0.0.0`).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Checks options before binding.
@@ -100,7 +105,12 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions, stop: Cancellation
     let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
     if !local.ip().is_unspecified() {
         hosts.push(local.ip().to_string());
+    } else if options.allowed_hosts.is_empty() {
+        eprintln!(
+            "cordis mcp: listening on every address, but only loopback names are accepted in the Host header; add --allow-host NAME for each name remote clients use"
+        );
     }
+    hosts.extend(options.allowed_hosts.iter().cloned());
     let mut origins: Vec<String> = ["localhost", "127.0.0.1", "[::1]"].iter().map(|h| format!("http://{h}:{port}")).collect();
     origins.extend(options.allowed_origins.iter().cloned());
     let config = StreamableHttpServerConfig::default()

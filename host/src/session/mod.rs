@@ -169,17 +169,29 @@ impl Sessions {
     }
 
     /// Reads a session for viewing, without locking: `what` is a stored id or
-    /// a path to a session file.
+    /// a path to a session file (a stored id is looked up first).
     ///
     /// # Errors
     /// [`StoreError`].
     pub fn view(&self, what: &str) -> Result<(Session, Vec<LineProblem>), StoreError> {
-        let mut log = if looks_like_path(what) {
-            read_path(Path::new(what))?
-        } else {
-            match &self.store {
-                Some(store) => store.read(what)?,
-                None => return Err(StoreError::NotFound { id: what.to_string(), dir: "memory".into() }),
+        // A stored session's id wins over a file of that name: a harness
+        // store's ids may contain `/` or end in `.jsonl`.
+        let stored = match &self.store {
+            Some(store) if store.check_id(what).is_ok() => match store.read(what) {
+                Ok(log) => Some(log),
+                Err(StoreError::NotFound { .. }) if looks_like_path(what) => None,
+                Err(e) => return Err(e),
+            },
+            _ => None,
+        };
+        let mut log = match stored {
+            Some(log) => log,
+            None if looks_like_path(what) => read_path(Path::new(what))?,
+            None => {
+                return Err(match &self.store {
+                    Some(store) => store.check_id(what).err().unwrap_or_else(|| StoreError::NotFound { id: what.to_string(), dir: store.location() }),
+                    None => StoreError::NotFound { id: what.to_string(), dir: "memory".into() },
+                })
             }
         };
         if let Some((line, _)) = log.torn.take() {

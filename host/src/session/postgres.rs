@@ -77,13 +77,27 @@ impl PostgresConfig {
         serde_json::json!({
             "type": "object",
             "additionalProperties": false,
-            "oneOf": [{"required": ["url"]}, {"required": ["urlEnv"]}],
             "properties": {
                 "url": {"type": "string", "minLength": 1, "description": "connection URL without a password"},
                 "urlEnv": {"type": "string", "minLength": 1, "description": "environment variable holding the connection URL"},
                 "schema": {"type": "string", "pattern": "^[a-z_][a-z0-9_]{0,62}$", "default": "cordis"}
             }
         })
+    }
+
+    /// Checks that exactly one of `url` and `urlEnv` is given and that
+    /// `url` carries no password (what can be checked without the
+    /// environment).
+    ///
+    /// # Errors
+    /// A message saying what to change.
+    pub fn check(&self) -> Result<(), String> {
+        match (&self.url, &self.url_env) {
+            (Some(_), Some(_)) => Err("give `url` or `urlEnv`, not both".into()),
+            (None, None) => Err("give `urlEnv` (the environment variable holding the connection URL) or `url`".into()),
+            (Some(_), None) => self.resolve_url().map(drop),
+            (None, Some(_)) => Ok(()),
+        }
     }
 
     /// The connection URL: from the environment variable, or `url` when it
@@ -319,6 +333,8 @@ impl PostgresStore {
         Ok(PostgresWriter {
             client,
             insert,
+            url: self.url.clone(),
+            schema: self.schema.clone(),
             id: id.to_string(),
             shown: self.shown.clone(),
             label: std::path::PathBuf::from(format!("{}/{id}", self.location())),
@@ -474,6 +490,9 @@ impl Follower for PostgresFollower {
 pub struct PostgresWriter {
     client: Client,
     insert: postgres::Statement,
+    /// For reconnecting after the server went away.
+    url: String,
+    schema: String,
     id: String,
     shown: String,
     label: std::path::PathBuf,
@@ -494,6 +513,28 @@ impl PostgresWriter {
             None => e.to_string(),
         };
         StoreError::Database { store: self.shown.clone(), detail }
+    }
+
+    fn reconnect(&mut self) -> Result<(), String> {
+        let mut config: postgres::Config = self.url.parse().map_err(|e: postgres::Error| e.to_string())?;
+        config.application_name(&application_name());
+        config.connect_timeout(std::time::Duration::from_secs(10));
+        let mut client = config.connect(NoTls).map_err(|e| e.to_string())?;
+        let got: bool = client
+            .query_one("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", &[&self.schema, &self.id])
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if !got {
+            return Err(format!("another writer took session `{}` while the connection was down", self.id));
+        }
+        if self.durability == Durability::None {
+            client.batch_execute("SET synchronous_commit = off").map_err(|e| e.to_string())?;
+        }
+        self.insert = client
+            .prepare(&format!("INSERT INTO \"{}\".events (session_id, seq, time, type, line) VALUES ($1, $2, $3, $4, $5)", self.schema))
+            .map_err(|e| e.to_string())?;
+        self.client = client;
+        Ok(())
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
@@ -517,8 +558,29 @@ impl LogWriter for PostgresWriter {
         if let Err(e) = result {
             if std::mem::take(&mut self.in_transaction) {
                 let _ = self.client.batch_execute("ROLLBACK");
+                return Err(self.err(e));
             }
-            return Err(self.err(e));
+            if !self.client.is_closed() {
+                return Err(self.err(e));
+            }
+            // The server went away (a restart, a lost connection): connect
+            // again, take the session's lock again (another writer may
+            // have it by now), and write the event unless the lost commit
+            // went through.
+            self.reconnect().map_err(|again| StoreError::Database {
+                store: self.shown.clone(),
+                detail: format!("{}; connecting again failed: {again}", self.err(e)),
+            })?;
+            let due: i64 = self
+                .client
+                .query_one(&format!("SELECT COALESCE(max(seq) + 1, 0) FROM \"{}\".events WHERE session_id = $1", self.schema), &[&self.id])
+                .map_err(|e| self.err(e))?
+                .get(0);
+            if due == event.seq as i64 + 1 {
+                return Ok(());
+            }
+            let insert = self.insert.clone();
+            self.client.execute(&insert, &[&self.id, &(event.seq as i64), &(event.time as i64), &event.kind, &line]).map_err(|e| self.err(e))?;
         }
         Ok(())
     }

@@ -41,6 +41,14 @@ pub enum StoreError {
     /// A session id that could escape the sessions folder or is malformed.
     #[error("invalid session id `{0}`: use 1-128 letters, digits, `-`, `_` or `.`, not starting with `.`")]
     BadId(String),
+    /// A session id a store cannot hold, with that store's rule.
+    #[error("invalid session id `{id}`: {rule}")]
+    BadIdFor {
+        /// The id (escaped for printing).
+        id: String,
+        /// The store's rule it breaks.
+        rule: String,
+    },
     /// No such session.
     #[error("no session `{id}` in {dir}")]
     NotFound {

@@ -117,6 +117,24 @@ pub fn split(buf: &[u8]) -> Result<Frames, String> {
     Ok(frames)
 }
 
+/// The offset of the first complete frame that passes its checksum and
+/// starts after `start` (a magic number anywhere in the bytes), if any.
+pub fn complete_frame_after(buf: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    while let Some(n) = buf.get(at..)?.windows(4).position(|w| w == MAGIC) {
+        let candidate = at + n;
+        if let Ok(frames) = split(&buf[candidate..]) {
+            if let Some(first) = frames.complete.first() {
+                if decompress(&buf[candidate + first.start..candidate + first.end]).is_ok() {
+                    return Some(candidate);
+                }
+            }
+        }
+        at = candidate + 1;
+    }
+    None
+}
+
 /// Decompresses one complete frame and checks its content checksum.
 ///
 /// # Errors
@@ -199,6 +217,30 @@ mod tests {
         let mut bad = whole.clone();
         bad[a.len()] ^= 0xFF;
         assert!(split(&bad).unwrap_err().contains(&format!("byte {}", a.len())));
+    }
+
+    #[test]
+    fn a_damaged_size_with_whole_frames_after_it_is_not_a_torn_tail() {
+        let mut enc = FrameEncoder::new().unwrap();
+        let a = enc.frame(b"{\"type\":\"session\"}\n").unwrap();
+        let b = enc.frame(&b"{\"seq\":0}\n".repeat(50)).unwrap();
+        let c = enc.frame(&b"{\"seq\":1}\n".repeat(50)).unwrap();
+        let mut whole = [a.clone(), b.clone(), c].concat();
+        assert_eq!(split(&whole).unwrap().torn_start, None);
+        // Frame b's first block header (after its frame header, sized as
+        // split reads it): make its size run past the end of the file.
+        let descriptor = whole[a.len() + 4];
+        let single = descriptor & 0x20 != 0;
+        let fcs = match descriptor >> 6 { 0 => usize::from(single), f => 1 << f };
+        let dict = match descriptor & 3 { 3 => 4, n => n as usize };
+        let block = a.len() + 5 + usize::from(!single) + dict + fcs;
+        whole[block] |= 0xF8;
+        whole[block + 1] = 0xFF;
+        whole[block + 2] = 0xFF;
+        let frames = split(&whole).unwrap();
+        assert_eq!(frames.torn_start, Some(a.len()));
+        assert_eq!(complete_frame_after(&whole, a.len()), Some(a.len() + b.len()));
+        assert_eq!(complete_frame_after(&whole[..a.len() + b.len() - 3], a.len()), None);
     }
 
     #[test]

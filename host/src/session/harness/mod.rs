@@ -325,6 +325,14 @@ fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(Re
             match frames.torn_start {
                 None => (scanner.finish(), None, complete_events),
                 Some(start) => {
+                    // A write cut short leaves only the last frame
+                    // incomplete; a damaged size field in an earlier frame
+                    // looks the same to the scan, but whole frames follow.
+                    if let Some(at) = frames::complete_frame_after(bytes, start) {
+                        return Err(corrupt(format!(
+                            "corrupt Zstandard log: the frame at byte {start} claims more bytes than the file holds, yet a complete frame follows at byte {at}: this is damage, not a torn write, so nothing is cut"
+                        )));
+                    }
                     let text = frames::decompress_prefix(&bytes[start..]);
                     scanner.write(&text).map_err(|e| corrupt(format!("corrupt log: {e}")))?;
                     let scanned = scanner.finish();
@@ -407,10 +415,15 @@ impl SessionStore for HarnessStore {
     }
 
     fn check_id(&self, id: &str) -> Result<(), StoreError> {
-        match layout::encode_segment(id) {
-            Ok(segment) if segment.len() <= 255 => Ok(()),
-            _ => Err(StoreError::BadId(id.escape_debug().to_string())),
-        }
+        let rule = match layout::encode_segment(id) {
+            Ok(segment) if segment.len() <= 255 => return Ok(()),
+            Ok(segment) => format!(
+                "escaped for a folder name it is {} bytes, more than a file name holds (255; each character other than a-z, A-Z, 0-9, `.`, `_`, `-` takes 5 or 10)",
+                segment.len()
+            ),
+            Err(e) => e,
+        };
+        Err(StoreError::BadIdFor { id: id.escape_debug().to_string(), rule })
     }
 
     fn create(&self, header: &Header, durability: Durability) -> Result<Box<dyn LogWriter>, StoreError> {
