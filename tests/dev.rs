@@ -21,8 +21,13 @@ struct Dev {
 
 impl Dev {
     fn start(dir: &Path, env: &[(&str, &str)]) -> Dev {
+        Dev::start_with(dir, env, &[])
+    }
+
+    fn start_with(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Dev {
         let mut cmd = Command::new(cordis_exe());
         cmd.arg("dev")
+            .args(args)
             .current_dir(dir)
             .env("CORDIS_PLUGIN_PATH", plugin_dir())
             .env_remove("RUST_LOG")
@@ -500,4 +505,80 @@ fn an_unrelated_library_renamed_over_a_watched_one_gives_one_notice() {
     assert!(!notices[0].contains("/proc/") && !notices[0].contains(".cordis"), "{notices:?}");
     assert!(!scratch.path().join(".cordis/hmr").exists());
     assert_eq!(dev.version(), "A", "the previous version keeps serving");
+}
+
+/// Issue 14: no reload limit, and resident memory bounded. 300 library
+/// reloads in one `cordis dev` process (the same pid throughout: restarts
+/// in place re-execute it) with calls between them, under a memory budget
+/// small enough that the host restarts itself in place many times: every
+/// reload answers with the new build, no call is lost or logged twice, the
+/// plan survives, and resident memory after the last reload is within the
+/// budget of what it was before the first.
+#[test]
+fn three_hundred_reloads_stay_within_the_memory_budget() {
+    const RELOADS: u64 = 300;
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let (a, b) = (build_bytes('A'), build_bytes('B'));
+    // Room for about six replaced builds of the fixture between restarts.
+    let size_mib = (a.len().max(b.len()) as u64).div_ceil(1024 * 1024);
+    let budget_mib = (6 * size_mib).max(32);
+    let mut dev = Dev::start_with(scratch.path(), &[], &["--memory-budget", &budget_mib.to_string()]);
+    let pid = dev.child.id();
+    assert_eq!(dev.version(), "A");
+    let first = r#"{"todos": [{"content": "step 0", "status": "in_progress"}]}"#;
+    assert_eq!(dev.call("todo_write", first)["isError"], false);
+    let rss_before = dev.rss_kib();
+    let start = Instant::now();
+    for i in 1..=RELOADS {
+        let (bytes, version) = if i % 2 == 1 { (&b, "B") } else { (&a, "A") };
+        atomic_rename(&lib, bytes);
+        let waited = Instant::now();
+        while dev.reloads() < i {
+            assert!(waited.elapsed() < Duration::from_secs(30), "reload {i} did not answer; stderr: {:?}", dev.stderr());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(dev.reloads(), i, "one reload per change");
+        assert_eq!(dev.version(), version, "reload {i} serves the new build");
+        let args = format!(r#"{{"todos": [{{"content": "step {i}", "status": "in_progress"}}]}}"#);
+        let result = dev.call("todo_write", &args);
+        assert_eq!(result["isError"], false, "call after reload {i}: {result}");
+    }
+    let elapsed = start.elapsed();
+    let rss_after = dev.rss_kib();
+    let status = dev.send("status");
+    let restarts = status["restarts"].as_u64().unwrap();
+    eprintln!(
+        "{RELOADS} reloads of a {size_mib} MiB library in {:.1} s with {restarts} restarts in place; VmRSS {rss_before} KiB before, {rss_after} KiB after (budget {budget_mib} MiB)",
+        elapsed.as_secs_f64()
+    );
+    assert!(restarts >= RELOADS / 10, "the budget makes the host restart in place: {status}");
+    assert_eq!(dev.child.id(), pid);
+    assert!(dev.child.try_wait().unwrap().is_none(), "still the same running process");
+    assert!(
+        rss_after <= rss_before + budget_mib * 1024,
+        "VmRSS {rss_after} KiB after {RELOADS} reloads, {rss_before} KiB before: more than the {budget_mib} MiB budget above it"
+    );
+    // Every call is in the log once, in order; the plan is the last list.
+    assert_eq!(dev.send("plan")["todos"], json!([{"content": format!("step {RELOADS}"), "status": "in_progress"}]));
+    let log_path = scratch.path().join(".cordis/sessions").join(format!("{}.jsonl", dev.session));
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let steps: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains(r#""type":"todo/write""#))
+        .map(|l| {
+            let event: Value = serde_json::from_str(l).unwrap();
+            let content = event["data"]["todos"][0]["content"].as_str().unwrap().to_string();
+            content.strip_prefix("step ").unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(steps, (0..=RELOADS).collect::<Vec<_>>(), "each call logged exactly once, in order");
+    let count = |kind: &str| log.lines().filter(|l| l.contains(&format!("\"type\":\"{kind}\""))).count() as u64;
+    // One tool/result per call: 2 before the loop, 2 per reload.
+    assert_eq!(count("tool/result"), 2 + 2 * RELOADS);
+    assert_eq!(count("turn/start"), 1, "the turn stays open across restarts");
+    let notices = dev.stderr();
+    assert_eq!(notices.iter().filter(|l| l.contains("restarting in place")).count() as u64, restarts, "one line per restart");
+    assert!(!notices.iter().any(|l| l.contains("keeps serving")), "{notices:?}");
+    assert_eq!(notices.iter().filter(|l| l.contains("cordis dev: watching")).count(), 1, "a restart prints nothing else: {notices:?}");
 }

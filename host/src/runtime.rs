@@ -34,6 +34,10 @@ pub struct HostOptions {
     /// composition's persistence entry and the state directory; its
     /// encoding is detected from the logs in it.
     pub session_root: Option<PathBuf>,
+    /// Sealed copies to load libraries from instead of their files, by
+    /// canonical source (handed over by a `cordis dev` that re-executed
+    /// itself; see [`crate::hmr::restart`]).
+    pub adopted_copies: Vec<(PathBuf, crate::loader::library::SealedCopy)>,
 }
 
 /// Booting failed as a whole.
@@ -78,6 +82,7 @@ impl Host {
         let plugin_path = PluginPath::standard(&options.plugin_dirs, &composition.dir);
         let cache = if options.private_copies { LibraryCache::private_copies() } else { LibraryCache::default() }
             .allow_writable(options.allow_writable_plugins);
+        cache.adopt(options.adopted_copies.clone());
         let loader = Loader::with_cache(services.clone(), plugin_path, cache);
         let reports = loader.load(&composition);
         Ok(Host { composition, services, loader, reports, state_dir })

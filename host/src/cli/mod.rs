@@ -126,6 +126,11 @@ pub enum Command {
         /// Continue this session instead of starting a new one.
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+        /// Memory, in MiB, that replaced plugin libraries may keep before
+        /// `cordis dev` restarts itself in place (same process id, same
+        /// session, same console) to let go of them.
+        #[arg(long, value_name = "MIB", default_value_t = crate::hmr::DEFAULT_MEMORY_BUDGET / (1024 * 1024), value_parser = clap::value_parser!(u64).range(1..))]
+        memory_budget: u64,
     },
     /// Serve the composition's tools to MCP clients: over stdio (the
     /// default), or Streamable HTTP at http://ADDR/mcp with --http. Each
@@ -268,6 +273,7 @@ fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
             Command::Session { root, .. } => root.clone(),
             _ => None,
         },
+        adopted_copies: Vec::new(),
     }
 }
 
@@ -338,7 +344,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Dev { file, session } => dev(&cli, file.as_deref(), session.as_deref()),
+        Command::Dev { file, session, memory_budget } => dev(&cli, file.as_deref(), session.as_deref(), *memory_budget),
         Command::Mcp { session, http, token, allow_origins, allow_hosts, watch } => {
             mcp(&cli, session.as_deref(), http.as_deref(), token.clone(), (allow_origins.clone(), allow_hosts.clone()), *watch)
         }
@@ -487,10 +493,18 @@ fn watch(host: &Host, id: &str) -> Result<ExitCode, CliError> {
     }
 }
 
-fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitCode, CliError> {
+fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_mib: u64) -> Result<ExitCode, CliError> {
+    // Before any thread starts: a restart in place hands its state over in
+    // the environment.
+    let handover = crate::hmr::restart::take();
     let file = file.map(Path::to_path_buf).unwrap_or_else(|| cli.composition.clone());
-    let dev = crate::hmr::DevHost::boot(options(cli, &file, false), crate::hmr::DevOptions::default()).map_err(|e| e.to_string())?;
-    {
+    let dev_options = crate::hmr::DevOptions {
+        memory_budget: memory_budget_mib.saturating_mul(1024 * 1024),
+        handover: handover.clone(),
+        ..crate::hmr::DevOptions::default()
+    };
+    let dev = crate::hmr::DevHost::boot(options(cli, &file, false), dev_options).map_err(|e| e.to_string())?;
+    if handover.is_none() || !dev.host.failures(false).is_empty() {
         let mut err = std::io::stderr().lock();
         render::check(&mut err, &dev.host);
     }
@@ -498,8 +512,20 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
         return Err(CliError { code: 1, message: "entries did not load: failed, missing or waiting (--strict)".into() });
     }
     let sessions = &dev.host.services.sessions;
-    let session = match session_id {
-        Some(id) => {
+    let session = match (&handover, session_id) {
+        // The session the replaced process ran; its lock goes with that
+        // process's descriptors, which a database may notice a moment late.
+        (Some(h), _) => {
+            let start = std::time::Instant::now();
+            loop {
+                match sessions.open(&h.session) {
+                    Ok((s, _)) => break s,
+                    Err(e) if start.elapsed() > std::time::Duration::from_secs(10) => return Err(e.to_string().into()),
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                }
+            }
+        }
+        (None, Some(id)) => {
             let (s, problems) = sessions.open(id).map_err(|e| e.to_string())?;
             if cli.strict {
                 refuse_under_strict(id, &problems)?;
@@ -509,17 +535,28 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>) -> Result<ExitC
             }
             s
         }
-        None => sessions.create(std::env::current_dir().ok().map(|p| p.display().to_string())).map_err(|e| e.to_string())?,
+        (None, None) => sessions.create(std::env::current_dir().ok().map(|p| p.display().to_string())).map_err(|e| e.to_string())?,
     };
     let dev = Arc::new(dev);
     crate::hmr::watch(dev.clone()).map_err(CliError::from)?;
-    eprintln!(
-        "cordis dev: watching {} and {} plugin libraries; session {}; commands on stdin (`help`)",
-        dev.composition_path().display(),
-        dev.library_sources().len(),
-        session.id()
-    );
-    crate::hmr::console::run(&dev, &session, std::io::stdin().lock(), std::io::stdout().lock());
+    let pending = match &handover {
+        Some(h) => {
+            // What changed while the restart was made, the change that
+            // asked for it included.
+            dev.catch_up();
+            h.take_input()
+        }
+        None => {
+            eprintln!(
+                "cordis dev: watching {} and {} plugin libraries; session {}; commands on stdin (`help`)",
+                dev.composition_path().display(),
+                dev.library_sources().len(),
+                session.id()
+            );
+            Vec::new()
+        }
+    };
+    crate::hmr::console::run_stdio(&dev, &session, pending);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -7,14 +7,22 @@
 //! | `call NAME ARGS` | runs tool NAME with the raw argument text ARGS as the dev session's agent (opening a turn if none is open): `{"isError","text","value"}` |
 //! | `plan` | every projection's state for the dev session: `{"todos": ...}` |
 //! | `tools` | `[{"name","description"}]` |
-//! | `status` | `{"reloads", "entries": [{"id","plugin","fiber","library","copy","config"}]}` |
+//! | `status` | `{"reloads", "restarts", "entries": [{"id","plugin","fiber","library","copy","config"}], "waiting": [ids]}` |
 //! | `end` | ends the open turn: `{"ended": N}` |
 //! | `turn PROMPT` | runs one agent turn for PROMPT with the composition's `model` service (the provider as it is now, after any reload): `{"turn", "reason": "completed", "steps", "toolCalls", "toolErrors", "text", "provider", "model"}`, or `{"turn", "reason": "error" \| "interrupted", "error"}` |
 //! | `help` | `{"commands": [...]}` |
 //!
-//! The first line printed is `{"ready": true, "session": ID, "pid": PID}`.
+//! The first line printed is `{"ready": true, "session": ID, "pid": PID}`
+//! (not again after a restart in place: the console goes on as if nothing
+//! happened).
+//!
+//! The console reads its input itself, unbuffered by std, waiting on the
+//! input and on the dev host's wake-up descriptor at once: a restart in
+//! place ([`super::restart`]) is made between two commands, handing over
+//! the input already read and not yet answered.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -23,17 +31,99 @@ use super::DevHost;
 use crate::agent::{call_tool, close_open_step, Agent, Interrupt, Model, Quiet, ServiceModel, ToolCallRequest, TurnError};
 use crate::session::{Appender, Session};
 
+/// Console input: bytes read from a descriptor (stdin), split into lines.
+pub struct Input<'a> {
+    fd: BorrowedFd<'a>,
+    /// Read and not yet answered.
+    pending: Vec<u8>,
+    ended: bool,
+}
+
+/// What [`Input::next`] found.
+enum Next {
+    Line(String),
+    Restart,
+    End,
+}
+
+impl<'a> Input<'a> {
+    /// Input read from `fd`, after `pending` (bytes handed over by the
+    /// process this one replaced).
+    pub fn new(fd: BorrowedFd<'a>, pending: Vec<u8>) -> Input<'a> {
+        Input { fd, pending, ended: false }
+    }
+
+    /// The next line (without its line break, invalid UTF-8 replaced), a
+    /// due restart (checked before each line), or the end of the input.
+    fn next(&mut self, dev: &DevHost) -> Next {
+        use rustix::event::{poll, PollFd, PollFlags};
+        loop {
+            if dev.restart_due().is_some() {
+                return Next::Restart;
+            }
+            if let Some(at) = self.pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=at).collect();
+                return Next::Line(String::from_utf8_lossy(&line[..at]).into_owned());
+            }
+            if self.ended {
+                if self.pending.is_empty() {
+                    return Next::End;
+                }
+                let line = std::mem::take(&mut self.pending);
+                return Next::Line(String::from_utf8_lossy(&line).into_owned());
+            }
+            let wake = dev.wake_fd();
+            let mut fds = [PollFd::new(&self.fd, PollFlags::IN), PollFd::new(&wake, PollFlags::IN)];
+            match poll(&mut fds, None) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(_) => self.ended = true,
+            }
+            if fds[1].revents().contains(PollFlags::IN) {
+                let mut count = [0u8; 8];
+                let _ = rustix::io::read(dev.wake_fd(), &mut count);
+            }
+            if fds[0].revents().intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL) {
+                let mut buf = [0u8; 64 * 1024];
+                match rustix::io::read(self.fd, &mut buf) {
+                    Ok(0) => self.ended = true,
+                    Ok(n) => self.pending.extend_from_slice(&buf[..n]),
+                    Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                    Err(_) => self.ended = true,
+                }
+            }
+        }
+    }
+}
+
+/// Runs the console on stdin and stdout until the input ends, restarting
+/// in place when the dev host says a restart is due.
+pub fn run_stdio(dev: &Arc<DevHost>, session: &Arc<Session>, pending: Vec<u8>) {
+    let stdin = std::io::stdin();
+    run(dev, session, Input::new(stdin.as_fd(), pending), std::io::stdout().lock());
+}
+
 /// Runs the console until `input` ends.
-pub fn run(dev: &Arc<DevHost>, session: &Arc<Session>, input: impl BufRead, mut output: impl Write) {
-    let _ = writeln!(output, "{}", json!({"ready": true, "session": session.id(), "pid": std::process::id()}));
-    let _ = output.flush();
+pub fn run(dev: &Arc<DevHost>, session: &Arc<Session>, mut input: Input<'_>, mut output: impl Write) {
+    if dev.handover().is_none() {
+        let _ = writeln!(output, "{}", json!({"ready": true, "session": session.id(), "pid": std::process::id()}));
+        let _ = output.flush();
+    }
     let mut step = 0u32;
     let interrupt = Interrupt::new();
     if let Err(e) = interrupt.install_sigint() {
         eprintln!("warning: Ctrl-C cannot be caught ({e}); it will stop the process without closing a turn");
     }
-    for line in input.lines() {
-        let Ok(line) = line else { break };
+    loop {
+        let line = match input.next(dev) {
+            Next::Line(line) => line,
+            Next::Restart => {
+                let _ = output.flush();
+                // Returns only when the restart failed; the host goes on.
+                dev.restart(session.id(), &input.pending);
+                continue;
+            }
+            Next::End => break,
+        };
         let line = line.trim();
         if line.is_empty() {
             continue;

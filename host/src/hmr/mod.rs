@@ -17,14 +17,18 @@
 //!   reloaded plugin are folded again from the log on next use.
 //!
 //! A library can never be unloaded (`abi_stable` leaks it by design), so each
-//! reload keeps one more mapping of a library alive; the number of reloads is
-//! capped by [`DevOptions::max_reloads`].
+//! reload keeps one more mapping of a library alive. When what they keep
+//! would pass [`DevOptions::memory_budget`], the host restarts itself in
+//! place instead, on the same session ([`restart`]); there is no limit on
+//! the number of reloads.
 
 pub mod console;
+pub mod restart;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -43,15 +47,24 @@ pub struct DevOptions {
     pub debounce: Duration,
     /// How long a changed library may take to become complete.
     pub settle_timeout: Duration,
-    /// Library reloads after which library changes are refused (each keeps
-    /// a mapping); restart `cordis dev` to reset. Composition reloads do not
-    /// count.
-    pub max_reloads: u64,
+    /// Memory, in bytes, that replaced libraries may keep: when loading a
+    /// new build would take either the replaced copies' bytes or the
+    /// growth of resident memory since start (counting the new build
+    /// twice, for its mapping and what its `apply` allocates) past it, the
+    /// host restarts itself in place instead ([`restart`]). Default
+    /// [`DEFAULT_MEMORY_BUDGET`].
+    pub memory_budget: u64,
+    /// What an earlier process of this `cordis dev` handed over, when this
+    /// one is a restart.
+    pub handover: Option<restart::Handover>,
 }
+
+/// The default [`DevOptions::memory_budget`]: 128 MiB.
+pub const DEFAULT_MEMORY_BUDGET: u64 = 128 * 1024 * 1024;
 
 impl Default for DevOptions {
     fn default() -> Self {
-        DevOptions { debounce: Duration::from_millis(150), settle_timeout: Duration::from_secs(60), max_reloads: 100 }
+        DevOptions { debounce: Duration::from_millis(150), settle_timeout: Duration::from_secs(60), memory_budget: DEFAULT_MEMORY_BUDGET, handover: None }
     }
 }
 
@@ -64,6 +77,9 @@ pub enum Outcome {
     Reloaded(Vec<String>),
     /// Nothing changed, for this reason.
     Refused(String),
+    /// Loading the change would pass the memory budget: the host restarts
+    /// in place (between console commands) and handles it then.
+    Restarting,
 }
 
 /// A host that reloads its composition and libraries while it runs.
@@ -75,9 +91,24 @@ pub struct DevHost {
     options: DevOptions,
     reloads: AtomicU64,
     library_reloads: AtomicU64,
-    /// The content hash of the last build refused per library, so one
-    /// broken build is reported once, however many events it causes.
-    refused: Mutex<HashMap<PathBuf, u64>>,
+    /// Restarts in place so far (carried across them).
+    restarts: u64,
+    /// Bytes of the sealed copies reloads loaded in this process: each
+    /// stays mapped for good (a library is never unloaded), so all but the
+    /// running ones are what reloads keep.
+    kept: AtomicU64,
+    /// Resident memory when this process had booted.
+    rss_at_boot: u64,
+    /// Why a restart in place is due, once one is.
+    restart_due: Mutex<Option<String>>,
+    /// Signalled when a restart is due (the console waits on it beside its
+    /// input).
+    wake: OwnedFd,
+    /// Held while a change is handled, so a restart never cuts one short.
+    busy: Mutex<()>,
+    /// The copy of the last build refused per library, so one broken
+    /// build is reported once, however many events it causes.
+    refused: Mutex<HashMap<PathBuf, library::SealedCopy>>,
     /// The file (device, inode, size, modification time) whose change was
     /// last refused, per library.
     refused_files: Mutex<HashMap<PathBuf, library::FileIdentity>>,
@@ -100,9 +131,116 @@ impl DevHost {
         clean_copies(&state_dir.join("hmr"));
         options.private_copies = true;
         options.state_dir = Some(state_dir);
+        if let Some(handover) = &dev.handover {
+            options.adopted_copies = handover.adopt_copies();
+        }
         let host = Host::boot(&options)?;
         let composition = Composition::compose(&options.composition, &options.layers)?;
-        Ok(DevHost { host, composition: Mutex::new(composition), layers: options.layers.clone(), options: dev, reloads: AtomicU64::new(0), library_reloads: AtomicU64::new(0), refused: Mutex::new(HashMap::new()), refused_files: Mutex::new(HashMap::new()), listeners: Mutex::new(Vec::new()) })
+        let wake = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
+            .map_err(|e| BootError::Store(crate::session::StoreError::Unusable(format!("cannot create an eventfd: {e}"))))?;
+        let carried = dev.handover.clone().unwrap_or_default();
+        Ok(DevHost {
+            host,
+            composition: Mutex::new(composition),
+            layers: options.layers.clone(),
+            reloads: AtomicU64::new(carried.reloads),
+            library_reloads: AtomicU64::new(carried.library_reloads),
+            restarts: carried.restarts,
+            kept: AtomicU64::new(0),
+            rss_at_boot: restart::resident_bytes().unwrap_or(0),
+            restart_due: Mutex::new(None),
+            wake,
+            busy: Mutex::new(()),
+            options: dev,
+            refused: Mutex::new(HashMap::new()),
+            refused_files: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// What the process this one replaced handed over, if this is a
+    /// restart in place.
+    pub fn handover(&self) -> Option<&restart::Handover> {
+        self.options.handover.as_ref()
+    }
+
+    /// The number of restarts in place so far.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// The descriptor that becomes readable when a restart is due.
+    pub fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.wake.as_fd()
+    }
+
+    /// Why a restart in place is due, if one is.
+    pub fn restart_due(&self) -> Option<String> {
+        self.restart_due.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Restarts in place (see [`restart`]): waits for the change being
+    /// handled and the calls in flight, then re-executes this program on
+    /// `session`, handing over the running libraries and `input`, the
+    /// console input read but not answered. Call it between two console
+    /// commands. Returns only when the restart could not be made; the host
+    /// then goes on in this process, loading new builds here.
+    pub fn restart(&self, session: &str, input: &[u8]) -> String {
+        let _changes = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _calls = self.host.services.tools.exclusive();
+        let reason = self.restart_due().unwrap_or_default();
+        let handover = restart::Handover {
+            session: session.to_string(),
+            reloads: self.reloads(),
+            library_reloads: self.library_reloads.load(Ordering::SeqCst),
+            restarts: self.restarts + 1,
+            copies: Vec::new(),
+            input: None,
+        };
+        let copies = self.host.loader.libraries().copies();
+        self.note(format!("restarting in place to let go of replaced plugin libraries ({reason}); session {session} continues"));
+        let error = restart::exec(handover, &copies, input);
+        // Still here: go on without restarting.
+        self.kept.store(0, Ordering::SeqCst);
+        *self.restart_due.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let message = format!("could not restart in place ({error}); going on in this process");
+        self.note(message.clone());
+        message
+    }
+
+    /// After a restart in place: handles whatever changed while it was
+    /// made, the change that asked for it included, as ordinary reloads.
+    pub fn catch_up(&self) {
+        self.composition_changed();
+        for source in self.library_sources() {
+            self.library_changed(&source);
+        }
+    }
+
+    /// Whether loading a new build of `len` bytes must wait for a restart:
+    /// returns the reason.
+    fn over_budget(&self, len: u64) -> Option<String> {
+        let budget = self.options.memory_budget;
+        let kept = self.kept.load(Ordering::SeqCst);
+        let grown = restart::resident_bytes().map_or(0, |now| now.saturating_sub(self.rss_at_boot));
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        if kept.saturating_add(len) > budget || grown.saturating_add(len.saturating_mul(2)) > budget {
+            return Some(format!(
+                "{:.1} MiB kept by replaced libraries, resident memory {:.1} MiB above start, a new build of {:.1} MiB, budget {:.0} MiB",
+                mib(kept),
+                mib(grown),
+                mib(len),
+                mib(budget)
+            ));
+        }
+        None
+    }
+
+    /// Whether the composition on disk composes: a restart boots from it,
+    /// so a half-edited one postpones restarts.
+    fn composition_composes(&self) -> bool {
+        Composition::compose(&self.composition_path(), &self.layers).is_ok()
     }
 
     /// The number of reloads applied so far.
@@ -135,6 +273,10 @@ impl DevHost {
 
     /// Re-reads the composition and applies what changed.
     pub fn composition_changed(&self) -> Outcome {
+        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        if self.restart_due().is_some() {
+            return Outcome::Restarting;
+        }
         let path = self.composition_path();
         let next = match Composition::compose(&path, &self.layers) {
             Ok(c) => c,
@@ -215,6 +357,10 @@ impl DevHost {
     /// (same inode, size and modification time) gets one notice, however
     /// many watch events it causes.
     pub fn library_changed(&self, source: &Path) -> Outcome {
+        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        if self.restart_due().is_some() {
+            return Outcome::Restarting;
+        }
         let identity = library::file_identity(source);
         if identity.is_some() && self.refused_files.lock().unwrap_or_else(|e| e.into_inner()).get(source) == identity.as_ref() {
             return Outcome::Unchanged;
@@ -234,13 +380,6 @@ impl DevHost {
     }
 
     fn reload_library(&self, source: &Path) -> Outcome {
-        if self.library_reloads.load(Ordering::SeqCst) >= self.options.max_reloads {
-            return self.refuse(format!(
-                "{} was not reloaded: {} reloads reached the limit (each keeps a library mapping alive); restart cordis dev",
-                source.display(),
-                self.options.max_reloads
-            ));
-        }
         let loader = &self.host.loader;
         let users: Vec<String> =
             loader.live_libraries().into_iter().filter(|(_, p)| p == source).map(|(id, _)| id).collect();
@@ -248,25 +387,37 @@ impl DevHost {
             return Outcome::Unchanged;
         }
         let old = loader.libraries().get(source);
-        let fresh = match loader.libraries().reload(source) {
+        let sealed = match loader.libraries().changed_copy(source) {
             Ok(None) => return Outcome::Unchanged,
-            Ok(Some(lib)) => lib,
+            Ok(Some(sealed)) => sealed,
             Err(e) => return self.refuse(format!("{e}; the previous version keeps serving")),
         };
-        let restore = || {
-            if let Some(old) = &old {
-                loader.libraries().set(old.clone());
+        {
+            let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            if refused.get(source).is_some_and(|r| r.same_content(&sealed)) {
+                return Outcome::Unchanged;
+            }
+        }
+        if let Some(reason) = self.over_budget(sealed.len()) {
+            if self.composition_composes() {
+                *self.restart_due.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+                // Wakes the console, which restarts between two commands.
+                let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
+                return Outcome::Restarting;
+            }
+            self.note(format!("{reason}: a restart is due, but the composition does not compose now; loading {} in this process", source.display()));
+        }
+        let fresh = match loader.libraries().load_copy(source, sealed.clone()) {
+            Ok(lib) => lib,
+            Err(e) => {
+                self.kept.fetch_add(sealed.len(), Ordering::SeqCst);
+                self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), sealed);
+                return self.refuse(format!("{e}; the previous version keeps serving"));
             }
         };
-        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-        if fresh.hash.is_some() && refused.get(source) == fresh.hash.as_ref() {
-            restore();
-            return Outcome::Unchanged;
-        }
-        if let Some(hash) = fresh.hash {
-            refused.insert(source.to_path_buf(), hash);
-        }
-        drop(refused);
+        // Every copy loaded is mapped for good, also a refused one.
+        self.kept.fetch_add(sealed.len(), Ordering::SeqCst);
+        self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), sealed);
         // The new build must still export the plugin each entry runs.
         for id in &users {
             let Some((was, export)) = loader.with_active(id, |a| (a.picked.decl.name.to_string(), a.export.clone())) else { continue };
@@ -300,6 +451,8 @@ impl DevHost {
             Ok(restarted) => {
                 let users: Vec<String> = users.into_iter().chain(restarted).collect();
                 self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
+                // The copy now running was counted when it loaded; the one
+                // it replaced stays mapped, which is what was counted.
                 self.reloads.fetch_add(1, Ordering::SeqCst);
                 self.library_reloads.fetch_add(1, Ordering::SeqCst);
                 self.note(format!("reloaded {} for {}", source.display(), users.join(", ")));
@@ -351,7 +504,7 @@ impl DevHost {
                 })
             })
             .collect();
-        serde_json::json!({"reloads": self.reloads(), "entries": entries, "waiting": loader.pending_ids()})
+        serde_json::json!({"reloads": self.reloads(), "restarts": self.restarts, "entries": entries, "waiting": loader.pending_ids()})
     }
 }
 

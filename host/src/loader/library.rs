@@ -28,8 +28,8 @@ pub struct Library {
     pub path: PathBuf,
     /// The file the composition names (canonical).
     pub source: PathBuf,
-    /// Hash of the file's content, when it was loaded from a copy.
-    pub hash: Option<u64>,
+    /// The sealed in-memory copy it was loaded from (private copies only).
+    pub copy: Option<SealedCopy>,
     /// The library's own name (`tool-todo`).
     pub name: String,
     /// Its plugin declarations, in the order the library lists them.
@@ -120,17 +120,110 @@ pub enum LoadError {
 #[derive(Default)]
 pub struct LibraryCache {
     loaded: Mutex<HashMap<PathBuf, Arc<Library>>>,
+    /// Copies handed over by the process this one replaced (`cordis dev`
+    /// re-executing itself), by source: loaded instead of a new copy.
+    adopted: Mutex<HashMap<PathBuf, SealedCopy>>,
     /// Files the package search found unloadable, with their identity then.
     unloadable: Mutex<HashMap<PathBuf, FileIdentity>>,
     private: bool,
     allow_writable: bool,
 }
 
-/// A sealed in-memory copy of a library file.
-struct Sealed {
-    file: File,
-    path: PathBuf,
-    hash: u64,
+/// A sealed in-memory copy of a library file: a `memfd` sealed against
+/// writing, shrinking and growing, so its bytes can never change. It stays
+/// open for the life of the process (the library mapped from it is never
+/// unloaded), and can be handed to a `cordis dev` that re-executes itself
+/// (see [`LibraryCache::adopt`]).
+#[derive(Clone)]
+pub struct SealedCopy {
+    file: Arc<File>,
+    len: u64,
+}
+
+impl std::fmt::Debug for SealedCopy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SealedCopy").field("fd", &self.fd()).field("len", &self.len).finish()
+    }
+}
+
+impl SealedCopy {
+    /// Its size in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it is empty (never, for a copy that loaded).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Its file descriptor number in this process.
+    pub fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.file.as_raw_fd()
+    }
+
+    /// The path the dynamic loader knows it by, `/proc/self/fd/N`.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd()))
+    }
+
+    /// Whether both copies hold the same bytes: different sizes differ at
+    /// once; equal sizes are compared until the first difference (a build
+    /// with the same content is the only case read to the end).
+    pub fn same_content(&self, other: &SealedCopy) -> bool {
+        use std::os::unix::fs::FileExt;
+        if self.len != other.len {
+            return false;
+        }
+        if Arc::ptr_eq(&self.file, &other.file) {
+            return true;
+        }
+        let (mut a, mut b) = (vec![0u8; 256 * 1024], vec![0u8; 256 * 1024]);
+        let mut at = 0u64;
+        while at < self.len {
+            let n = usize::try_from((self.len - at).min(a.len() as u64)).unwrap_or(a.len());
+            if self.file.read_exact_at(&mut a[..n], at).is_err() || other.file.read_exact_at(&mut b[..n], at).is_err() {
+                return false;
+            }
+            if a[..n] != b[..n] {
+                return false;
+            }
+            at += n as u64;
+        }
+        true
+    }
+
+    /// Lets the copy's descriptor survive `exec` (it is close-on-exec
+    /// otherwise), for a process that re-executes itself and adopts it.
+    ///
+    /// # Errors
+    /// The `fcntl` error.
+    pub fn keep_across_exec(&self) -> std::io::Result<()> {
+        rustix::io::fcntl_setfd(&*self.file, rustix::io::FdFlags::empty()).map_err(std::io::Error::from)
+    }
+
+    /// Takes over descriptor `fd`, inherited across `exec`, if it is a
+    /// memfd sealed against writing, shrinking and growing; it is made
+    /// close-on-exec again.
+    ///
+    /// # Safety
+    /// `fd` must be open and owned by nobody else in this process.
+    pub unsafe fn adopt(fd: i32) -> Option<SealedCopy> {
+        use rustix::fs::{fcntl_get_seals, SealFlags};
+        use std::os::fd::FromRawFd;
+        if fd < 0 {
+            return None;
+        }
+        let file = File::from_raw_fd(fd);
+        let seals = fcntl_get_seals(&file).ok()?;
+        if !seals.contains(SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW) {
+            return None;
+        }
+        rustix::io::fcntl_setfd(&file, rustix::io::FdFlags::CLOEXEC).ok()?;
+        let len = file.metadata().ok()?.len();
+        Some(SealedCopy { file: Arc::new(file), len })
+    }
 }
 
 impl LibraryCache {
@@ -144,6 +237,23 @@ impl LibraryCache {
     pub fn allow_writable(mut self, allow: bool) -> LibraryCache {
         self.allow_writable = allow;
         self
+    }
+
+    /// Loads each library named by `copies` (canonical source, sealed copy)
+    /// from that copy rather than from its file, the first time it is
+    /// loaded: a `cordis dev` that re-executes itself keeps running the very
+    /// builds it ran.
+    pub fn adopt(&self, copies: Vec<(PathBuf, SealedCopy)>) {
+        self.adopted.lock().unwrap_or_else(|e| e.into_inner()).extend(copies);
+    }
+
+    /// Every library loaded now, by source, with the sealed copy it runs
+    /// from (private copies only).
+    pub fn copies(&self) -> Vec<(PathBuf, SealedCopy)> {
+        let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(PathBuf, SealedCopy)> = loaded.iter().filter_map(|(s, l)| Some((s.clone(), l.copy.clone()?))).collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// Loads the library at `path` (or returns the one already loaded).
@@ -211,21 +321,44 @@ impl LibraryCache {
     }
 
     /// Loads the current content of `source` again, if it changed: returns
-    /// `None` when its content hash equals the loaded copy's.
+    /// `None` when it holds the same bytes as the loaded copy.
     ///
     /// # Errors
     /// [`LoadError`]; the library loaded before stays in the cache.
     pub fn reload(&self, source: &Path) -> Result<Option<Arc<Library>>, LoadError> {
         let source = canonical(source)?;
-        let current = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&source).cloned();
         if !self.private {
             return self.load_fresh(&source).map(Some);
         }
-        let sealed = self.seal(&source)?;
-        if current.is_some_and(|c| c.hash == Some(sealed.hash)) {
+        match self.changed_copy(&source)? {
+            Some(sealed) => self.load_copy(&source, sealed).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A sealed private copy of the current content of `source` (canonical),
+    /// checked to be a complete shared object, or `None` when it holds the
+    /// same bytes as the copy loaded now. Nothing is loaded.
+    ///
+    /// # Errors
+    /// [`LoadError`].
+    pub fn changed_copy(&self, source: &Path) -> Result<Option<SealedCopy>, LoadError> {
+        let current = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(source).cloned();
+        let sealed = self.seal(source)?;
+        if current.is_some_and(|c| c.copy.as_ref().is_some_and(|copy| copy.same_content(&sealed))) {
             return Ok(None);
         }
-        self.load_sealed(&source, sealed).map(Some)
+        Ok(Some(sealed))
+    }
+
+    /// Loads `sealed`, a copy made by [`LibraryCache::changed_copy`], as the
+    /// library of `source` (canonical).
+    ///
+    /// # Errors
+    /// [`LoadError`] naming `source`; the library loaded before stays in
+    /// the cache.
+    pub fn load_copy(&self, source: &Path, sealed: SealedCopy) -> Result<Arc<Library>, LoadError> {
+        self.load_sealed(source, sealed)
     }
 
     /// The loaded library for `source`, if any.
@@ -241,7 +374,11 @@ impl LibraryCache {
 
     fn load_fresh(&self, source: &Path) -> Result<Arc<Library>, LoadError> {
         if self.private {
-            let sealed = self.seal(source)?;
+            let adopted = self.adopted.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
+            let sealed = match adopted {
+                Some(copy) => copy,
+                None => self.seal(source)?,
+            };
             return self.load_sealed(source, sealed);
         }
         if !self.allow_writable {
@@ -252,15 +389,12 @@ impl LibraryCache {
         Ok(lib)
     }
 
-    /// Copies `source` into a new memfd, hashing the bytes as they are
-    /// copied, seals it, and checks the copy is a complete shared object:
-    /// the bytes hashed and checked are the bytes loaded, whatever happens
-    /// to `source` meanwhile.
-    fn seal(&self, source: &Path) -> Result<Sealed, LoadError> {
+    /// Copies `source` into a new memfd (in the kernel: the bytes never
+    /// pass through this process), seals it, and checks the
+    /// copy is a complete shared object: the bytes checked are the bytes
+    /// loaded, whatever happens to `source` meanwhile.
+    fn seal(&self, source: &Path) -> Result<SealedCopy, LoadError> {
         use rustix::fs::{fcntl_add_seals, memfd_create, MemfdFlags, SealFlags};
-        use std::hash::Hasher;
-        use std::io::Write;
-        use std::os::fd::AsRawFd;
         if !self.allow_writable {
             check_not_writable_by_all(source)?;
         }
@@ -269,29 +403,25 @@ impl LibraryCache {
         let fd = memfd_create(c"cordis-plugin", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).map_err(|e| failed("memfd_create", e.into()))?;
         let mut copy = File::from(fd);
         let mut input = File::open(source).map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            let n = input.read(&mut buf).map_err(|e| failed("read", e))?;
-            if n == 0 {
-                break;
-            }
-            hasher.write(&buf[..n]);
-            copy.write_all(&buf[..n]).map_err(|e| failed("write", e))?;
-        }
+        // std's copy between two files stays in the kernel
+        // (`copy_file_range`, else `sendfile`), to the end of the file as it
+        // is now; a writer still appending makes a copy the ELF check below
+        // refuses.
+        std::io::copy(&mut input, &mut copy).map_err(|e| failed("copy", e))?;
         fcntl_add_seals(&copy, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL).map_err(|e| failed("seal", e.into()))?;
-        let path = PathBuf::from(format!("/proc/self/fd/{}", copy.as_raw_fd()));
-        check_elf(&path).map_err(|e| e.shown_as(&shown))?;
-        Ok(Sealed { file: copy, path, hash: hasher.finish() })
+        let len = copy.metadata().map_err(|e| failed("size", e))?.len();
+        let sealed = SealedCopy { file: Arc::new(copy), len };
+        check_elf(&sealed.path()).map_err(|e| e.shown_as(&shown))?;
+        Ok(sealed)
     }
 
     /// Loads the sealed copy of `source`.
-    fn load_sealed(&self, source: &Path, sealed: Sealed) -> Result<Arc<Library>, LoadError> {
+    fn load_sealed(&self, source: &Path, sealed: SealedCopy) -> Result<Arc<Library>, LoadError> {
         let name = super::resolve::library_name_of(source);
-        let mut lib = load_library_named(&sealed.path, &name).map_err(|e| e.shown_as(&source.display().to_string()))?;
+        let mut lib = load_library_named(&sealed.path(), &name).map_err(|e| e.shown_as(&source.display().to_string()))?;
         lib.source = source.to_path_buf();
-        lib.hash = Some(sealed.hash);
-        keep_open(sealed.file);
+        keep_open(sealed.file.clone());
+        lib.copy = Some(sealed);
         let lib = Arc::new(lib);
         self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
         Ok(lib)
@@ -303,8 +433,8 @@ impl LibraryCache {
 /// by its path, `/proc/self/fd/N`: were the descriptor closed, the next copy
 /// could get the same number, and `dlopen` would hand back the old image for
 /// the new path.
-fn keep_open(file: File) {
-    static KEPT: Mutex<Vec<File>> = Mutex::new(Vec::new());
+fn keep_open(file: Arc<File>) {
+    static KEPT: Mutex<Vec<Arc<File>>> = Mutex::new(Vec::new());
     KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(file);
 }
 
@@ -408,7 +538,7 @@ pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError>
         Some(list) => list().into_iter().map(|p| (p.plugin.into_string(), p.service.into_string())).collect(),
         None => Vec::new(),
     };
-    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), hash: None, name: name.to_string(), plugins, packages, provides })
+    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), copy: None, name: name.to_string(), plugins, packages, provides })
 }
 
 fn abi_error(path: &str, e: LibraryError) -> LoadError {
