@@ -119,7 +119,7 @@ fn another_abi_version_is_refused_naming_both() {
     let err = library::load_library(&lib_path("fixture-old-version")).expect_err("another cordis-abi version is refused");
     let text = err.to_string();
     assert!(text.contains("built against an incompatible plugin ABI"), "{text}");
-    assert!(text.contains("it uses cordis-abi 0.1.0, this host uses 0.2.0"), "{text}");
+    assert!(text.contains("it uses cordis-abi 0.1.0, this host uses 0.3.0"), "{text}");
     let _ = cordis_exe();
 }
 

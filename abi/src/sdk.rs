@@ -530,13 +530,14 @@ pub struct Tools<'a> {
 }
 
 impl Tools<'_> {
-    /// Registers a typed tool. The SDK validates every call's arguments
-    /// against the schema of `T::Args` before `execute` sees them.
+    /// Registers a typed tool. The host validates every call's arguments
+    /// against the tool's declared schema ([`TypedTool::parameters`]) before
+    /// the tool runs; the SDK then parses them straight into `T::Args`.
     ///
-    /// The schema is compiled at the tool's first call, not here: loading a
-    /// composition (`cordis check`, `cordis tools`) pays nothing for tools
-    /// it never calls. A schema that does not compile makes every call an
-    /// error naming it.
+    /// The host compiles the schema at the tool's first call, not here:
+    /// loading a composition (`cordis check`, `cordis tools`) pays nothing
+    /// for tools it never calls. A schema that does not compile makes every
+    /// call an error naming it.
     ///
     /// # Errors
     /// When a tool with the same name is registered, or the schema is not a
@@ -550,8 +551,6 @@ impl Tools<'_> {
             name: tool.name().to_string(),
             description: tool.description(),
             parameters: parameters.to_string(),
-            schema: parameters,
-            checker: std::sync::OnceLock::new(),
             plugin: self.ctx.plugin,
             tool,
         };
@@ -683,24 +682,30 @@ struct ToolAdapter<T: TypedTool> {
     name: String,
     description: String,
     parameters: String,
-    schema: Value,
-    checker: std::sync::OnceLock<Result<Checker, String>>,
     plugin: &'static str,
     tool: T,
 }
 
 impl<T: TypedTool> ToolAdapter<T> {
     fn run(&self, arguments: &str, cx: &ExecContextRef<'_>) -> Result<EncodedReply, String> {
-        let checker = self
-            .checker
-            .get_or_init(|| Checker::new(self.schema.clone()).map_err(|e| format!("the parameter schema of {} does not compile: {e}", self.name)))
-            .as_ref()
-            .map_err(Clone::clone)?;
-        let value = parse_arguments(arguments, checker)?;
-        let args: T::Args = serde_json::from_value(value).map_err(|e| format!("invalid arguments: {e}"))?;
+        // The host has checked the text against the tool's schema; what is
+        // left is the typed parse, once.
+        let args: T::Args = parse_typed(arguments)?;
         let context = ToolContext { raw: cx };
         self.tool.execute_encoded(args, &context).map_err(|e| e.0)
     }
+}
+
+/// Parses a call's argument text straight into the tool's typed arguments.
+///
+/// # Errors
+/// `invalid arguments: ...`: not valid JSON (as [`parse_arguments`] says
+/// it), or not the shape of `A`.
+pub fn parse_typed<A: DeserializeOwned>(arguments: &str) -> Result<A, String> {
+    serde_json::from_str(arguments).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => format!("invalid arguments: {e}"),
+        _ => format!("invalid arguments: not valid JSON ({})", json_error(&e)),
+    })
 }
 
 /// How deeply arrays and objects may nest in a call's arguments: the JSON

@@ -2,11 +2,14 @@
 //! pipeline.
 //!
 //! Pipeline for one call (DESIGN §6): look the tool up (an unknown name is an
-//! error result) → cap the argument text at [`MAX_ARGUMENT_BYTES`] → hand the
-//! raw text to the tool, whose SDK side parses it once, requires an object,
-//! checks the parameter schema (every violation, with its path, in one
-//! error) and runs the typed tool → any failure becomes
-//! `{isError: true, text: "Error: ..."}`.
+//! error result) → cap the argument text at [`MAX_ARGUMENT_BYTES`] → parse
+//! the text, require an object and check it against the parameter schema the
+//! tool declared (every violation, with its path, in one error; the schema is
+//! compiled at the tool's first call) → hand the raw text to the tool, whose
+//! SDK side parses it straight into the tool's typed arguments → any failure
+//! becomes `{isError: true, text: "Error: ..."}`. The schema check is the
+//! host's, so plugin libraries carry no JSON Schema validator (cordis-abi
+//! 0.3).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -82,6 +85,8 @@ pub struct RegisteredTool {
     pub owner: Owner,
     token: u64,
     tool: ToolBox,
+    /// The parameter schema, compiled at the first call.
+    checker: std::sync::OnceLock<Result<cordis_abi::schema::Checker, String>>,
 }
 
 impl RegisteredTool {
@@ -148,7 +153,7 @@ impl ToolRegistry {
         }
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let schema = ToolSchema { name: name.clone(), description, parameters };
-        tools.insert(name.clone(), Arc::new(RegisteredTool { schema, owner, token, tool }));
+        tools.insert(name.clone(), Arc::new(RegisteredTool { schema, owner, token, tool, checker: std::sync::OnceLock::new() }));
         Ok((name, token))
     }
 
@@ -190,6 +195,17 @@ impl ToolRegistry {
                 "invalid arguments: {} bytes is over the limit of {MAX_ARGUMENT_BYTES} bytes for one call",
                 call.arguments.len()
             ));
+        }
+        let checker = tool.checker.get_or_init(|| {
+            cordis_abi::schema::Checker::new(tool.schema.parameters.clone())
+                .map_err(|e| format!("the parameter schema of tool `{}` does not compile: {e}", call.name))
+        });
+        let checked = match checker {
+            Ok(checker) => cordis_abi::sdk::parse_arguments(call.arguments, checker),
+            Err(e) => Err(e.clone()),
+        };
+        if let Err(message) = checked {
+            return ToolResult::error(message);
         }
         let scope = CallScope { call_id: call.id, session, owner: &tool.owner };
         let outcome = tool.tool.execute(call.arguments.into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
