@@ -3,7 +3,7 @@
 //!
 //! | figure | ours | baseline |
 //! | --- | --- | --- |
-//! | tool call | [`ToolCallBed::call`]: registry → ABI → plugin → in-memory session | [`Direct::validate`]: the SDK's parse and schema check and the tool's validation, called directly |
+//! | tool call | [`ToolCallBed::call`]: registry → ABI → plugin → in-memory session | [`Direct::validate`]: the parse and schema check and the tool's validation, called directly |
 //! | durable append | [`AppendBed::append`]: the session append pipeline, `fdatasync` per event | [`RawAppend::append`]: `write` + `fdatasync` of a line of the same size |
 //! | replay | [`replay_to_plan`]: read, parse, re-validate, fold the plan | [`parse_as_values`]: `serde_json` parses each line into a `Value` |
 //! | resume | [`Resume::run`]: reopen for appending, replay, first append | as replay |
@@ -119,8 +119,9 @@ impl ToolCallBed {
     }
 }
 
-/// The tool's validation called directly: the SDK's `parse_arguments` with
-/// the tool's schema checker, deserialising into [`TodoArgs`], and
+/// The tool's validation called directly: `parse_arguments` (what the host
+/// runs on every call: parse, object check, the tool's schema) with the
+/// tool's schema checker, deserialising into [`TodoArgs`], and
 /// [`validate_call`] — no registry, no ABI, no session.
 pub struct Direct {
     checker: Checker,

@@ -7,11 +7,12 @@
 //! | ours ([`DevBed::reload`]) | the new build is renamed into the watched `plugins/` folder (it was written in a sibling folder on the same disk) | the host's `reloaded` notice has arrived on stderr and a `status` sent after it answers with the reload counted |
 //! | baseline ([`load_fresh_copy`]) | a fresh copy of the same bytes is on disk (copying is not timed) | `lib_header_from_path` and `init_root_module::<PluginLibraryRef>` have returned, as the loader calls them |
 //!
-//! [`host_steps`] also times, on the same fresh files, the two steps the
-//! host takes before that load: making its private copy and hashing it.
+//! [`host_steps`] also times, on the same fresh files, the step the host
+//! takes before that load: making its sealed private copy (in the kernel)
+//! and checking it is a complete shared object.
 //!
 //! Each new build is the library with a few more trailing bytes, so its
-//! content hash (and the host's private copy) is new every time, while the
+//! content (and the host's private copy) is new every time, while the
 //! code loaded is the same. A fresh path is used for every baseline load,
 //! since `dlopen` returns the mapping it already has for a path it has seen.
 
@@ -87,6 +88,15 @@ impl DevBed {
     /// # Errors
     /// A message when it does not start or the call fails.
     pub fn start(cordis: &Path, library: &Path, dir: &Path) -> Result<DevBed, String> {
+        DevBed::start_with(cordis, library, dir, &[])
+    }
+
+    /// [`DevBed::start`] with more arguments after `dev` (e.g.
+    /// `--memory-budget 1`, which makes every reload a restart in place).
+    ///
+    /// # Errors
+    /// As [`DevBed::start`].
+    pub fn start_with(cordis: &Path, library: &Path, dir: &Path, dev_args: &[&str]) -> Result<DevBed, String> {
         let plugins = dir.join("plugins");
         let staging = dir.join("staging");
         for d in [&plugins, &staging] {
@@ -106,6 +116,7 @@ impl DevBed {
             .arg("--durability")
             .arg("none")
             .arg("dev")
+            .args(dev_args)
             .current_dir(dir)
             .env_remove("RUST_LOG")
             .stdin(Stdio::piped())
@@ -230,21 +241,19 @@ impl Drop for DevBed {
 /// alone in this process on a fresh file, in seconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Steps {
-    /// `std::fs::copy` of the new build to the private copy (the kernel's
-    /// `copy_file_range`), as the host's loader makes it.
+    /// The sealed private copy of the new build and its ELF check, as the
+    /// host's loader makes it (`LibraryCache::changed_copy`: memfd, copy in
+    /// the kernel, seals, check), nothing loaded.
     pub copy: f64,
-    /// The ELF check and content hash of the copy
-    /// (`cordis_host::loader::library::{check_elf, hash_file}`).
-    pub hash: f64,
-    /// `dlopen` + root-module init of the copy: the baseline.
+    /// `dlopen` + root-module init of a fresh copy on disk: the baseline.
     pub load: f64,
 }
 
-/// Writes `bytes` to `<dir>/src-<n>.so` (not timed), then times the steps
-/// the host's loader takes on a new build, on fresh paths: the private copy
-/// `<dir>/copy-<n>.so`, its ELF check and hash, and `dlopen` with the root
-/// module's initialisation (abi_stable's version and layout checks) as the
-/// loader calls them. The last is the reload figure's baseline.
+/// Writes `bytes` to `<dir>/src-<n>.so` and a copy `<dir>/copy-<n>.so` (not
+/// timed), then times the host's private copy of the first and `dlopen`
+/// with the root module's initialisation (abi_stable's version and layout
+/// checks) of the second, as the loader calls them. The last is the reload
+/// figure's baseline.
 ///
 /// # Errors
 /// A message when a file cannot be written or the library does not load.
@@ -252,16 +261,15 @@ pub fn host_steps(bytes: &[u8], dir: &Path, n: u64) -> Result<Steps, String> {
     let source = dir.join(format!("src-{n}.so"));
     let copy = dir.join(format!("copy-{n}.so"));
     std::fs::write(&source, bytes).map_err(|e| format!("{}: {e}", source.display()))?;
+    std::fs::write(&copy, bytes).map_err(|e| format!("{}: {e}", copy.display()))?;
+    let source = source.canonicalize().map_err(|e| format!("{}: {e}", source.display()))?;
+    let cache = cordis_host::loader::LibraryCache::private_copies().allow_writable(true);
     let start = Instant::now();
-    std::fs::copy(&source, &copy).map_err(|e| format!("{}: {e}", copy.display()))?;
+    let sealed = cache.changed_copy(&source).map_err(|e| e.to_string())?;
     let copied = start.elapsed().as_secs_f64();
-    let start = Instant::now();
-    cordis_host::loader::library::check_elf(&copy).map_err(|e| e.to_string())?;
-    let hash = cordis_host::loader::library::hash_file(&copy).map_err(|e| format!("{}: {e}", copy.display()))?;
-    let hashed = start.elapsed().as_secs_f64();
-    std::hint::black_box(hash);
+    std::hint::black_box(sealed);
     let load = load_fresh_copy(&copy)?;
-    Ok(Steps { copy: copied, hash: hashed, load })
+    Ok(Steps { copy: copied, load })
 }
 
 /// Times `dlopen` and the root module's initialisation of `copy`, a path
@@ -292,10 +300,11 @@ pub struct ReloadRuns {
     pub first_call: Vec<f64>,
     /// Per baseline run: `dlopen` + init of a fresh copy.
     pub baseline: Vec<f64>,
-    /// Per baseline run: making the private copy, as the host does.
+    /// Per baseline run: making the sealed private copy, as the host does.
     pub copy: Vec<f64>,
-    /// Per baseline run: checking and hashing the copy, as the host does.
-    pub hash: Vec<f64>,
+    /// Per reload of a `cordis dev` whose memory budget makes every reload
+    /// a restart in place: rename → answering.
+    pub restart: Vec<f64>,
     /// Resident memory of `cordis dev` before the first reload.
     pub rss_before: Rss,
     /// Resident memory of `cordis dev` after the last reload.
@@ -307,7 +316,8 @@ pub struct ReloadRuns {
 /// (longer than the host's 150 ms debounce, and varied, so that a new
 /// build lands at no fixed moment of whatever the host does in the
 /// background, as a developer's builds do). Then `fresh` more `cordis dev`
-/// processes, one reload each: the first reload of a process.
+/// processes, one reload each: the first reload of a process; then `fresh`
+/// reloads of a `cordis dev` that restarts in place for every reload.
 ///
 /// # Errors
 /// The first failure.
@@ -331,7 +341,6 @@ pub fn measure(cordis: &Path, library: &Path, dir: &Path, runs: u64, fresh: u64,
         let steps = host_steps(&bed.build_bytes(i), &copies, i)?;
         out.baseline.push(steps.load);
         out.copy.push(steps.copy);
-        out.hash.push(steps.hash);
         pause();
     }
     out.rss_after = bed.rss();
@@ -340,6 +349,12 @@ pub fn measure(cordis: &Path, library: &Path, dir: &Path, runs: u64, fresh: u64,
         let mut bed = DevBed::start(cordis, library, &dir.join(format!("fresh-{i}")))?;
         pause();
         out.first_of_process.push(bed.reload()?.answered);
+    }
+    // A budget of 1 MiB: every reload is a restart in place.
+    let mut bed = DevBed::start_with(cordis, library, &dir.join("restart"), &["--memory-budget", "1"])?;
+    for _ in 0..fresh {
+        pause();
+        out.restart.push(bed.reload()?.answered);
     }
     Ok(out)
 }

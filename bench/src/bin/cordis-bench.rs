@@ -10,7 +10,7 @@
 //! cordis-bench --profile tool_call|direct|replay|resume [SIZE] [SECONDS]
 //!                           repeat one in-process workload (for `perf record` or callgrind)
 //! cordis-bench --profile reload [RELOADS]
-//!                           reload the todo library RELOADS times (at most 100) in a `cordis dev`
+//!                           reload the todo library RELOADS times in a `cordis dev`
 //!                           child (`perf record` follows it)
 //! ```
 
@@ -224,7 +224,7 @@ fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
 
 /// What the sealed private copy `cordis run` and `cordis dev` load every
 /// library from costs at start-up: loading libtool_todo.so through a cache
-/// of private copies (memfd, copy while hashing, seal, ELF check, dlopen,
+/// of private copies (memfd, copy in the kernel, seals, ELF check, dlopen,
 /// init) beside loading it in place (ELF check, dlopen, init), each time from
 /// a fresh file so `dlopen` maps it anew; interleaved.
 fn private_copy_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
@@ -254,10 +254,6 @@ fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| (*s).to_string()).collect()
 }
 
-/// Most reloads one `cordis dev` accepts (it refuses more: each keeps a
-/// library mapped).
-const MAX_RELOADS: usize = 100;
-
 /// The shortest pause between the steps of the reload figure; each pause is
 /// up to twice this, and a reload is followed by two pauses and a baseline
 /// load before the next.
@@ -270,7 +266,7 @@ fn reload_pause_ms(o: &Options) -> u64 {
 }
 
 fn reload_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
-    let runs = o.reloads.min(MAX_RELOADS);
+    let runs = o.reloads;
     progress(&format!("reload: {runs} reloads in one `cordis dev`, each followed by a baseline load"));
     let cordis = paths::binary("cordis")?;
     let todo = paths::library("tool-todo")?;
@@ -284,7 +280,7 @@ fn reload_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
         ("reload/first_call", &r.first_call),
         ("reload/baseline", &r.baseline),
         ("reload/copy", &r.copy),
-        ("reload/hash", &r.hash),
+        ("reload/restart", &r.restart),
         ("reload/first_of_process", &r.first_of_process),
     ] {
         f.time.insert(key.into(), Summary::of(values).ok_or("no reloads")?);
@@ -578,7 +574,7 @@ fn profile_loop(a: &[String]) -> Result<(), String> {
     let mut count = 0u64;
     match what {
         "reload" => {
-            let runs = size.min(MAX_RELOADS);
+            let runs = size;
             let mut bed = reload::DevBed::start(&paths::binary("cordis")?, &todo, &dir)?;
             let mut times = Vec::new();
             for _ in 0..runs {
@@ -981,7 +977,7 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
 
     let rss = |k: &str| f.rss.get(k).map_or(f64::NAN, |s| s.median);
     out.push_str(&format!(
-        "\nReload (`cordis dev`, {} reloads of a {} library in one process, landing {}–{} ms apart): rename → the host's `reloaded` notice {}; the first reload of a freshly started `cordis dev` (rename → answering) {}; the first `todo_write` served by the new version (it compiles the tool's schema) {}. {} of the {} reloads took over 100 ms. The host's steps, each timed alone on fresh files beside the baseline: private copy of the library (`fs::copy`) {}, its ELF check and hash {}, `dlopen` + init {}. Resident memory (VmRSS) {} before the first reload, {} after the last: {} per reload ({} of it anonymous memory, {} mapped file pages).\n",
+        "\nReload (`cordis dev`, {} reloads of a {} library in one process, landing {}–{} ms apart): rename → the host's `reloaded` notice {}; the first reload of a freshly started `cordis dev` (rename → answering) {}; the first `todo_write` served by the new version (the host compiles the tool's schema) {}; a reload under `--memory-budget 1`, where every reload is a restart in place (rename → answering) {}. {} of the {} reloads took over 100 ms. The host's steps, each timed alone on fresh files beside the baseline: sealed private copy of the library and its ELF check {}, `dlopen` + init {}. Resident memory (VmRSS) {} before the first reload, {} after the last: {} per reload ({} of it anonymous memory, {} mapped file pages).\n",
         t("reload/ours").map_or(0, |s| s.n),
         format_value(rss("reload/library"), Unit::Bytes),
         reload_pause_ms(o) * 2,
@@ -989,10 +985,10 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         show(t("reload/notice"), Unit::Seconds),
         show(t("reload/first_of_process"), Unit::Seconds),
         show(t("reload/first_call"), Unit::Seconds),
+        show(t("reload/restart"), Unit::Seconds),
         t("reload/slow").map_or(0.0, |s| s.median),
         t("reload/ours").map_or(0, |s| s.n),
         show(t("reload/copy"), Unit::Seconds),
-        show(t("reload/hash"), Unit::Seconds),
         show(t("reload/baseline"), Unit::Seconds),
         format_value(rss("reload/before"), Unit::Bytes),
         format_value(rss("reload/after"), Unit::Bytes),

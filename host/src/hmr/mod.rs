@@ -48,11 +48,12 @@ pub struct DevOptions {
     /// How long a changed library may take to become complete.
     pub settle_timeout: Duration,
     /// Memory, in bytes, that replaced libraries may keep: when loading a
-    /// new build would take either the replaced copies' bytes or the
-    /// growth of resident memory since start (counting the new build
-    /// twice, for its mapping and what its `apply` allocates) past it, the
-    /// host restarts itself in place instead ([`restart`]). Default
-    /// [`DEFAULT_MEMORY_BUDGET`].
+    /// new build would take either the bytes of the builds this process
+    /// has loaded since it started or the growth of its resident memory
+    /// since then (counting the new build twice, for its mapping and what
+    /// its `apply` allocates) past it, the host restarts itself in place
+    /// instead ([`restart`]), unless it has loaded no build yet (nothing to
+    /// let go of). Default [`DEFAULT_MEMORY_BUDGET`].
     pub memory_budget: u64,
     /// What an earlier process of this `cordis dev` handed over, when this
     /// one is a restart.
@@ -219,10 +220,14 @@ impl DevHost {
     }
 
     /// Whether loading a new build of `len` bytes must wait for a restart:
-    /// returns the reason.
+    /// returns the reason. Never while this process has loaded no build
+    /// since it started: a restart would have nothing to let go of.
     fn over_budget(&self, len: u64) -> Option<String> {
         let budget = self.options.memory_budget;
         let kept = self.kept.load(Ordering::SeqCst);
+        if kept == 0 {
+            return None;
+        }
         let grown = restart::resident_bytes().map_or(0, |now| now.saturating_sub(self.rss_at_boot));
         let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
         if kept.saturating_add(len) > budget || grown.saturating_add(len.saturating_mul(2)) > budget {

@@ -131,9 +131,11 @@ fn input_file(bytes: &[u8]) -> std::io::Result<File> {
     Ok(file)
 }
 
-/// This process's resident memory (`VmRSS`), in bytes.
+/// This process's resident memory (`VmRSS`), in bytes: the second field of
+/// `/proc/self/statm` (pages), which the kernel writes more cheaply than
+/// `status`.
 pub fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.split_whitespace().next()?.parse().ok()?;
-    Some(kib * 1024)
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * rustix::param::page_size() as u64)
 }

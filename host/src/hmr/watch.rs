@@ -6,8 +6,9 @@
 //!
 //! A library whose writer has finished with it (closed after writing,
 //! renamed or linked into place) and that checks out as a complete ELF file
-//! is reloaded at once. Any other change waits for the debounce: the file
-//! must stop changing first.
+//! is reloaded at once, on the thread that reads the file events. Any other
+//! change waits for the debounce on our own thread: the file must stop
+//! changing first.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,9 @@ use super::{targets, wait_until_complete, DevHost};
 /// # Errors
 /// When the watcher cannot be created.
 pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
+    // (path, whether it was reloaded already)
     let (tx, rx) = mpsc::channel::<(PathBuf, bool)>();
+    let on_event = dev.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(event) = res {
             // Reads (our own included: copying a library, reading the
@@ -34,7 +37,11 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
             }
             let finished = writer_finished(&event.kind);
             for path in event.paths {
-                let _ = tx.send((path, finished));
+                // A finished library is reloaded here, on the watcher's
+                // own thread, without a hand-over to ours: the reload
+                // starts as soon as the event is read.
+                let handled = finished && reload_finished_library(&on_event, &path);
+                let _ = tx.send((path, handled));
             }
         }
     })
@@ -48,8 +55,8 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
             while let Ok(first) = rx.recv() {
                 let mut changed: HashSet<PathBuf> = HashSet::new();
                 let mut next = Some(first);
-                while let Some((path, finished)) = next.take() {
-                    if finished && reload_finished_library(&dev, &path) {
+                while let Some((path, handled)) = next.take() {
+                    if handled {
                         changed.remove(&path);
                     } else {
                         changed.insert(path);

@@ -389,8 +389,8 @@ impl LibraryCache {
         Ok(lib)
     }
 
-    /// Copies `source` into a new memfd (in the kernel: the bytes never
-    /// pass through this process), seals it, and checks the
+    /// Copies what the dynamic loader reads of `source` into a new memfd
+    /// (in the kernel: the bytes never pass through this process), seals it, and checks the
     /// copy is a complete shared object: the bytes checked are the bytes
     /// loaded, whatever happens to `source` meanwhile.
     fn seal(&self, source: &Path) -> Result<SealedCopy, LoadError> {
@@ -403,11 +403,17 @@ impl LibraryCache {
         let fd = memfd_create(c"cordis-plugin", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).map_err(|e| failed("memfd_create", e.into()))?;
         let mut copy = File::from(fd);
         let mut input = File::open(source).map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
-        // std's copy between two files stays in the kernel
-        // (`copy_file_range`, else `sendfile`), to the end of the file as it
-        // is now; a writer still appending makes a copy the ELF check below
-        // refuses.
-        std::io::copy(&mut input, &mut copy).map_err(|e| failed("copy", e))?;
+        let size = input.metadata().map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?.len();
+        // Only the bytes the dynamic loader reads (ELF header, program
+        // headers, loadable segments) are copied; the rest (symbol tables,
+        // section headers, debug sections) is left a hole of the same size,
+        // so the copy keeps the file's layout and its checks. std's copy
+        // between two files stays in the kernel (`copy_file_range`, else
+        // `sendfile`). A file that is not a complete shared object is
+        // copied whole, for the check below to say what is wrong with it.
+        let wanted = loaded_extent(&input, size).unwrap_or(size);
+        std::io::copy(&mut (&mut input).take(wanted), &mut copy).map_err(|e| failed("copy", e))?;
+        copy.set_len(size).map_err(|e| failed("size", e))?;
         fcntl_add_seals(&copy, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL).map_err(|e| failed("seal", e.into()))?;
         let len = copy.metadata().map_err(|e| failed("size", e))?.len();
         let sealed = SealedCopy { file: Arc::new(copy), len };
@@ -638,6 +644,38 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
         }
     }
     Ok(())
+}
+
+/// Where the last byte the dynamic loader reads of a 64-bit little-endian
+/// ELF file of `size` bytes ends: the end of its ELF header, program header
+/// table and loadable segments, whichever is last; `None` when the headers
+/// do not read as such (or point past `size`).
+fn loaded_extent(file: &File, size: u64) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut head = [0u8; 64];
+    file.read_exact_at(&mut head, 0).ok()?;
+    if head[..4] != ELF_MAGIC || head[4] != 2 || head[5] != 1 {
+        return None;
+    }
+    let phoff = u64::from_le_bytes(head[32..40].try_into().ok()?);
+    let phentsize = u64::from(u16::from_le_bytes([head[54], head[55]]));
+    let phnum = u64::from(u16::from_le_bytes([head[56], head[57]]));
+    let table_end = phoff.checked_add(phentsize.checked_mul(phnum)?)?;
+    if phentsize < 56 || table_end > size {
+        return None;
+    }
+    let mut table = vec![0u8; usize::try_from(table_end - phoff).ok()?];
+    file.read_exact_at(&mut table, phoff).ok()?;
+    let mut end = table_end.max(64);
+    for entry in table.chunks_exact(usize::try_from(phentsize).ok()?) {
+        if u32::from_le_bytes(entry[0..4].try_into().ok()?) != PT_LOAD {
+            continue;
+        }
+        let offset = u64::from_le_bytes(entry[8..16].try_into().ok()?);
+        let filesz = u64::from_le_bytes(entry[32..40].try_into().ok()?);
+        end = end.max(offset.checked_add(filesz)?);
+    }
+    (end <= size).then_some(end)
 }
 
 fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {

@@ -18,7 +18,7 @@ pub mod positions;
 pub mod resolve;
 pub mod source;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -161,6 +161,9 @@ pub struct Loader {
     active: Mutex<BTreeMap<String, Active>>,
     /// Entries waiting for a service, by id, in the order they were found.
     pending: Mutex<Vec<Entry>>,
+    /// Compiled config schemas, by their JSON text: a rebuilt library (hot
+    /// reload) usually declares the same schema, which is compiled once.
+    config_checkers: Mutex<HashMap<String, Arc<Checker>>>,
 }
 
 impl Loader {
@@ -172,7 +175,14 @@ impl Loader {
     /// A loader that loads libraries through `libraries` (e.g. from private
     /// copies, for hot reload).
     pub fn with_cache(services: Arc<Services>, plugin_path: PluginPath, libraries: LibraryCache) -> Loader {
-        Loader { services, libraries, plugin_path, active: Mutex::new(BTreeMap::new()), pending: Mutex::new(Vec::new()) }
+        Loader {
+            services,
+            libraries,
+            plugin_path,
+            active: Mutex::new(BTreeMap::new()),
+            pending: Mutex::new(Vec::new()),
+            config_checkers: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The library cache.
@@ -463,14 +473,25 @@ impl Loader {
         let config = entry
             .config_json(&mut |source| expr::evaluate(source, &services).map_err(|e| e.to_string()))
             .map_err(|m| EntryState::Failed(vec![m]))?;
-        let checker = Checker::new(picked.config_schema.clone())
-            .map_err(|e| fail(format!("plugin {decl_name} declares a config schema that does not compile: {e}")))?;
+        let checker = self.config_checker(&picked).map_err(|e| fail(format!("plugin {decl_name} declares a config schema that does not compile: {e}")))?;
         let messages = config_violations(entry, &checker, &config);
         if !messages.is_empty() {
             return Err(EntryState::Failed(messages));
         }
         let inject: Vec<String> = wanted.into_iter().map(|(n, _)| n).collect();
         Ok(Prepared { library, picked, export, config, inject })
+    }
+
+    /// The compiled config schema of `picked`, compiled once per schema
+    /// text.
+    fn config_checker(&self, picked: &Picked) -> Result<Arc<Checker>, cordis_abi::schema::InvalidSchema> {
+        let text = picked.decl.config_schema.as_str();
+        if let Some(checker) = self.config_checkers.lock().unwrap_or_else(|e| e.into_inner()).get(text) {
+            return Ok(checker.clone());
+        }
+        let checker = Arc::new(Checker::new(picked.config_schema.clone())?);
+        self.config_checkers.lock().unwrap_or_else(|e| e.into_inner()).insert(text.to_string(), checker.clone());
+        Ok(checker)
     }
 
     /// Runs a prepared entry's `apply` in a fresh fiber; on failure every
