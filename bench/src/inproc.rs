@@ -214,6 +214,7 @@ impl AppendBed {
     /// # Errors
     /// As [`AppendBed::new`].
     pub fn with_store(dir: &Path, library: &Path, compression: Option<&str>) -> Result<AppendBed, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut composition = workload::todo_entry(library);
         if let Some(c) = compression {
             composition.push_str(&format!(

@@ -7,8 +7,8 @@
 //!   line.
 //! - Every loaded library file is watched. Once the file is complete and
 //!   stable (same size and mtime across the debounce, ELF headers and
-//!   sections inside the file), it is copied to a content-named file under
-//!   a sealed in-memory copy, loaded and checked there, applied for every entry
+//!   sections inside the file), it is copied into a sealed in-memory copy
+//!   (see [`crate::loader::LibraryCache`]), loaded and checked there, applied for every entry
 //!   that uses it, and only then are the old fibers disposed. If anything
 //!   fails, the old version keeps serving. Unchanged content does nothing.
 //! - Swaps hold the tool registry's gate: calls in flight finish on the old

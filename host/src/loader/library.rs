@@ -490,27 +490,6 @@ fn canonical(path: &Path) -> Result<PathBuf, LoadError> {
     path.canonicalize().map_err(|e| LoadError::Unreadable { path: path.display().to_string(), detail: e.to_string() })
 }
 
-/// A 64-bit hash of a file's content, used to name its private copy
-/// (SipHash with fixed keys: stable across runs, enough to tell builds
-/// apart). Read in 64 KiB pieces, so a reload never holds a whole library in
-/// memory.
-///
-/// # Errors
-/// Read errors.
-pub fn hash_file(path: &Path) -> std::io::Result<u64> {
-    use std::hash::Hasher;
-    let mut file = File::open(path)?;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match file.read(&mut buf)? {
-            0 => break,
-            n => hasher.write(&buf[..n]),
-        }
-    }
-    Ok(hasher.finish())
-}
-
 /// Loads one library file, named after its file (`libtool_todo.so` →
 /// `tool-todo`). The dynamic loader maps a path once: loading a path it has
 /// seen returns the image already mapped.
