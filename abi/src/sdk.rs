@@ -659,17 +659,22 @@ impl ToolContext<'_> {
     /// Appends an event of an owned type to the calling agent's session;
     /// returns its `seq`.
     ///
+    /// The data must pass the type's invariant: the host checks it is JSON
+    /// and that the log's structure rules allow it, but does not run the
+    /// invariant again on its owner's own appends (the invariant guards
+    /// events that come from elsewhere: replay, import, the host). Append
+    /// what your tool has checked.
+    ///
     /// # Errors
     /// When no agent is calling, the type is not owned by this plugin, the
-    /// invariant rejects the data, or the write fails.
+    /// log's rules refuse it, or the write fails.
     pub fn append<D: Serialize>(&self, event_type: &str, data: &D) -> Result<u64, ToolError> {
         let text = serde_json::to_string(data).map_err(|e| ToolError(format!("cannot encode {event_type} data: {e}")))?;
         self.append_json(event_type, &text)
     }
 
     /// [`ToolContext::append`] with the data already encoded as JSON text
-    /// (the host checks it is JSON, and the type's invariant checks it,
-    /// as for any append).
+    /// (the host checks it is JSON).
     ///
     /// # Errors
     /// As [`ToolContext::append`], and when `data` is not JSON.

@@ -4,8 +4,8 @@
 //! on `todo_write`: whole-list replace, last write wins, no per-item ids, no
 //! delta protocol). The pipeline, in order:
 //!
-//! 1. the SDK parses the arguments once and checks them against the schema
-//!    generated from [`TodoArgs`] (object, `todos` array, items with exactly
+//! 1. the host checks the arguments against the schema generated from
+//!    [`TodoArgs`], then the SDK parses them into it (object, `todos` array, items with exactly
 //!    `content` and a known `status`);
 //! 2. [`validate_call`]: each `content` trimmed with JavaScript's rules
 //!    ([`js_trim`]), non-empty, and unique (case-sensitive) within the list;
@@ -16,9 +16,11 @@
 //!    is linear in the size of the call;
 //! 3. an owning agent session is required (checked after validation, as the
 //!    reference does: a non-agent call with a bad list gets the list error);
-//! 4. the trimmed list is appended as a `todo/write` event (the host runs
-//!    [`crate::invariant`] and writes it durably; a failure there is the
-//!    tool's error);
+//! 4. the trimmed list is appended as a `todo/write` event (the host checks
+//!    the log's structure rules and writes it durably; a failure there is
+//!    the tool's error). Every list step 2 accepts passes
+//!    [`crate::invariant`], which the host runs on `todo/write` events from
+//!    elsewhere (replay, import), not on this plugin's own appends;
 //! 5. the reply: text `Updated todo list: P pending, I in progress, C completed.`
 //!    and value `{"todos": [...], "counts": {"pending", "inProgress", "completed"}}`.
 //!
@@ -252,7 +254,7 @@ pub trait TodoSink {
     /// `{"todos":[...]}`.
     ///
     /// # Errors
-    /// Whatever the session refuses (invariant, turn enclosure, write
+    /// Whatever the session refuses (turn enclosure, write
     /// failure), as one line.
     fn append_todo_write(&self, data: &str) -> Result<u64, String>;
 }
