@@ -501,6 +501,7 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_m
     let dev_options = crate::hmr::DevOptions {
         memory_budget: memory_budget_mib.saturating_mul(1024 * 1024),
         handover: handover.clone(),
+        restart_in_place: true,
         ..crate::hmr::DevOptions::default()
     };
     let dev = crate::hmr::DevHost::boot(options(cli, &file, false), dev_options).map_err(|e| e.to_string())?;

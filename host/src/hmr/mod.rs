@@ -58,6 +58,12 @@ pub struct DevOptions {
     /// What an earlier process of this `cordis dev` handed over, when this
     /// one is a restart.
     pub handover: Option<restart::Handover>,
+    /// Whether the host may restart in place when the budget is reached:
+    /// only a host driven by the dev console ([`console::run`]), which
+    /// makes the restart between two commands (`cordis dev`). Without it
+    /// (`cordis mcp --watch`, whose clients hold a connection), new builds
+    /// keep loading in process and the budget is not enforced.
+    pub restart_in_place: bool,
 }
 
 /// The default [`DevOptions::memory_budget`]: 128 MiB.
@@ -65,7 +71,7 @@ pub const DEFAULT_MEMORY_BUDGET: u64 = 128 * 1024 * 1024;
 
 impl Default for DevOptions {
     fn default() -> Self {
-        DevOptions { debounce: Duration::from_millis(150), settle_timeout: Duration::from_secs(60), memory_budget: DEFAULT_MEMORY_BUDGET, handover: None }
+        DevOptions { debounce: Duration::from_millis(150), settle_timeout: Duration::from_secs(60), memory_budget: DEFAULT_MEMORY_BUDGET, handover: None, restart_in_place: false }
     }
 }
 
@@ -225,7 +231,7 @@ impl DevHost {
     fn over_budget(&self, len: u64) -> Option<String> {
         let budget = self.options.memory_budget;
         let kept = self.kept.load(Ordering::SeqCst);
-        if kept == 0 {
+        if kept == 0 || !self.options.restart_in_place {
             return None;
         }
         let grown = restart::resident_bytes().map_or(0, |now| now.saturating_sub(self.rss_at_boot));
