@@ -73,6 +73,10 @@ fn check_scenario(scratch: &Scratch, steps: &[Value], client: &str) {
     assert!(tools["description"].as_str().unwrap().contains("at most one todo `in_progress`"), "{client}: {tools}");
     assert_eq!(tools["input_schema"]["type"], "object", "{client}");
     assert!(tools["input_schema"]["properties"]["todos"].is_object(), "{client}: {tools}");
+    // The tool declares its value's shape: `outputSchema`.
+    assert_eq!(tools["output_schema"]["type"], "object", "{client}: {tools}");
+    assert!(tools["output_schema"]["properties"]["counts"].is_object(), "{client}: {tools}");
+    assert!(tools["output_schema"]["properties"]["todos"].is_object(), "{client}: {tools}");
 
     let uris = step(steps, "resources")["uris"].as_array().unwrap().clone();
     let uri = uris.iter().filter_map(Value::as_str).find(|u| u.ends_with("/todos")).expect("a plan resource").to_string();

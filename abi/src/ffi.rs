@@ -221,8 +221,12 @@ pub trait Tool: Send + Sync {
     fn execute(&self, arguments: RStr<'_>, cx: ExecContextRef<'_>) -> ToolOutcome;
     /// A card describing a call for an interactive host, as JSON text
     /// `{"kind", "title", ...}`.
-    #[sabi(last_prefix_field)]
     fn present_call(&self, arguments: RStr<'_>) -> RString;
+    /// JSON Schema of the structured value a successful call returns, as
+    /// JSON text, or empty when the tool declares none (MCP clients get it
+    /// as the tool's `outputSchema`).
+    #[sabi(last_prefix_field)]
+    fn output_schema(&self) -> RString;
 }
 
 /// An owned [`Tool`] object.

@@ -595,6 +595,12 @@ pub trait TypedTool: Send + Sync + 'static {
     fn present_call(&self, args: &Value) -> Value {
         serde_json::json!({"kind": "generic", "title": self.name(), "arguments": args})
     }
+    /// The JSON Schema of the structured value a successful call returns
+    /// ([`ToolReply::value`]), when the tool has one; `None` (the default)
+    /// declares nothing. Use [`schema::schema_for`] on the value's type.
+    fn output_schema(&self) -> Option<Value> {
+        None
+    }
 }
 
 /// A successful tool result: the text for the model and a structured value.
@@ -784,6 +790,14 @@ impl<T: TypedTool> Tool for ToolAdapter<T> {
         match guard_named(self.plugin, || format!("{}.execute", self.name), || self.run(arguments.as_str(), &cx)) {
             Ok(reply) => ToolOutcome { is_error: false, text: reply.text.into(), value: reply.value.map(RString::from).into() },
             Err(message) => ToolOutcome { is_error: true, text: format!("Error: {message}").into(), value: ROption::RNone },
+        }
+    }
+
+    fn output_schema(&self) -> RString {
+        let entry = format!("{}.output_schema", self.name);
+        match guard(self.plugin, &entry, || Ok(self.tool.output_schema())) {
+            Ok(Some(schema)) => schema.to_string().into(),
+            _ => RString::new(),
         }
     }
 

@@ -88,14 +88,18 @@ impl PluginPath {
         if let Some(env) = std::env::var_os("CORDIS_PLUGIN_PATH") {
             dirs.extend(std::env::split_paths(&env).filter(|p| !p.as_os_str().is_empty()).map(|p| (p, "CORDIS_PLUGIN_PATH")));
         }
-        dirs.push((composition_dir.join("target").join("release"), "beside the composition"));
-        dirs.push((composition_dir.join("target").join("debug"), "beside the composition"));
+        dirs.push((composition_dir.join("target").join("release"), BESIDE));
+        dirs.push((composition_dir.join("target").join("debug"), BESIDE));
         if let Some(exe_dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
             dirs.push((exe_dir, "the cordis executable's folder"));
         }
         PluginPath { dirs }
     }
 }
+
+/// The label of the build folders beside the composition
+/// (`target/release`, `target/debug`), between which the newer library wins.
+const BESIDE: &str = "beside the composition";
 
 /// The file name a bare library name maps to: `lib<name with - as _>.so`.
 pub fn library_file_name(name: &str) -> String {
@@ -132,9 +136,21 @@ pub fn resolve(name: &str, composition_dir: &Path, plugin_path: &PluginPath) -> 
     };
     if valid(library) && export.is_none_or(valid) {
         let file = library_file_name(library);
-        for (dir, _) in &plugin_path.dirs {
-            let candidate = dir.join(&file);
+        for (i, (dir, label)) in plugin_path.dirs.iter().enumerate() {
+            let mut candidate = dir.join(&file);
             if candidate.is_file() {
+                // The release and debug builds beside the composition: the
+                // one built last, so a stale build of the other profile
+                // never shadows the one just made.
+                if *label == BESIDE {
+                    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+                    for (other, _) in plugin_path.dirs[i + 1..].iter().take_while(|(_, l)| *l == BESIDE) {
+                        let other = other.join(&file);
+                        if other.is_file() && modified(&other) > modified(&candidate) {
+                            candidate = other;
+                        }
+                    }
+                }
                 return Ok(Target::Library { path: candidate, export: export.map(str::to_string), library: library.to_string() });
             }
         }

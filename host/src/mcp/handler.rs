@@ -56,13 +56,18 @@ pub fn protocol_versions() -> &'static [ProtocolVersion] {
     ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)
 }
 
-/// A catalog entry as an MCP tool.
+/// A catalog entry as an MCP tool: name, description, input schema, and
+/// `outputSchema` when the tool declares the shape of its value.
 pub fn tool(schema: &ToolSchema) -> Tool {
     let input = match &schema.parameters {
         Value::Object(map) => map.clone(),
         _ => serde_json::Map::new(),
     };
-    Tool::new(schema.name.clone(), schema.description.clone(), Arc::new(input))
+    let mut tool = Tool::new(schema.name.clone(), schema.description.clone(), Arc::new(input));
+    if let Some(Value::Object(output)) = &schema.output {
+        tool.output_schema = Some(Arc::new(output.clone()));
+    }
+    tool
 }
 
 /// A registry result as an MCP tool result: the text as one text block,

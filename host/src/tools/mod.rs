@@ -37,6 +37,10 @@ pub struct ToolSchema {
     pub description: String,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
+    /// JSON Schema of the structured value a successful call returns, when
+    /// the tool declares one (an object schema).
+    #[serde(rename = "outputSchema", skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// The result of one call.
@@ -152,7 +156,8 @@ impl ToolRegistry {
             return Err(RegisterError::Duplicate { name, owner: existing.owner.to_string() });
         }
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
-        let schema = ToolSchema { name: name.clone(), description, parameters };
+        let output = serde_json::from_str::<Value>(tool.output_schema().as_str()).ok().filter(Value::is_object);
+        let schema = ToolSchema { name: name.clone(), description, parameters, output };
         tools.insert(name.clone(), Arc::new(RegisteredTool { schema, owner, token, tool, checker: std::sync::OnceLock::new() }));
         Ok((name, token))
     }

@@ -91,7 +91,7 @@ pub struct TodoWrite {
 /// Serializes as `{"pending": P, "inProgress": I, "completed": C}`, in that
 /// key order: the `counts` part of the tool's structured value, matching the
 /// reference implementation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Counts {
     /// Todos not started yet.

@@ -175,7 +175,7 @@ pub fn validate_call(args: TodoArgs, policy: Policy) -> Result<Vec<Todo>, String
 /// The structured value of a successful call:
 /// `{"todos": [...], "counts": {"pending", "inProgress", "completed"}}`, in
 /// that key order (the reference's shape).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TodoWriteValue {
     /// The list as stored (contents trimmed).
     pub todos: Vec<Todo>,
@@ -384,6 +384,10 @@ impl TypedTool for TodoWriteTool {
 
     fn present_call(&self, args: &Value) -> Value {
         present_call(args)
+    }
+
+    fn output_schema(&self) -> Option<Value> {
+        Some(cordis_abi::schema::schema_for::<TodoWriteValue>())
     }
 }
 
