@@ -11,21 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cordis_host::session::store::read_file;
-use cordis_tests::{cordis_exe, plugin_dir, Scratch};
+use cordis_tests::{cordis_exe, plugin_dir, Rng, Scratch};
 use serde_json::Value;
-
-/// A small deterministic generator (xorshift), so a failure can be replayed
-/// from the printed seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 struct Totals {
     kills: usize,

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, PersistOracle, Scratch};
+use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, PersistOracle, Rng, Scratch};
 use serde_json::Value;
 
 fn store_fixture(part: &str) -> PathBuf {
@@ -217,17 +217,6 @@ fn a_reference_session_continued_by_cordis_loads_in_the_reference() {
     assert_eq!(cordis_export(&scratch, None, id), after);
 }
 
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 #[test]
 fn runs_killed_mid_turn_lose_no_acknowledged_event() {

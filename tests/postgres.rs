@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, PgServer, Scratch};
+use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, PgServer, Rng, Scratch};
 use serde_json::Value;
 
 const URL_VAR: &str = "CORDIS_TEST_PG_URL";
@@ -228,17 +228,6 @@ fn hosts_share_sessions_one_writer_at_a_time() {
     assert!(written_todos(&hosts[1].export(&ids[1])).contains("held by host 0"));
 }
 
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 #[test]
 fn writers_killed_mid_turn_lose_no_acknowledged_event() {

@@ -369,3 +369,17 @@ fn pg_bin() -> Option<PathBuf> {
 fn running_as_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
+
+/// A small deterministic generator (xorshift64), so that a randomized test
+/// (kill points, cut points) can be replayed from its printed seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number (never 0 when the seed is not 0).
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
