@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cordis_host::session::store::read_file;
-use cordis_tests::{cordis_exe, plugin_dir, Rng, Scratch};
+use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, Rng, Scratch};
 use serde_json::Value;
 
 struct Totals {
@@ -47,31 +47,8 @@ fn run_kills(kills: usize) -> Totals {
         session.get_or_insert(id.clone());
 
         // Kill at a random point within the next ~60 ms of appends.
-        let pid = child.id();
         let delay = Duration::from_micros(rng.next() % 60_000);
-        let killer = std::thread::spawn(move || {
-            std::thread::sleep(delay);
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-        });
-        let mut n = 0;
-        loop {
-            let content = format!("round {round} call {n}");
-            let line = format!(r#"call todo_write {{"todos": [{{"content": "{content}", "status": "in_progress"}}]}}"#);
-            if writeln!(stdin, "{line}").and_then(|_| stdin.flush()).is_err() {
-                break;
-            }
-            let mut answer = String::new();
-            match stdout.read_line(&mut answer) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            let answer: Value = serde_json::from_str(&answer).unwrap();
-            assert_eq!(answer["isError"], false, "seed {seed} round {round}: {answer}");
-            acknowledged.push(content);
-            n += 1;
-        }
-        killer.join().unwrap();
-        let _ = child.wait();
+        acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("seed {seed} round {round}")));
         let warnings = warnings.join().unwrap();
         totals.kills += 1;
         if injected_torn {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, PersistOracle, Rng, Scratch};
+use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, PersistOracle, Rng, Scratch};
 use serde_json::Value;
 
 fn store_fixture(part: &str) -> PathBuf {
@@ -240,29 +240,8 @@ fn runs_killed_mid_turn_lose_no_acknowledged_event() {
             stdout.read_line(&mut ready).unwrap();
             let ready: Value = serde_json::from_str(&ready).unwrap_or_else(|_| panic!("{compression} round {round}: not ready: {ready:?}"));
             session.get_or_insert(ready["session"].as_str().unwrap().to_string());
-            let pid = child.id();
             let delay = Duration::from_micros(5_000 + rng.next() % 60_000);
-            let killer = std::thread::spawn(move || {
-                std::thread::sleep(delay);
-                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-            });
-            for n in 0.. {
-                let content = format!("{compression} round {round} call {n}");
-                let line = format!(r#"call todo_write {{"todos": [{{"content": "{content}", "status": "in_progress"}}]}}"#);
-                if writeln!(stdin, "{line}").and_then(|_| stdin.flush()).is_err() {
-                    break;
-                }
-                let mut answer = String::new();
-                match stdout.read_line(&mut answer) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let answer: Value = serde_json::from_str(&answer).unwrap();
-                assert_eq!(answer["isError"], false, "{compression} round {round}: {answer}");
-                acknowledged.push(content);
-            }
-            killer.join().unwrap();
-            let _ = child.wait();
+            acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("{compression} round {round}")));
 
             // Nothing is on disk before a session's first append: a process
             // killed before any call leaves no session to continue.

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, PgServer, Rng, Scratch};
+use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, todo_call, PgServer, Rng, Scratch};
 use serde_json::Value;
 
 const URL_VAR: &str = "CORDIS_TEST_PG_URL";
@@ -90,10 +90,6 @@ impl HostDir {
         let id = parsed["session"].as_str().unwrap().to_string();
         (child, stdin, stdout, id)
     }
-}
-
-fn todo_call(content: &str) -> String {
-    format!(r#"call todo_write {{"todos": [{{"content": "{content}", "status": "in_progress"}}]}}"#)
 }
 
 fn written_todos(export: &str) -> HashSet<String> {
@@ -242,28 +238,8 @@ fn writers_killed_mid_turn_lose_no_acknowledged_event() {
         let host = &hosts[round % 2];
         let (mut child, mut stdin, mut stdout, id) = host.dev(session.as_deref());
         session.get_or_insert(id);
-        let pid = child.id();
         let delay = Duration::from_micros(5_000 + rng.next() % 60_000);
-        let killer = std::thread::spawn(move || {
-            std::thread::sleep(delay);
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-        });
-        for n in 0.. {
-            let content = format!("round {round} call {n}");
-            if writeln!(stdin, "{}", todo_call(&content)).and_then(|_| stdin.flush()).is_err() {
-                break;
-            }
-            let mut answer = String::new();
-            match stdout.read_line(&mut answer) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            let answer: Value = serde_json::from_str(&answer).unwrap();
-            assert_eq!(answer["isError"], false, "round {round}: {answer}");
-            acknowledged.push(content);
-        }
-        killer.join().unwrap();
-        let _ = child.wait();
+        acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("round {round}")));
         let written = written_todos(&hosts[(round + 1) % 2].export(session.as_deref().unwrap()));
         for content in &acknowledged {
             assert!(written.contains(content), "round {round}: acknowledged {content:?} is missing");

@@ -383,3 +383,50 @@ impl Rng {
         self.0
     }
 }
+
+/// The `cordis dev` console line that calls `todo_write` with one
+/// `in_progress` todo, `content`.
+pub fn todo_call(content: &str) -> String {
+    format!(r#"call todo_write {{"todos": [{{"content": "{content}", "status": "in_progress"}}]}}"#)
+}
+
+/// Crash injection on a running `cordis dev` (`child`, its console's
+/// `stdin` and `stdout`): sends [`todo_call`]s with contents
+/// `"{label} call 0"`, `"{label} call 1"`, ... one after another while a
+/// thread kills the process with SIGKILL after `delay`, then waits for it.
+/// Returns the contents of the calls it acknowledged, in order.
+///
+/// # Panics
+/// When a call is answered with an error (the message names `label`).
+pub fn calls_until_killed(
+    child: &mut std::process::Child,
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut std::io::BufReader<std::process::ChildStdout>,
+    delay: std::time::Duration,
+    label: &str,
+) -> Vec<String> {
+    use std::io::{BufRead, Write};
+    let pid = child.id();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    });
+    let mut acknowledged = Vec::new();
+    for n in 0.. {
+        let content = format!("{label} call {n}");
+        if writeln!(stdin, "{}", todo_call(&content)).and_then(|_| stdin.flush()).is_err() {
+            break;
+        }
+        let mut answer = String::new();
+        match stdout.read_line(&mut answer) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let answer: serde_json::Value = serde_json::from_str(&answer).expect("the console answers with JSON");
+        assert_eq!(answer["isError"], false, "{label}: {answer}");
+        acknowledged.push(content);
+    }
+    killer.join().expect("the killer thread ends");
+    let _ = child.wait();
+    acknowledged
+}
