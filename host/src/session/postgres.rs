@@ -227,10 +227,7 @@ impl PostgresStore {
     }
 
     fn client(&self) -> Result<Client, StoreError> {
-        let mut config: postgres::Config = self.url.parse().map_err(|e| self.db(e))?;
-        config.application_name(&application_name());
-        config.connect_timeout(std::time::Duration::from_secs(10));
-        config.connect(NoTls).map_err(|e| self.pg(e))
+        connect(&self.url).map_err(|e| self.pg(e))
     }
 
     fn quoted(&self) -> String {
@@ -288,11 +285,7 @@ impl PostgresStore {
 
     /// Takes session `id`'s writer lock on `client`, or names who holds it.
     fn lock(&self, client: &mut Client, id: &str) -> Result<(), StoreError> {
-        let got: bool = client
-            .query_one("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", &[&self.schema, &id])
-            .map_err(|e| self.pg(e))?
-            .get(0);
-        if got {
+        if try_lock(client, &self.schema, id).map_err(|e| self.pg(e))? {
             return Ok(());
         }
         let holder = client
@@ -324,12 +317,7 @@ impl PostgresStore {
     }
 
     fn writer(&self, mut client: Client, id: &str, durability: Durability) -> Result<PostgresWriter, StoreError> {
-        if durability == Durability::None {
-            client.batch_execute("SET synchronous_commit = off").map_err(|e| self.pg(e))?;
-        }
-        let insert = client
-            .prepare(&format!("INSERT INTO {}.events (session_id, seq, time, type, line) VALUES ($1, $2, $3, $4, $5)", self.quoted()))
-            .map_err(|e| self.pg(e))?;
+        let insert = prepare_writer(&mut client, &self.schema, durability).map_err(|e| self.pg(e))?;
         Ok(PostgresWriter {
             client,
             insert,
@@ -342,6 +330,29 @@ impl PostgresStore {
             in_transaction: false,
         })
     }
+}
+
+/// A connection to `url`, named with this process's [`application_name`].
+fn connect(url: &str) -> Result<Client, postgres::Error> {
+    let mut config: postgres::Config = url.parse()?;
+    config.application_name(&application_name());
+    config.connect_timeout(std::time::Duration::from_secs(10));
+    config.connect(NoTls)
+}
+
+/// Tries to take session `id`'s writer lock (a session advisory lock) on
+/// `client`; `false` when another connection holds it.
+fn try_lock(client: &mut Client, schema: &str, id: &str) -> Result<bool, postgres::Error> {
+    Ok(client.query_one("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", &[&schema, &id])?.get(0))
+}
+
+/// Readies a writer's connection: `synchronous_commit = off` under
+/// [`Durability::None`], and the event insert prepared.
+fn prepare_writer(client: &mut Client, schema: &str, durability: Durability) -> Result<postgres::Statement, postgres::Error> {
+    if durability == Durability::None {
+        client.batch_execute("SET synchronous_commit = off")?;
+    }
+    client.prepare(&format!("INSERT INTO \"{schema}\".events (session_id, seq, time, type, line) VALUES ($1, $2, $3, $4, $5)"))
 }
 
 fn describe(config: &postgres::Config, schema: &str) -> String {
@@ -516,23 +527,11 @@ impl PostgresWriter {
     }
 
     fn reconnect(&mut self) -> Result<(), String> {
-        let mut config: postgres::Config = self.url.parse().map_err(|e: postgres::Error| e.to_string())?;
-        config.application_name(&application_name());
-        config.connect_timeout(std::time::Duration::from_secs(10));
-        let mut client = config.connect(NoTls).map_err(|e| e.to_string())?;
-        let got: bool = client
-            .query_one("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", &[&self.schema, &self.id])
-            .map_err(|e| e.to_string())?
-            .get(0);
-        if !got {
+        let mut client = connect(&self.url).map_err(|e| e.to_string())?;
+        if !try_lock(&mut client, &self.schema, &self.id).map_err(|e| e.to_string())? {
             return Err(format!("another writer took session `{}` while the connection was down", self.id));
         }
-        if self.durability == Durability::None {
-            client.batch_execute("SET synchronous_commit = off").map_err(|e| e.to_string())?;
-        }
-        self.insert = client
-            .prepare(&format!("INSERT INTO \"{}\".events (session_id, seq, time, type, line) VALUES ($1, $2, $3, $4, $5)", self.schema))
-            .map_err(|e| e.to_string())?;
+        self.insert = prepare_writer(&mut client, &self.schema, self.durability).map_err(|e| e.to_string())?;
         self.client = client;
         Ok(())
     }
