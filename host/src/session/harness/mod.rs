@@ -522,15 +522,27 @@ impl SessionStore for HarnessStore {
 /// The header of the log at `file`, reading only its first frame or line;
 /// `None` when there is no such file or no valid header.
 fn read_header(file: &Path, compression: Compression) -> Option<Header> {
-    let bytes = fs::read(file).ok()?;
-    let first = match compression {
-        Compression::Zstd => {
-            let frames = frames::split(&bytes).ok()?;
-            frames::decompress(&bytes[frames.complete.first()?.clone()]).ok()?
+    use std::io::Read;
+    // The header is at the start: read a prefix, and the whole file only
+    // when the header does not end within it.
+    const PREFIX: u64 = 64 * 1024;
+    let first = |bytes: &[u8]| -> Option<Vec<u8>> {
+        match compression {
+            Compression::Zstd => {
+                let frames = frames::split(bytes).ok()?;
+                frames::decompress(&bytes[frames.complete.first()?.clone()]).ok()
+            }
+            Compression::None => Some(bytes[..=bytes.iter().position(|&b| b == b'\n')?].to_vec()),
         }
-        Compression::None => bytes[..=bytes.iter().position(|&b| b == b'\n')?].to_vec(),
     };
-    scan::parse_header(&first).ok()
+    let mut prefix = Vec::new();
+    File::open(file).ok()?.take(PREFIX).read_to_end(&mut prefix).ok()?;
+    let header = match first(&prefix) {
+        Some(h) => h,
+        None if prefix.len() as u64 == PREFIX => first(&fs::read(file).ok()?)?,
+        None => return None,
+    };
+    scan::parse_header(&header).ok()
 }
 
 /// The appending end of one harness log.
