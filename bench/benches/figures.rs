@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use cordis_bench::inproc::{self, AppendBed, Direct, Kept, RawAppend, Resume, ServiceCallBed, ToolCallBed};
 use cordis_bench::pg::PgBench;
 use cordis_bench::{paths, workload};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode};
 
 fn quick() -> bool {
     std::env::var_os("CORDIS_BENCH_QUICK").is_some_and(|v| v != "0")
@@ -97,6 +98,33 @@ fn tool_call(c: &mut Criterion) {
     group.finish();
 }
 
+/// Benchmarks `sides` in one interleaved loop: every iteration runs each
+/// side once, in an order that rotates with the iteration (so no side
+/// always runs right after another), and each side's benchmark counts only
+/// its own time. The disk's latency drifts with whatever else the machine
+/// is doing; measured this way, every side sees the same drift.
+fn interleaved(group: &mut BenchmarkGroup<'_, WallTime>, sides: &mut [(&str, &mut dyn FnMut())]) {
+    let names: Vec<String> = sides.iter().map(|(name, _)| name.to_string()).collect();
+    for (timed, name) in names.iter().enumerate() {
+        group.bench_function(name.as_str(), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    for k in 0..sides.len() {
+                        let which = (i as usize + k) % sides.len();
+                        let start = Instant::now();
+                        (sides[which].1)();
+                        if which == timed {
+                            total += start.elapsed();
+                        }
+                    }
+                }
+                total
+            });
+        });
+    }
+}
+
 fn durable_append(c: &mut Criterion) {
     let todo = or_die(paths::library("tool-todo"));
     let dir = or_die(paths::scratch("append", true));
@@ -104,41 +132,19 @@ fn durable_append(c: &mut Criterion) {
     or_die(bed.append());
     let line = bed.line();
     let mut raw = or_die(RawAppend::new(&dir.join("raw.jsonl"), &line));
-    // The disk's latency drifts with whatever else the machine is doing, so
-    // both benchmarks run the same interleaved loop (one event through the
-    // session, one raw line, ...) and each times only its own side; which
-    // side goes first alternates, so neither always syncs right after the
-    // other.
+    // One event through the session, one raw line, alternating which
+    // goes first.
     let mut group = c.benchmark_group("durable_append");
     group.sample_size(samples(40)).measurement_time(secs(6)).warm_up_time(secs(1));
-    for side in ["ours", "raw"] {
-        group.bench_function(side, |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for i in 0..iters {
-                    let ours = || {
-                        let start = Instant::now();
-                        or_die(bed.append());
-                        start.elapsed()
-                    };
-                    let mut theirs = || {
-                        let start = Instant::now();
-                        raw.append().unwrap_or_else(|e| panic!("raw append: {e}"));
-                        start.elapsed()
-                    };
-                    let (a, b) = if i % 2 == 0 {
-                        let a = ours();
-                        (a, theirs())
-                    } else {
-                        let b = theirs();
-                        (ours(), b)
-                    };
-                    total += if side == "ours" { a } else { b };
-                }
-                total
-            });
-        });
-    }
+    interleaved(
+        &mut group,
+        &mut [
+            ("ours", &mut || {
+                or_die(bed.append());
+            }),
+            ("raw", &mut || raw.append().unwrap_or_else(|e| panic!("raw append: {e}"))),
+        ],
+    );
     group.finish();
 }
 
@@ -228,30 +234,18 @@ fn harness_store(c: &mut Criterion) {
     let mut raw = or_die(RawAppend::new(&dir.join("raw.jsonl"), &zstd.line()));
     let mut group = c.benchmark_group("store_append");
     group.sample_size(samples(30)).measurement_time(secs(6)).warm_up_time(secs(1));
-    for side in ["zstd", "plain", "raw"] {
-        group.bench_function(side, |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for i in 0..iters {
-                    // All three each round, in a rotating order; only this
-                    // side's time counts.
-                    let mut times = [Duration::ZERO; 3];
-                    for k in 0..3 {
-                        let which = (i as usize + k) % 3;
-                        let start = Instant::now();
-                        match which {
-                            0 => drop(or_die(zstd.append())),
-                            1 => drop(or_die(plain.append())),
-                            _ => raw.append().unwrap_or_else(|e| panic!("raw append: {e}")),
-                        }
-                        times[which] = start.elapsed();
-                    }
-                    total += times[["zstd", "plain", "raw"].iter().position(|s| *s == side).unwrap_or(2)];
-                }
-                total
-            });
-        });
-    }
+    interleaved(
+        &mut group,
+        &mut [
+            ("zstd", &mut || {
+                or_die(zstd.append());
+            }),
+            ("plain", &mut || {
+                or_die(plain.append());
+            }),
+            ("raw", &mut || raw.append().unwrap_or_else(|e| panic!("raw append: {e}"))),
+        ],
+    );
     group.finish();
 
     let n = 100_000;
@@ -285,34 +279,15 @@ fn postgres_store(c: &mut Criterion) {
     let mut plain = or_die(bench.plain(line.trim_end()));
     let mut group = c.benchmark_group("pg_append");
     group.sample_size(samples(30)).measurement_time(secs(6)).warm_up_time(secs(1));
-    for side in ["ours", "plain"] {
-        group.bench_function(side, |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for i in 0..iters {
-                    let ours = || {
-                        let start = Instant::now();
-                        or_die(bench.append(&one));
-                        start.elapsed()
-                    };
-                    let mut theirs = || {
-                        let start = Instant::now();
-                        or_die(plain.insert());
-                        start.elapsed()
-                    };
-                    let (a, b) = if i % 2 == 0 {
-                        let a = ours();
-                        (a, theirs())
-                    } else {
-                        let b = theirs();
-                        (ours(), b)
-                    };
-                    total += if side == "ours" { a } else { b };
-                }
-                total
-            });
-        });
-    }
+    interleaved(
+        &mut group,
+        &mut [
+            ("ours", &mut || {
+                or_die(bench.append(&one));
+            }),
+            ("plain", &mut || or_die(plain.insert())),
+        ],
+    );
     group.finish();
 
     // Eight writers at once: one iteration is a round of 8 appends, one per
