@@ -27,7 +27,9 @@ fn future_build() -> (PathBuf, PathBuf) {
     let root = target_dir().join("abi-evolution");
     let abi = root.join("abi");
     std::fs::create_dir_all(abi.join("src")).unwrap();
-    for file in ["lib.rs", "ffi.rs", "sdk.rs", "schema.rs"] {
+    let sources = std::fs::read_dir(repo_root().join("abi/src")).unwrap();
+    for file in sources.map(|e| e.unwrap().file_name().into_string().unwrap()).filter(|f| f.ends_with(".rs")) {
+        let file = file.as_str();
         let mut text = std::fs::read_to_string(repo_root().join("abi/src").join(file)).unwrap();
         if file == "ffi.rs" {
             let marker = "    pub provides: extern \"C\" fn() -> RVec<ProvidedService>,\n";
@@ -119,7 +121,7 @@ fn another_abi_version_is_refused_naming_both() {
     let err = library::load_library(&lib_path("fixture-old-version")).expect_err("another cordis-abi version is refused");
     let text = err.to_string();
     assert!(text.contains("built against an incompatible plugin ABI"), "{text}");
-    assert!(text.contains("it uses cordis-abi 0.1.0, this host uses 0.3.0"), "{text}");
+    assert!(text.contains("it uses cordis-abi 0.1.0, this host uses 0.4.0"), "{text}");
     let _ = cordis_exe();
 }
 

@@ -10,7 +10,9 @@
 //! it is 0.x) so that old libraries are refused with a version error.
 //!
 //! Conventions:
-//! - every payload is JSON text (`RString` / `RStr`);
+//! - every payload is JSON text (`RString` / `RStr`); the two the host
+//!   writes or keeps verbatim, an appended event's data and a tool's
+//!   structured value, are [`JsonStr`] / [`JsonText`], JSON by construction;
 //! - fallible calls return `RResult<_, RString>` whose error is a one-line,
 //!   human-readable message;
 //! - host-side objects (`HostContext`, `ExecContext`) are borrowed for the
@@ -28,6 +30,8 @@ use abi_stable::{
     std_types::{RBox, ROption, RResult, RStr, RString, RVec},
     StableAbi,
 };
+
+use crate::json::{JsonStr, JsonText};
 
 /// The root module a plugin library exports: the list of its plugins.
 #[repr(C)]
@@ -202,8 +206,8 @@ pub struct ToolOutcome {
     pub is_error: bool,
     /// The text returned to the model.
     pub text: RString,
-    /// The structured value (JSON text) on success.
-    pub value: ROption<RString>,
+    /// The structured value on success.
+    pub value: ROption<JsonText>,
 }
 
 /// A model-facing tool implemented by a plugin.
@@ -241,10 +245,12 @@ pub trait ExecContext {
     fn has_session(&self) -> bool;
     /// Appends an event of a type the calling plugin owns to the calling
     /// agent's session; returns the event's `seq`. Fails when no agent is
-    /// calling, the type is not owned by this plugin, the owner's validator
-    /// rejects `data`, or the event cannot be written durably.
+    /// calling, the type is not owned by this plugin, the session
+    /// log's structure rules refuse it, or the event cannot be written
+    /// durably. The owner's own invariant is not run again on its own
+    /// appends; it guards events that come from elsewhere.
     #[sabi(last_prefix_field)]
-    fn append(&self, event_type: RStr<'_>, data: RStr<'_>) -> RResult<u64, RString>;
+    fn append(&self, event_type: RStr<'_>, data: JsonStr<'_>) -> RResult<u64, RString>;
 }
 
 /// A borrowed [`ExecContext`] object, valid for one `execute` call.

@@ -42,11 +42,13 @@
 //! ```
 
 pub mod ffi;
+pub mod json;
 pub mod schema;
 pub mod sdk;
 
 pub use abi_stable;
 pub use inventory;
+pub use json::{JsonStr, JsonText};
 pub use ffi::{PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, ProvidedService};
 
 /// The symbol-independent name of the root module type, as reported by the

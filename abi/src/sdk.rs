@@ -27,6 +27,7 @@ use crate::ffi::{
     PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, ProvidedService, Service, ServiceBox, Service_TO, Tool,
     ToolBox, ToolOutcome, Tool_TO, TurnEndHook, TurnEndHookBox, TurnEndHook_TO,
 };
+use crate::json::{JsonStr, JsonText};
 use crate::schema::{self, Checker};
 
 /// Everything a plugin crate usually needs.
@@ -36,6 +37,7 @@ pub mod prelude {
         ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
     };
     pub use crate::ffi::LogLevel;
+    pub use crate::json::{JsonStr, JsonText};
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
     pub use serde_json::{json, Value};
@@ -270,7 +272,7 @@ impl RawHost for HostContextRef<'_> {
 trait RawExec {
     fn call_id(&self) -> RString;
     fn has_session(&self) -> bool;
-    fn append(&self, event_type: &str, data: &str) -> RResult<u64, RString>;
+    fn append(&self, event_type: &str, data: JsonStr<'_>) -> RResult<u64, RString>;
 }
 
 impl RawExec for ExecContextRef<'_> {
@@ -280,8 +282,8 @@ impl RawExec for ExecContextRef<'_> {
     fn has_session(&self) -> bool {
         ExecContext_TO::has_session(self)
     }
-    fn append(&self, event_type: &str, data: &str) -> RResult<u64, RString> {
-        ExecContext_TO::append(self, event_type.into(), data.into())
+    fn append(&self, event_type: &str, data: JsonStr<'_>) -> RResult<u64, RString> {
+        ExecContext_TO::append(self, event_type.into(), data)
     }
 }
 
@@ -578,17 +580,21 @@ pub trait TypedTool: Send + Sync + 'static {
     /// A [`ToolError`] becomes a result `{isError: true, text: "Error: ..."}`.
     fn execute(&self, args: Self::Args, cx: &ToolContext<'_>) -> Result<ToolReply, ToolError>;
     /// Runs one call like [`TypedTool::execute`], returning the structured
-    /// value already encoded as JSON text, which is how it crosses to the
-    /// host. The default encodes `execute`'s value. A tool whose value is a
-    /// serializable struct may override it to encode the struct directly
-    /// (see [`EncodedReply::new`]) and skip building a `Value` on every
-    /// call; it must reply exactly as `execute` would.
+    /// value already encoded as JSON ([`JsonText`]), which is how it crosses
+    /// to the host. The default encodes `execute`'s value. A tool whose
+    /// value is a serializable struct may override it to encode the struct
+    /// directly (see [`EncodedReply::new`]) and skip building a `Value` on
+    /// every call; it must reply exactly as `execute` would.
     ///
     /// # Errors
     /// As [`TypedTool::execute`].
     fn execute_encoded(&self, args: Self::Args, cx: &ToolContext<'_>) -> Result<EncodedReply, ToolError> {
         let reply = self.execute(args, cx)?;
-        Ok(EncodedReply { text: reply.text, value: reply.value.map(|v| v.to_string()) })
+        let value = match reply.value {
+            Some(v) => Some(JsonText::encode(&v).map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?),
+            None => None,
+        };
+        Ok(EncodedReply { text: reply.text, value })
     }
     /// A card describing a call for interactive hosts. The default is a
     /// generic card titled with the tool's name carrying the arguments.
@@ -612,14 +618,14 @@ pub struct ToolReply {
     pub value: Option<Value>,
 }
 
-/// A successful tool result whose structured value is already JSON text:
+/// A successful tool result whose structured value is already encoded:
 /// what [`TypedTool::execute_encoded`] returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EncodedReply {
     /// What the model reads.
     pub text: String,
-    /// The structured value as JSON text.
-    pub value: Option<String>,
+    /// The structured value, encoded (see [`JsonText`] for how to make one).
+    pub value: Option<JsonText>,
 }
 
 impl EncodedReply {
@@ -629,7 +635,7 @@ impl EncodedReply {
     /// When `value` cannot be encoded (a map with non-string keys, a
     /// failing `Serialize` impl).
     pub fn new(text: String, value: &impl Serialize) -> Result<EncodedReply, ToolError> {
-        let value = serde_json::to_string(value).map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
+        let value = JsonText::encode(value).map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
         Ok(EncodedReply { text, value: Some(value) })
     }
 }
@@ -665,26 +671,28 @@ impl ToolContext<'_> {
     /// Appends an event of an owned type to the calling agent's session;
     /// returns its `seq`.
     ///
-    /// The data must pass the type's invariant: the host checks it is JSON
-    /// and that the log's structure rules allow it, but does not run the
-    /// invariant again on its owner's own appends (the invariant guards
-    /// events that come from elsewhere: replay, import, the host). Append
-    /// what your tool has checked.
+    /// The data must pass the type's invariant: the host checks that the
+    /// log's structure rules allow it, but does not run the invariant again
+    /// on its owner's own appends (the invariant guards events that come
+    /// from elsewhere: replay, import, the host), nor parse the data again
+    /// (it is JSON because `serde_json` encoded it). Append what your tool
+    /// has checked.
     ///
     /// # Errors
     /// When no agent is calling, the type is not owned by this plugin, the
     /// log's rules refuse it, or the write fails.
     pub fn append<D: Serialize>(&self, event_type: &str, data: &D) -> Result<u64, ToolError> {
-        let text = serde_json::to_string(data).map_err(|e| ToolError(format!("cannot encode {event_type} data: {e}")))?;
-        self.append_json(event_type, &text)
+        let text = JsonText::encode(data).map_err(|e| ToolError(format!("cannot encode {event_type} data: {e}")))?;
+        self.append_json(event_type, text.as_json_str())
     }
 
-    /// [`ToolContext::append`] with the data already encoded as JSON text
-    /// (the host checks it is JSON).
+    /// [`ToolContext::append`] with the data already encoded: a
+    /// [`JsonStr`] from a [`JsonText`] or a `serde_json` [`RawValue`](serde_json::value::RawValue)
+    /// (`(&*raw).into()`).
     ///
     /// # Errors
-    /// As [`ToolContext::append`], and when `data` is not JSON.
-    pub fn append_json(&self, event_type: &str, data: &str) -> Result<u64, ToolError> {
+    /// As [`ToolContext::append`].
+    pub fn append_json(&self, event_type: &str, data: JsonStr<'_>) -> Result<u64, ToolError> {
         self.raw.append(event_type, data).into_result().map_err(|e| ToolError(e.into()))
     }
 }
@@ -788,7 +796,7 @@ impl<T: TypedTool> Tool for ToolAdapter<T> {
 
     fn execute(&self, arguments: RStr<'_>, cx: ExecContextRef<'_>) -> ToolOutcome {
         match guard_named(self.plugin, || format!("{}.execute", self.name), || self.run(arguments.as_str(), &cx)) {
-            Ok(reply) => ToolOutcome { is_error: false, text: reply.text.into(), value: reply.value.map(RString::from).into() },
+            Ok(reply) => ToolOutcome { is_error: false, text: reply.text.into(), value: reply.value.into() },
             Err(message) => ToolOutcome { is_error: true, text: format!("Error: {message}").into(), value: ROption::RNone },
         }
     }

@@ -137,8 +137,8 @@ impl TodoSink for Kept {
     fn has_session(&self) -> bool {
         true
     }
-    fn append_todo_write(&self, data: &str) -> Result<u64, String> {
-        data.clone_into(&mut self.0.borrow_mut());
+    fn append_todo_write(&self, data: &serde_json::value::RawValue) -> Result<u64, String> {
+        data.get().clone_into(&mut self.0.borrow_mut());
         Ok(0)
     }
 }
@@ -178,7 +178,7 @@ impl Direct {
         let value = parse_arguments(arguments, &self.checker)?;
         let args: TodoArgs = serde_json::from_value(value).map_err(|e| e.to_string())?;
         let reply = tool_todo::execute_call_encoded(args, self.policy, sink).map_err(|e| e.0)?;
-        Ok(reply.value.unwrap_or_default())
+        Ok(reply.value.map(|v| v.as_str().to_owned()).unwrap_or_default())
     }
 }
 

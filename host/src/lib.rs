@@ -25,6 +25,7 @@ pub mod agent;
 pub mod cli;
 pub mod context;
 pub mod hmr;
+pub mod json;
 pub mod loader;
 pub mod mcp;
 pub mod projection;

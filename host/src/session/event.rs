@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+pub use crate::json::RawJson;
+
 /// Core event types, owned by the host.
 pub mod core {
     /// A turn begins: `{turn}`.
@@ -98,7 +100,7 @@ pub struct Event {
     /// The event type, e.g. `tool/call`, `todo/write`.
     pub kind: String,
     /// The event's data, byte for byte as written.
-    pub data: Box<RawValue>,
+    pub data: RawJson,
     /// How a surface event enters the model's history: `append`, or
     /// `{"op":"replace","start","end"}` (compaction replacing a range).
     pub surface_op: Option<SurfaceOp>,
@@ -225,15 +227,14 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-/// The JSON `null` as raw data.
-pub fn raw_null() -> Box<RawValue> {
-    #[allow(clippy::expect_used)]
-    RawValue::from_string("null".into()).expect("`null` is valid JSON")
+/// The JSON `null` as event data.
+pub fn raw_null() -> RawJson {
+    RawJson::null()
 }
 
-/// Serializes `value` as raw data.
-pub fn to_raw(value: &impl Serialize) -> Box<RawValue> {
-    serde_json::value::to_raw_value(value).unwrap_or_else(|_| raw_null())
+/// Encodes `value` as event data (`null` when it cannot be encoded).
+pub fn to_raw(value: &impl Serialize) -> RawJson {
+    RawJson::encode(value)
 }
 
 #[cfg(test)]
@@ -247,7 +248,7 @@ mod tests {
             seq: 3,
             time: 7,
             kind: "x/y".into(),
-            data,
+            data: data.into(),
             surface_op: Some(SurfaceOp::Append),
             source_event_seqs: Some(vec![1, 2]),
         };
@@ -272,7 +273,7 @@ mod tests {
             seq: 5,
             time: 1,
             kind: "tool/result".into(),
-            data: RawValue::from_string("{}".into()).unwrap(),
+            data: RawJson::parse("{}").unwrap(),
             surface_op: Some(SurfaceOp::Replace { start: 3, end: 3 }),
             source_event_seqs: Some(vec![3]),
         };

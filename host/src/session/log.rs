@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
-use serde_json::value::RawValue;
+use crate::json::RawJson;
 
 use super::event::{core, now_ms, to_raw, Event, Header, SurfaceOp};
 use super::messages::derive_history;
@@ -248,6 +248,16 @@ impl Session {
         self.push(kind, raw, by, |_| ())
     }
 
+    /// Appends an event whose data a plugin encoded with `serde_json`
+    /// ([`cordis_abi::JsonStr`], JSON by construction): the data is copied,
+    /// not parsed.
+    ///
+    /// # Errors
+    /// [`AppendError`]; nothing is written.
+    pub fn append_encoded(&self, kind: &str, data: cordis_abi::JsonStr<'_>, by: Appender<'_>) -> Result<u64, AppendError> {
+        self.push(kind, RawJson::from_plugin(data.as_str()), by, |_| ())
+    }
+
     /// Appends an event whose data is any serializable value.
     ///
     /// # Errors
@@ -260,7 +270,7 @@ impl Session {
     ///
     /// # Errors
     /// [`AppendError`]; nothing is written.
-    pub fn append(&self, kind: &str, data: Box<RawValue>, by: Appender<'_>) -> Result<Event, AppendError> {
+    pub fn append(&self, kind: &str, data: RawJson, by: Appender<'_>) -> Result<Event, AppendError> {
         let mut written = None;
         self.push(kind, data, by, |e| written = Some(e.clone()))?;
         written.ok_or_else(|| AppendError::ReadOnly(self.id.clone()))
@@ -269,7 +279,7 @@ impl Session {
     /// The append pipeline; `seen` gets the event as written (under the
     /// session's lock). Projections are not folded here: [`Session::state`]
     /// catches up from the log when a state is read.
-    fn push(&self, kind: &str, data: Box<RawValue>, by: Appender<'_>, seen: impl FnOnce(&Event)) -> Result<u64, AppendError> {
+    fn push(&self, kind: &str, data: RawJson, by: Appender<'_>, seen: impl FnOnce(&Event)) -> Result<u64, AppendError> {
         let is_core = core::is_core(kind);
         let owned = if is_core { None } else { self.types.get(kind) };
         match (&by, is_core, &owned) {

@@ -225,7 +225,7 @@ mod tests {
             seq,
             time,
             kind: "assistant/chunk".into(),
-            data: serde_json::value::RawValue::from_string(data.into()).unwrap(),
+            data: crate::json::RawJson::parse(data).unwrap(),
             surface_op: None,
             source_event_seqs: None,
         };

@@ -15,7 +15,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde_json::value::RawValue;
+use crate::json::RawJson;
 
 use super::backend::{LogWriter, SessionStore};
 use super::event::{raw_null, Envelope, Event, Header, SurfaceOp};
@@ -619,7 +619,7 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
                 seq,
                 time: env.time.unwrap_or(0),
                 kind: env.kind,
-                data: env.data.unwrap_or_else(raw_null),
+                data: env.data.map_or_else(raw_null, RawJson::from),
                 surface_op: env.surface_op.map(SurfaceOp::from_raw),
                 source_event_seqs: env.source_event_seqs,
             });
@@ -690,8 +690,8 @@ fn describe_bad_event(text: &str, e: &serde_json::Error) -> String {
 ///
 /// # Errors
 /// The JSON parser's message.
-pub fn parse_data(text: &str) -> Result<Box<RawValue>, String> {
-    serde_json::from_str::<Box<RawValue>>(text).map_err(|e| format!("event data is not JSON: {e}"))
+pub fn parse_data(text: &str) -> Result<RawJson, String> {
+    RawJson::parse(text).map_err(|e| format!("event data is not JSON: {e}"))
 }
 
 /// The store of a host whose composition chose a store it cannot use: every

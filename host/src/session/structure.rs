@@ -26,7 +26,7 @@
 use std::collections::HashSet;
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
+use crate::json::RawJson;
 
 use super::event::{core, SurfaceOp};
 
@@ -120,7 +120,7 @@ impl Trace {
     ///
     /// # Errors
     /// The first rule the event breaks, in words.
-    pub fn check(&self, kind: &str, data: &RawValue, surface: Option<&SurfaceOp>, owned: bool) -> Result<(), String> {
+    pub fn check(&self, kind: &str, data: &RawJson, surface: Option<&SurfaceOp>, owned: bool) -> Result<(), String> {
         if !core::is_core(kind) && kind != "assistant/chunk" {
             if needs_turn(kind, owned) && self.open_turn.is_none() {
                 return Err(format!("{kind} outside any open turn (execution events belong inside an open turn)"));
@@ -204,7 +204,7 @@ impl Trace {
     /// Moves the trace past one event (checked or not): a rule-breaking
     /// event is followed as written, so the events after it are judged
     /// against it.
-    pub fn apply(&mut self, kind: &str, data: &RawValue) {
+    pub fn apply(&mut self, kind: &str, data: &RawJson) {
         if !matches!(kind, core::TURN_START | core::TURN_END | core::STEP_START | core::STEP_END | core::TOOL_CALL | core::TOOL_RESULT) {
             return;
         }
@@ -256,8 +256,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn raw(v: serde_json::Value) -> Box<RawValue> {
-        serde_json::value::to_raw_value(&v).unwrap()
+    fn raw(v: serde_json::Value) -> RawJson {
+        RawJson::encode(&v)
     }
 
     /// Runs events through a trace; returns the broken rule of each.

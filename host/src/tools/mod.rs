@@ -18,7 +18,9 @@ use std::sync::{Arc, RwLock};
 use abi_stable::{sabi_trait::TD_Opaque, std_types::{RErr, ROk, RResult, RStr, RString}};
 use cordis_abi::ffi::{ExecContext, ExecContext_TO, ToolBox};
 use serde::Serialize;
-use serde_json::value::RawValue;
+use cordis_abi::JsonStr;
+
+use crate::json::RawJson;
 use serde_json::Value;
 
 use crate::context::Owner;
@@ -52,16 +54,16 @@ pub struct ToolResult {
     /// The text for the model; `Error: ...` on failure.
     pub text: String,
     /// The structured value on success, as the JSON text the tool sent
-    /// (checked to be JSON, not parsed: most callers only pass it on; see
-    /// [`ToolResult::value`]).
+    /// (JSON by construction, see [`cordis_abi::json`]; not parsed: most
+    /// callers only pass it on; see [`ToolResult::value`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<Box<RawValue>>,
+    pub value: Option<RawJson>,
 }
 
 impl ToolResult {
     /// The structured value, parsed.
     pub fn value(&self) -> Option<Value> {
-        self.value.as_ref().and_then(|raw| serde_json::from_str(raw.get()).ok())
+        self.value.as_ref().map(RawJson::to_value)
     }
 
     /// An error result with text `Error: <message>`.
@@ -214,13 +216,7 @@ impl ToolRegistry {
         }
         let scope = CallScope { call_id: call.id, session, owner: &tool.owner };
         let outcome = tool.tool.execute(call.arguments.into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
-        let value = match outcome.value.into_option() {
-            Some(text) => match RawValue::from_string(text.into()) {
-                Ok(v) => Some(v),
-                Err(e) => return ToolResult::error(format!("tool `{}` returned a value that is not JSON: {e}", call.name)),
-            },
-            None => None,
-        };
+        let value = outcome.value.as_ref().into_option().map(|v| RawJson::from_plugin(v.as_str()));
         ToolResult { is_error: outcome.is_error, text: outcome.text.into(), value }
     }
 }
@@ -245,11 +241,11 @@ impl ExecContext for CallScope<'_> {
         self.session.is_some()
     }
 
-    fn append(&self, event_type: RStr<'_>, data: RStr<'_>) -> RResult<u64, RString> {
+    fn append(&self, event_type: RStr<'_>, data: JsonStr<'_>) -> RResult<u64, RString> {
         let Some(session) = self.session else {
             return RErr("no agent session owns this call".into());
         };
-        match session.append_text(event_type.as_str(), data.as_str(), Appender::Plugin(self.owner)) {
+        match session.append_encoded(event_type.as_str(), data, Appender::Plugin(self.owner)) {
             Ok(seq) => ROk(seq),
             Err(e) => RErr(e.to_string().into()),
         }

@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value};
 
-use super::super::event::{raw_null, to_raw, Envelope, Event, Header, SurfaceOp};
+use super::super::event::{raw_null, to_raw, Envelope, Event, Header, RawJson, SurfaceOp};
 use super::super::packed;
 
 /// The lines read so far, and where the good part ends.
@@ -201,7 +201,7 @@ fn decode_row(raw: &[u8], position: u64) -> Result<Vec<Event>, String> {
         seq,
         time: env.time.unwrap_or(0),
         kind: env.kind,
-        data: env.data.unwrap_or_else(raw_null),
+        data: env.data.map_or_else(raw_null, RawJson::from),
         surface_op: env.surface_op.map(SurfaceOp::from_raw),
         source_event_seqs: env.source_event_seqs,
     }])
@@ -353,7 +353,7 @@ mod tests {
             seq,
             time: 5,
             kind: kind.into(),
-            data: serde_json::value::RawValue::from_string(data.into()).unwrap(),
+            data: RawJson::parse(data).unwrap(),
             surface_op: None,
             source_event_seqs: None,
         };

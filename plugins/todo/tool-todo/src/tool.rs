@@ -33,6 +33,7 @@ use std::collections::HashMap;
 
 use cordis_abi::sdk::prelude::*;
 use cordis_abi::sdk::ToolContext;
+use serde_json::value::{to_raw_value, RawValue};
 
 use crate::item::{Counts, Status, Todo};
 use crate::trim::js_trim;
@@ -209,39 +210,39 @@ fn reply_text(counts: &Counts) -> String {
 /// Never in practice: the value is plain strings and numbers.
 pub fn encoded_reply(todos: Vec<Todo>) -> Result<EncodedReply, ToolError> {
     let list = encode_list(&todos)?;
-    Ok(encoded_reply_of(&todos, &list))
+    encoded_reply_of(&todos, &list)
 }
 
-/// `todos` as JSON text, `[{"content":...,"status":...},...]`: encoded once
-/// per call, then spliced into both the event data and the reply value.
-fn encode_list(todos: &[Todo]) -> Result<String, ToolError> {
-    serde_json::to_string(todos).map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))
+/// `todos` encoded, `[{"content":...,"status":...},...]`: encoded once per
+/// call, then spliced into both the event data and the reply value.
+fn encode_list(todos: &[Todo]) -> Result<Box<RawValue>, ToolError> {
+    to_raw_value(todos).map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))
 }
 
-/// The `todo/write` data `{"todos":LIST}`, byte for byte what encoding a
-/// [`TodoWrite`](crate::TodoWrite) gives, from the encoded `list`.
-fn todo_write_data(list: &str) -> String {
-    let mut data = String::with_capacity(list.len() + 10);
-    data.push_str("{\"todos\":");
-    data.push_str(list);
-    data.push('}');
-    data
+/// The `todo/write` data `{"todos":LIST}` from the encoded `list`, byte for
+/// byte what encoding a [`TodoWrite`](crate::TodoWrite) gives.
+#[derive(Serialize)]
+struct TodoWriteData<'a> {
+    todos: &'a RawValue,
 }
 
-/// The reply for `todos`, whose JSON text is `list`: the value
-/// `{"todos":LIST,"counts":{...}}`, byte for byte what encoding a
-/// [`TodoWriteValue`] gives.
-fn encoded_reply_of(todos: &[Todo], list: &str) -> EncodedReply {
+/// The reply value `{"todos":LIST,"counts":{...}}` from the encoded `list`,
+/// byte for byte what encoding a [`TodoWriteValue`] gives.
+#[derive(Serialize)]
+struct TodoWriteValueData<'a> {
+    todos: &'a RawValue,
+    counts: Counts,
+}
+
+/// The reply for `todos`, whose encoding is `list`.
+fn encoded_reply_of(todos: &[Todo], list: &RawValue) -> Result<EncodedReply, ToolError> {
     let counts = Counts::of(todos);
-    let text = reply_text(&counts);
-    let value = format!(
-        "{{\"todos\":{list},\"counts\":{{\"pending\":{},\"inProgress\":{},\"completed\":{}}}}}",
-        counts.pending, counts.in_progress, counts.completed
-    );
-    EncodedReply {
-        text,
+    let value = JsonText::encode(&TodoWriteValueData { todos: list, counts })
+        .map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
+    Ok(EncodedReply {
+        text: reply_text(&counts),
         value: Some(value),
-    }
+    })
 }
 
 /// Where a validated list goes: the calling agent's session. Implemented for
@@ -250,13 +251,13 @@ pub trait TodoSink {
     /// Whether an agent session owns the call.
     fn has_session(&self) -> bool;
     /// Appends a `todo/write` event to the calling session; returns its
-    /// `seq`. `data` is the event data as JSON text: a [`TodoWrite`](crate::TodoWrite),
+    /// `seq`. `data` is the encoded event data: a [`TodoWrite`](crate::TodoWrite),
     /// `{"todos":[...]}`.
     ///
     /// # Errors
     /// Whatever the session refuses (turn enclosure, write
     /// failure), as one line.
-    fn append_todo_write(&self, data: &str) -> Result<u64, String>;
+    fn append_todo_write(&self, data: &RawValue) -> Result<u64, String>;
 }
 
 impl TodoSink for ToolContext<'_> {
@@ -264,8 +265,8 @@ impl TodoSink for ToolContext<'_> {
         ToolContext::has_session(self)
     }
 
-    fn append_todo_write(&self, data: &str) -> Result<u64, String> {
-        self.append_json(TODO_WRITE, data).map_err(|e| e.0)
+    fn append_todo_write(&self, data: &RawValue) -> Result<u64, String> {
+        self.append_json(TODO_WRITE, data.into()).map_err(|e| e.0)
     }
 }
 
@@ -296,7 +297,7 @@ pub fn execute_call_encoded(
     sink: &dyn TodoSink,
 ) -> Result<EncodedReply, ToolError> {
     let (todos, list) = record(args, policy, sink)?;
-    Ok(encoded_reply_of(&todos, &list))
+    encoded_reply_of(&todos, &list)
 }
 
 /// Steps 2–4 of the [module](self) pipeline: validates the list, requires
@@ -306,7 +307,7 @@ fn record(
     args: TodoArgs,
     policy: Policy,
     sink: &dyn TodoSink,
-) -> Result<(Vec<Todo>, String), ToolError> {
+) -> Result<(Vec<Todo>, Box<RawValue>), ToolError> {
     let todos = validate_call(args, policy).map_err(ToolError)?;
     if !sink.has_session() {
         return Err(ToolError::new(
@@ -315,7 +316,9 @@ fn record(
         ));
     }
     let list = encode_list(&todos)?;
-    sink.append_todo_write(&todo_write_data(&list))
+    let data = to_raw_value(&TodoWriteData { todos: &list })
+        .map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))?;
+    sink.append_todo_write(&data)
         .map_err(|e| ToolError(format!("the todo list could not be recorded: {e}")))?;
     Ok((todos, list))
 }
@@ -423,12 +426,12 @@ mod tests {
         fn has_session(&self) -> bool {
             self.session
         }
-        fn append_todo_write(&self, data: &str) -> Result<u64, String> {
+        fn append_todo_write(&self, data: &RawValue) -> Result<u64, String> {
             if let Some(reason) = self.refuse {
                 return Err(reason.to_string());
             }
             let mut written = self.written.borrow_mut();
-            written.push(data.to_string());
+            written.push(data.get().to_string());
             Ok(written.len() as u64 - 1)
         }
     }
@@ -443,7 +446,7 @@ mod tests {
         let plain = reply(todos.clone());
         let encoded = encoded_reply(todos).unwrap();
         assert_eq!(encoded.text, plain.text);
-        assert_eq!(encoded.value, plain.value.map(|v| v.to_string()));
+        assert_eq!(encoded.value.as_ref().map(JsonText::as_str), plain.value.map(|v| v.to_string()).as_deref());
     }
 
     #[test]
@@ -461,15 +464,15 @@ mod tests {
                 todos: todos.clone(),
             };
             assert_eq!(
-                todo_write_data(&list),
+                to_raw_value(&TodoWriteData { todos: &list }).unwrap().get(),
                 serde_json::to_string(&data).unwrap()
             );
             let value = TodoWriteValue {
                 counts: Counts::of(&todos),
                 todos: todos.clone(),
             };
-            let reply = encoded_reply_of(&todos, &list);
-            assert_eq!(reply.value, Some(serde_json::to_string(&value).unwrap()));
+            let reply = encoded_reply_of(&todos, &list).unwrap();
+            assert_eq!(reply.value.as_ref().map(JsonText::as_str), Some(serde_json::to_string(&value).unwrap().as_str()));
             assert_eq!(reply.text, super::reply(todos).text);
         }
     }
@@ -485,7 +488,7 @@ mod tests {
             encoded_sink.written.borrow().clone()
         );
         assert_eq!(encoded.text, plain.text);
-        assert_eq!(encoded.value, plain.value.map(|v| v.to_string()));
+        assert_eq!(encoded.value.as_ref().map(JsonText::as_str), plain.value.map(|v| v.to_string()).as_deref());
     }
 
     #[test]

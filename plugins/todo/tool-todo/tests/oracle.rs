@@ -13,6 +13,8 @@ use std::cell::RefCell;
 
 use cordis_abi::schema::Checker;
 use cordis_abi::sdk::parse_arguments;
+use cordis_abi::JsonText;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tool_todo::{
     execute_call, execute_call_encoded, tool, validate_call, Policy, TodoArgs, TodoSink, TodoWrite,
@@ -39,7 +41,8 @@ impl TodoSink for Recorder {
     fn has_session(&self) -> bool {
         self.session
     }
-    fn append_todo_write(&self, data: &str) -> Result<u64, String> {
+    fn append_todo_write(&self, data: &RawValue) -> Result<u64, String> {
+        let data = data.get();
         // What the host would check before writing.
         serde_json::from_str::<TodoWrite>(data).map_err(|e| e.to_string())?;
         tool_todo::check_todo_write(data)?;
@@ -227,7 +230,7 @@ fn check_policy(policy: Policy, expected_text: &str) {
                     });
                 assert_eq!(encoded.text, want_text, "{note}: encoded reply text");
                 assert_eq!(
-                    encoded.value.as_deref(),
+                    encoded.value.as_ref().map(JsonText::as_str),
                     Some(want["structured"].to_string().as_str()),
                     "{note}: encoded structured value"
                 );

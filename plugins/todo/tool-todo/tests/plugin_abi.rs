@@ -11,6 +11,7 @@ use cordis_abi::ffi::{
     EventValidatorBox, ExecContext, ExecContext_TO, HostContext, HostContext_TO, LogLevel,
     ProjectionBox, Service, ServiceBox, Service_TO, ToolBox, TurnEndHookBox,
 };
+use cordis_abi::JsonStr;
 use serde_json::{json, Value};
 
 #[derive(Default)]
@@ -90,11 +91,12 @@ impl ExecContext for Call<'_> {
     fn has_session(&self) -> bool {
         self.session
     }
-    fn append(&self, event_type: RStr<'_>, data: RStr<'_>) -> RResult<u64, RString> {
+    fn append(&self, event_type: RStr<'_>, data: JsonStr<'_>) -> RResult<u64, RString> {
         if !self.session {
             return RErr("no session".into());
         }
-        if let RErr(e) = self.validator.validate(data) {
+        let data = data.as_str();
+        if let RErr(e) = self.validator.validate(data.into()) {
             return RErr(e);
         }
         let mut log = self.log.lock().unwrap();

@@ -1,0 +1,135 @@
+//! [`RawJson`]: one JSON value kept as text, fit for a line of a session log.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// One JSON value held as its text, exactly as written except that raw CR
+/// and LF bytes are spaces, so it can sit inside a one-line log record.
+///
+/// JSON allows a raw CR or LF only as whitespace between tokens (inside a
+/// string they must be escaped), so the replacement never changes the
+/// value. Surrounding whitespace is dropped.
+///
+/// Made by parsing ([`RawJson::parse`]), from a `serde_json` [`RawValue`],
+/// by encoding a value ([`RawJson::encode`]), or from the
+/// [`JsonStr`](cordis_abi::JsonStr) / [`JsonText`](cordis_abi::JsonText) a
+/// plugin hands over, which are JSON by construction (see
+/// [`cordis_abi::json`]) and are not parsed again.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct RawJson(Box<str>);
+
+impl RawJson {
+    /// `text`, checked to be exactly one JSON value.
+    ///
+    /// # Errors
+    /// The parser's error when it is not.
+    pub fn parse(text: &str) -> Result<RawJson, serde_json::Error> {
+        let raw: &RawValue = serde_json::from_str(text)?;
+        Ok(RawJson::one_line(raw.get().to_owned()))
+    }
+
+    /// [`RawJson::parse`] taking the text by value (no copy when it is
+    /// already trimmed and on one line).
+    ///
+    /// # Errors
+    /// As [`RawJson::parse`].
+    pub fn parse_string(text: String) -> Result<RawJson, serde_json::Error> {
+        RawValue::from_string(text).map(RawJson::from)
+    }
+
+    /// `value` encoded compactly; `null` when it cannot be encoded (a map
+    /// with non-string keys).
+    pub fn encode(value: &(impl Serialize + ?Sized)) -> RawJson {
+        serde_json::to_string(value).map_or_else(|_| RawJson::null(), |text| RawJson(text.into_boxed_str()))
+    }
+
+    /// JSON `null`.
+    pub fn null() -> RawJson {
+        RawJson("null".into())
+    }
+
+    /// Text a plugin made with `serde_json` ([`cordis_abi::JsonStr`]):
+    /// copied into the host's memory (the plugin's library may be unloaded
+    /// later), not parsed again.
+    pub fn from_plugin(text: &str) -> RawJson {
+        RawJson::one_line(text.trim_matches(is_json_space).to_owned())
+    }
+
+    fn one_line(mut text: String) -> RawJson {
+        if text.bytes().any(|b| b == b'\n' || b == b'\r') {
+            text = text.replace(['\n', '\r'], " ");
+        }
+        RawJson(text.into_boxed_str())
+    }
+
+    /// The text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+
+    /// The value parsed (`Value::Null` cannot happen for text made as
+    /// above, and is what a failure would give).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+}
+
+fn is_json_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+impl From<Box<RawValue>> for RawJson {
+    /// No copy unless the text holds a raw line break.
+    fn from(raw: Box<RawValue>) -> RawJson {
+        let text: Box<str> = raw.into();
+        if text.bytes().any(|b| b == b'\n' || b == b'\r') {
+            RawJson::one_line(text.into_string())
+        } else {
+            RawJson(text)
+        }
+    }
+}
+
+impl fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for RawJson {
+    /// Emitted verbatim by `serde_json` (through a [`RawValue`], which
+    /// costs one parse of the text; the log writers do not use this).
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match serde_json::from_str::<&RawValue>(&self.0) {
+            Ok(raw) => raw.serialize(serializer),
+            Err(_) => serializer.serialize_unit(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_text_on_one_line() {
+        let pretty = "\n{\r\n  \"a\": [1,\n 2],\n  \"b\": \"x\\ny\"\n}\n";
+        let parsed = RawJson::parse(pretty).unwrap();
+        assert_eq!(parsed.get(), "{    \"a\": [1,  2],   \"b\": \"x\\ny\" }");
+        assert_eq!(parsed.to_value(), serde_json::from_str::<Value>(pretty).unwrap());
+        assert_eq!(RawJson::parse_string(pretty.to_string()).unwrap(), parsed);
+        assert_eq!(RawJson::from_plugin(pretty), parsed);
+        assert!(RawJson::parse("{\"a\":").is_err());
+        assert_eq!(serde_json::to_string(&vec![parsed.clone()]).unwrap(), format!("[{}]", parsed.get()));
+        assert_eq!(RawJson::encode(&[1, 2]).get(), "[1,2]");
+    }
+}
