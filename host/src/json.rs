@@ -59,7 +59,7 @@ impl RawJson {
     }
 
     fn one_line(mut text: String) -> RawJson {
-        if text.bytes().any(|b| b == b'\n' || b == b'\r') {
+        if has_line_break(&text) {
             text = text.replace(['\n', '\r'], " ");
         }
         RawJson(text.into_boxed_str())
@@ -77,6 +77,10 @@ impl RawJson {
     }
 }
 
+fn has_line_break(text: &str) -> bool {
+    memchr::memchr2(b'\n', b'\r', text.as_bytes()).is_some()
+}
+
 fn is_json_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\r')
 }
@@ -85,7 +89,7 @@ impl From<Box<RawValue>> for RawJson {
     /// No copy unless the text holds a raw line break.
     fn from(raw: Box<RawValue>) -> RawJson {
         let text: Box<str> = raw.into();
-        if text.bytes().any(|b| b == b'\n' || b == b'\r') {
+        if has_line_break(&text) {
             RawJson::one_line(text.into_string())
         } else {
             RawJson(text)
