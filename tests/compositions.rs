@@ -273,4 +273,11 @@ fn include_cycles_name_the_chain() {
     let reason = cycle["reason"].as_str().unwrap();
     assert!(reason.starts_with("b.yml:3: entry top/to-b/to-a: include cycle: "), "{reason}");
     assert!(reason.contains("a.yml → ") && reason.contains("b.yml → "), "{reason}");
+    // `cordis config` prints the tree but does not pass the cycle off as
+    // fine: the problem on stderr, with file and line, and exit 1.
+    let out = scratch.cordis(&["config"]);
+    let (yaml, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(yaml.contains("id: to-a"), "{yaml}");
+    assert!(stderr.contains("error: b.yml:3: entry top/to-b/to-a: include cycle: "), "{stderr}");
 }

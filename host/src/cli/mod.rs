@@ -330,7 +330,19 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             let text = crate::loader::emit::composed_yaml(&composition);
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
-            Ok(ExitCode::SUCCESS)
+            // An entry the composition cannot mount (an include cycle, a
+            // missing included file, a malformed row) is printed as written;
+            // say so, and fail, as `check` would.
+            let problems: Vec<&String> = composition.walk().into_iter().flat_map(|e| &e.problems).collect();
+            for p in &problems {
+                eprintln!("error: {}", render::printable(p));
+            }
+            if problems.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("cordis config: {} problem(s) above; those rows are printed as written and will fail to load", problems.len());
+                Ok(ExitCode::from(1))
+            }
         }
         Command::Tools { json } => {
             let host = boot_for_use(&cli, true)?;
