@@ -400,4 +400,15 @@ fn ids_that_look_like_paths_stay_ids_in_a_root() {
         assert_eq!(got.len(), 116);
     }
     assert!(tree_bytes(&root).iter().all(|(p, _)| p.starts_with(&root)));
+    // A log whose header is destroyed is still listed by its folder's name,
+    // with the damage, not left out without a word.
+    let log = tree_bytes(&root).into_iter().map(|(p, _)| p).find(|p| p.to_string_lossy().contains("x.jsonl")).unwrap();
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[..8].copy_from_slice(b"\0garbage");
+    std::fs::write(&log, &bytes).unwrap();
+    let out = scratch.cordis(&["session", "ls", "--root", &root.display().to_string()]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("skipping session x.jsonl: ") && stderr.contains(&log.display().to_string()), "{stderr}");
+    assert_eq!(stdout.lines().filter(|l| l.contains("115 events")).count(), 2, "{stdout}");
 }

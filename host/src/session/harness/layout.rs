@@ -50,6 +50,31 @@ pub fn encode_segment(id: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// The session id a folder named `segment` holds: the inverse of
+/// [`encode_segment`], or `None` when `segment` is not a name it makes
+/// (an escape that is not `~` and four upper-case hex digits, a unit that
+/// should have been escaped, or UTF-16 that does not decode).
+pub fn decode_segment(segment: &str) -> Option<String> {
+    let mut units = Vec::with_capacity(segment.len());
+    let bytes = segment.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'~' {
+            let hex = segment.get(i + 1..i + 5)?;
+            if !hex.bytes().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b)) {
+                return None;
+            }
+            units.push(u16::from_str_radix(hex, 16).ok()?);
+            i += 5;
+        } else {
+            units.push(u16::from(bytes[i]));
+            i += 1;
+        }
+    }
+    let id = String::from_utf16(&units).ok()?;
+    (encode_segment(&id).ok()? == segment).then_some(id)
+}
+
 /// The folder name of a working folder: runs of `/`, `\` and `:` become one
 /// `-`, other units are escaped as in [`encode_segment`], leading `-` are
 /// dropped (an empty result is `root`), the body is cut to 251 units and
@@ -124,6 +149,12 @@ mod tests {
         assert_eq!(encode_segment("..").unwrap(), "~002E~002E");
         assert_eq!(encode_segment("é😀").unwrap(), "~00E9~D83D~DE00");
         assert!(encode_segment("").is_err());
+        for id in ["228b7b82-84ed", "{{sessionId}}", "a/b~c", "..", ".", "é😀", "x.jsonl"] {
+            assert_eq!(decode_segment(&encode_segment(id).unwrap()).as_deref(), Some(id));
+        }
+        for not_ours in ["a~002", "~002e", "a b", "~D83D", "~002E~002E~", ""] {
+            assert_eq!(decode_segment(not_ours), None, "{not_ours}");
+        }
     }
 
     #[test]

@@ -495,6 +495,13 @@ impl SessionStore for HarnessStore {
                 let file = dir.join(layout::file_name(self.compression));
                 if let Some(header) = read_header(&file, self.compression) {
                     ids.push(header.id);
+                } else if file.is_file() {
+                    // A log whose header cannot be read is still a session
+                    // (the folder names it): listed, so that reading it
+                    // reports the damage instead of the session vanishing.
+                    if let Some(id) = dir.file_name().and_then(|n| n.to_str()).and_then(layout::decode_segment) {
+                        ids.push(id);
+                    }
                 }
             }
         }
