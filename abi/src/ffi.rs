@@ -27,11 +27,12 @@ use abi_stable::{
     sabi_trait,
     sabi_types::VersionStrings,
     sabi_types::RRef,
-    std_types::{RBox, ROption, RResult, RStr, RString, RVec},
+    std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec},
     StableAbi,
 };
 
 use crate::json::{JsonStr, JsonText};
+use crate::tape::ArgToken;
 
 /// The root module a plugin library exports: the list of its plugins.
 #[repr(C)]
@@ -229,8 +230,14 @@ pub trait Tool: Send + Sync {
     /// JSON Schema of the structured value a successful call returns, as
     /// JSON text, or empty when the tool declares none (MCP clients get it
     /// as the tool's `outputSchema`).
-    #[sabi(last_prefix_field)]
     fn output_schema(&self) -> RString;
+    /// Executes one call whose arguments the host has parsed and checked
+    /// against `parameters`: `tokens` is that parse (see
+    /// [`crate::tape`]), `arguments` the text it came from. What the host
+    /// calls; the same contract as `execute`, without parsing the text a
+    /// second time.
+    #[sabi(last_prefix_field)]
+    fn execute_tokens(&self, arguments: RStr<'_>, tokens: RSlice<'_, ArgToken<'_>>, cx: ExecContextRef<'_>) -> ToolOutcome;
 }
 
 /// An owned [`Tool`] object.

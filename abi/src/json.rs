@@ -40,6 +40,20 @@ impl JsonText {
         serde_json::to_string(value).map(|text| JsonText { text: text.into() })
     }
 
+    /// [`JsonText::encode`] into a buffer that starts with room for
+    /// `capacity` bytes, so that a caller who knows the size avoids the
+    /// buffer growing while it is written.
+    ///
+    /// # Errors
+    /// As [`JsonText::encode`].
+    pub fn encode_with_capacity<T: Serialize + ?Sized>(value: &T, capacity: usize) -> Result<JsonText, serde_json::Error> {
+        let mut out = Vec::with_capacity(capacity);
+        serde_json::to_writer(&mut out, value)?;
+        // serde_json writes UTF-8 only; the check costs one pass.
+        let text = String::from_utf8(out).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        Ok(JsonText { text: text.into() })
+    }
+
     /// `text` after checking that it is exactly one JSON value (surrounding
     /// whitespace is dropped).
     ///
@@ -111,6 +125,7 @@ mod tests {
     fn made_only_of_json() {
         assert_eq!(JsonText::encode(&serde_json::json!({"a": [1, "x\ny"]})).unwrap().as_str(), r#"{"a":[1,"x\ny"]}"#);
         assert_eq!(JsonText::parse("  [1, 2]\n").unwrap().as_str(), "[1, 2]");
+        assert_eq!(JsonText::encode_with_capacity(&["a", "é"], 2).unwrap().as_str(), r#"["a","é"]"#);
         assert!(JsonText::parse("{\"a\":").is_err());
         assert!(JsonText::parse("1 2").is_err());
         let raw = RawValue::from_string("{\"b\":true}".into()).unwrap();

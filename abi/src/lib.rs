@@ -45,6 +45,7 @@ pub mod ffi;
 pub mod json;
 pub mod schema;
 pub mod sdk;
+pub mod tape;
 
 pub use abi_stable;
 pub use inventory;

@@ -16,7 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
-    std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RString, RVec},
+    std_types::{RBox, RErr, ROk, ROption, RResult, RSlice, RStr, RString, RVec},
 };
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -29,6 +29,7 @@ use crate::ffi::{
 };
 use crate::json::{JsonStr, JsonText};
 use crate::schema::{self, Checker};
+use crate::tape::{self, ArgToken};
 
 /// Everything a plugin crate usually needs.
 pub mod prelude {
@@ -710,8 +711,19 @@ impl<T: TypedTool> ToolAdapter<T> {
         // The host has checked the text against the tool's schema; what is
         // left is the typed parse, once.
         let args: T::Args = parse_typed(arguments)?;
+        self.run_args(args, cx)
+    }
+
+    fn run_args(&self, args: T::Args, cx: &ExecContextRef<'_>) -> Result<EncodedReply, String> {
         let context = ToolContext { raw: cx };
         self.tool.execute_encoded(args, &context).map_err(|e| e.0)
+    }
+
+    fn outcome(result: Result<EncodedReply, String>) -> ToolOutcome {
+        match result {
+            Ok(reply) => ToolOutcome { is_error: false, text: reply.text.into(), value: reply.value.into() },
+            Err(message) => ToolOutcome { is_error: true, text: format!("Error: {message}").into(), value: ROption::RNone },
+        }
     }
 }
 
@@ -795,10 +807,20 @@ impl<T: TypedTool> Tool for ToolAdapter<T> {
     }
 
     fn execute(&self, arguments: RStr<'_>, cx: ExecContextRef<'_>) -> ToolOutcome {
-        match guard_named(self.plugin, || format!("{}.execute", self.name), || self.run(arguments.as_str(), &cx)) {
-            Ok(reply) => ToolOutcome { is_error: false, text: reply.text.into(), value: reply.value.into() },
-            Err(message) => ToolOutcome { is_error: true, text: format!("Error: {message}").into(), value: ROption::RNone },
-        }
+        Self::outcome(guard_named(self.plugin, || format!("{}.execute", self.name), || self.run(arguments.as_str(), &cx)))
+    }
+
+    fn execute_tokens(&self, _arguments: RStr<'_>, tokens: RSlice<'_, ArgToken<'_>>, cx: ExecContextRef<'_>) -> ToolOutcome {
+        Self::outcome(guard_named(
+            self.plugin,
+            || format!("{}.execute", self.name),
+            || {
+                // The host's parse, checked against the schema: no text to
+                // parse again, only the typed arguments to build.
+                let args: T::Args = tape::from_tokens(tokens.as_slice()).map_err(|e| format!("invalid arguments: {e}"))?;
+                self.run_args(args, &cx)
+            },
+        ))
     }
 
     fn output_schema(&self) -> RString {

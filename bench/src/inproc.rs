@@ -137,8 +137,8 @@ impl TodoSink for Kept {
     fn has_session(&self) -> bool {
         true
     }
-    fn append_todo_write(&self, data: &serde_json::value::RawValue) -> Result<u64, String> {
-        data.get().clone_into(&mut self.0.borrow_mut());
+    fn append_todo_write(&self, data: cordis_abi::JsonStr<'_>) -> Result<u64, String> {
+        data.as_str().clone_into(&mut self.0.borrow_mut());
         Ok(0)
     }
 }

@@ -207,15 +207,21 @@ impl ToolRegistry {
             cordis_abi::schema::Checker::new(tool.schema.parameters.clone())
                 .map_err(|e| format!("the parameter schema of tool `{}` does not compile: {e}", call.name))
         });
-        let checked = match checker {
+        let parsed = match checker {
             Ok(checker) => cordis_abi::sdk::parse_arguments(call.arguments, checker),
             Err(e) => Err(e.clone()),
         };
-        if let Err(message) = checked {
-            return ToolResult::error(message);
-        }
+        let parsed = match parsed {
+            Ok(value) => value,
+            Err(message) => return ToolResult::error(message),
+        };
+        // The plugin builds its typed arguments from this parse (borrowed,
+        // token by token) rather than parsing the text again.
+        let mut tokens = Vec::with_capacity(cordis_abi::tape::token_count(&parsed));
+        cordis_abi::tape::write_tokens(&parsed, &mut tokens);
         let scope = CallScope { call_id: call.id, session, owner: &tool.owner };
-        let outcome = tool.tool.execute(call.arguments.into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
+        let outcome = tool.tool.execute_tokens(call.arguments.into(), tokens.as_slice().into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
+        drop(tokens);
         let value = outcome.value.as_ref().into_option().map(|v| RawJson::from_plugin(v.as_str()));
         ToolResult { is_error: outcome.is_error, text: outcome.text.into(), value }
     }

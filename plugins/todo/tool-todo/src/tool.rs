@@ -196,10 +196,18 @@ pub fn reply(todos: Vec<Todo>) -> ToolReply {
 }
 
 fn reply_text(counts: &Counts) -> String {
-    format!(
-        "Updated todo list: {} pending, {} in progress, {} completed.",
-        counts.pending, counts.in_progress, counts.completed
-    )
+    // One allocation of the exact length; this runs on every call.
+    let (mut p, mut i, mut c) = (itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new());
+    [
+        "Updated todo list: ",
+        p.format(counts.pending),
+        " pending, ",
+        i.format(counts.in_progress),
+        " in progress, ",
+        c.format(counts.completed),
+        " completed.",
+    ]
+    .concat()
 }
 
 /// [`reply`] with the value encoded straight to JSON text, without building
@@ -234,10 +242,14 @@ struct TodoWriteValueData<'a> {
     counts: Counts,
 }
 
+/// Room for what [`TodoWriteValueData`] adds around the list: the keys,
+/// braces and three counts.
+const VALUE_FRAME: usize = 96;
+
 /// The reply for `todos`, whose encoding is `list`.
 fn encoded_reply_of(todos: &[Todo], list: &RawValue) -> Result<EncodedReply, ToolError> {
     let counts = Counts::of(todos);
-    let value = JsonText::encode(&TodoWriteValueData { todos: list, counts })
+    let value = JsonText::encode_with_capacity(&TodoWriteValueData { todos: list, counts }, list.get().len() + VALUE_FRAME)
         .map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
     Ok(EncodedReply {
         text: reply_text(&counts),
@@ -257,7 +269,7 @@ pub trait TodoSink {
     /// # Errors
     /// Whatever the session refuses (turn enclosure, write
     /// failure), as one line.
-    fn append_todo_write(&self, data: &RawValue) -> Result<u64, String>;
+    fn append_todo_write(&self, data: JsonStr<'_>) -> Result<u64, String>;
 }
 
 impl TodoSink for ToolContext<'_> {
@@ -265,8 +277,8 @@ impl TodoSink for ToolContext<'_> {
         ToolContext::has_session(self)
     }
 
-    fn append_todo_write(&self, data: &RawValue) -> Result<u64, String> {
-        self.append_json(TODO_WRITE, data.into()).map_err(|e| e.0)
+    fn append_todo_write(&self, data: JsonStr<'_>) -> Result<u64, String> {
+        self.append_json(TODO_WRITE, data).map_err(|e| e.0)
     }
 }
 
@@ -316,9 +328,10 @@ fn record(
         ));
     }
     let list = encode_list(&todos)?;
-    let data = to_raw_value(&TodoWriteData { todos: &list })
+    // `{"todos":` and `}` around the list.
+    let data = JsonText::encode_with_capacity(&TodoWriteData { todos: &list }, list.get().len() + 10)
         .map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))?;
-    sink.append_todo_write(&data)
+    sink.append_todo_write(data.as_json_str())
         .map_err(|e| ToolError(format!("the todo list could not be recorded: {e}")))?;
     Ok((todos, list))
 }
@@ -426,12 +439,12 @@ mod tests {
         fn has_session(&self) -> bool {
             self.session
         }
-        fn append_todo_write(&self, data: &RawValue) -> Result<u64, String> {
+        fn append_todo_write(&self, data: JsonStr<'_>) -> Result<u64, String> {
             if let Some(reason) = self.refuse {
                 return Err(reason.to_string());
             }
             let mut written = self.written.borrow_mut();
-            written.push(data.get().to_string());
+            written.push(data.as_str().to_string());
             Ok(written.len() as u64 - 1)
         }
     }

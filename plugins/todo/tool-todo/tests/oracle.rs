@@ -13,8 +13,7 @@ use std::cell::RefCell;
 
 use cordis_abi::schema::Checker;
 use cordis_abi::sdk::parse_arguments;
-use cordis_abi::JsonText;
-use serde_json::value::RawValue;
+use cordis_abi::{JsonStr, JsonText};
 use serde_json::Value;
 use tool_todo::{
     execute_call, execute_call_encoded, tool, validate_call, Policy, TodoArgs, TodoSink, TodoWrite,
@@ -41,8 +40,8 @@ impl TodoSink for Recorder {
     fn has_session(&self) -> bool {
         self.session
     }
-    fn append_todo_write(&self, data: &RawValue) -> Result<u64, String> {
-        let data = data.get();
+    fn append_todo_write(&self, data: JsonStr<'_>) -> Result<u64, String> {
+        let data = data.as_str();
         // What the host would check before writing.
         serde_json::from_str::<TodoWrite>(data).map_err(|e| e.to_string())?;
         tool_todo::check_todo_write(data)?;
