@@ -1,13 +1,19 @@
-//! JSON text that is well-formed because of how it was made.
+//! JSON text that is well-formed, and readable back into a
+//! `serde_json::Value`, because of how it was made.
 //!
 //! The host writes the event data a plugin appends, and keeps the value a
 //! tool returns, byte for byte as the plugin hands them over. Checking that
 //! text with a JSON parser on the host side would parse, on every call, text
 //! the plugin has just produced with a JSON serializer. Instead, the types
 //! here can only be made by `serde_json` itself: by encoding a value
-//! ([`JsonText::encode`]), by parsing ([`JsonText::parse`]), or from a
-//! [`RawValue`] (which `serde_json` makes only by encoding or parsing). The
-//! host takes the text as JSON without parsing it again.
+//! ([`JsonText::encode`]), or by parsing text ([`JsonText::parse`],
+//! [`JsonText::from_raw`]) into a `Value`, which also refuses what is JSON
+//! to the grammar but cannot be read back (a number out of range such as
+//! `1e999`, a lone surrogate escape such as `"\ud800"`, nesting deeper than
+//! 128). The host takes the text as JSON without parsing it again, and
+//! replays it later. One thing encoding cannot see: a `RawValue` spliced
+//! into the encoded value is written as it is, so splice only raw values
+//! `serde_json` made by encoding, or checked with [`JsonText::from_raw`].
 //!
 //! The one thing the host still fixes is line breaks: JSON allows a raw CR
 //! or LF only as whitespace between tokens (inside strings they must be
@@ -54,14 +60,28 @@ impl JsonText {
         Ok(JsonText { text: text.into() })
     }
 
-    /// `text` after checking that it is exactly one JSON value (surrounding
-    /// whitespace is dropped).
+    /// `text` after checking that it is exactly one JSON value that
+    /// `serde_json` reads back into a `Value` (surrounding whitespace is
+    /// dropped). This parses the whole text once.
     ///
     /// # Errors
-    /// The parser's error when `text` is not one JSON value.
+    /// The parser's error when `text` is not one JSON value, or holds a
+    /// number out of `f64`'s range, a lone surrogate escape, or nesting
+    /// deeper than 128.
     pub fn parse(text: &str) -> Result<JsonText, serde_json::Error> {
         let raw: &RawValue = serde_json::from_str(text)?;
-        Ok(JsonText::from(raw))
+        JsonText::from_raw(raw)
+    }
+
+    /// A [`RawValue`]'s text after the same check as [`JsonText::parse`]
+    /// (a `RawValue` that `serde_json` parsed is held to the JSON grammar
+    /// only).
+    ///
+    /// # Errors
+    /// As [`JsonText::parse`].
+    pub fn from_raw(raw: &RawValue) -> Result<JsonText, serde_json::Error> {
+        serde_json::from_str::<serde_json::Value>(raw.get())?;
+        Ok(JsonText { text: raw.get().into() })
     }
 
     /// The text.
@@ -75,23 +95,10 @@ impl JsonText {
     }
 }
 
-impl From<&RawValue> for JsonText {
-    fn from(raw: &RawValue) -> JsonText {
-        JsonText { text: raw.get().into() }
-    }
-}
-
-impl From<Box<RawValue>> for JsonText {
-    fn from(raw: Box<RawValue>) -> JsonText {
-        JsonText { text: String::from(Box::<str>::from(raw)).into() }
-    }
-}
-
 /// Borrowed JSON text holding exactly one value, as it crosses the library
 /// boundary for the duration of one call (an appended event's data).
 ///
-/// Made only from a [`JsonText`] or a [`RawValue`]; see the
-/// [module](self) documentation.
+/// Made only from a [`JsonText`]; see the [module](self) documentation.
 #[repr(transparent)]
 #[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JsonStr<'a> {
@@ -102,12 +109,6 @@ impl<'a> JsonStr<'a> {
     /// The text.
     pub fn as_str(&self) -> &'a str {
         self.text.as_str()
-    }
-}
-
-impl<'a> From<&'a RawValue> for JsonStr<'a> {
-    fn from(raw: &'a RawValue) -> JsonStr<'a> {
-        JsonStr { text: raw.get().into() }
     }
 }
 
@@ -129,7 +130,12 @@ mod tests {
         assert!(JsonText::parse("{\"a\":").is_err());
         assert!(JsonText::parse("1 2").is_err());
         let raw = RawValue::from_string("{\"b\":true}".into()).unwrap();
-        assert_eq!(JsonStr::from(&*raw).as_str(), "{\"b\":true}");
-        assert_eq!(JsonText::from(raw).as_str(), "{\"b\":true}");
+        assert_eq!(JsonText::from_raw(&raw).unwrap().as_json_str().as_str(), "{\"b\":true}");
+        // JSON to the grammar, but not readable back into a `Value`.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for unreadable in ["{\"big\": 1e999}", "{\"s\": \"\\ud800\"}", deep.as_str()] {
+            assert!(RawValue::from_string(unreadable.to_string()).is_ok(), "{unreadable}");
+            assert!(JsonText::parse(unreadable).is_err(), "{unreadable}");
+        }
     }
 }

@@ -17,9 +17,10 @@
 //! Plugin authors do not touch the raw types: the [`sdk`] module turns a plain
 //! Rust trait implementation into a declaration, catches every panic on the
 //! plugin side (a panic unwinding across the boundary would abort the host),
-//! validates tool arguments against their schema where the typed parse happens
-//! (so the arguments are parsed once per call), and formats schema violations
-//! the same way the host does for config.
+//! builds a tool's typed arguments from the host's parse of them (the host
+//! checks them against the tool's schema first, so the text is parsed once
+//! per call; see [`tape`]), and formats schema violations the same way the
+//! host does for config.
 //!
 //! ```ignore
 //! use cordis_abi::sdk::prelude::*;

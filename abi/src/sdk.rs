@@ -688,8 +688,7 @@ impl ToolContext<'_> {
     }
 
     /// [`ToolContext::append`] with the data already encoded: a
-    /// [`JsonStr`] from a [`JsonText`] or a `serde_json` [`RawValue`](serde_json::value::RawValue)
-    /// (`(&*raw).into()`).
+    /// [`JsonStr`] from a [`JsonText`] (`text.as_json_str()`).
     ///
     /// # Errors
     /// As [`ToolContext::append`].

@@ -3,8 +3,9 @@
 //!
 //! - tool `greet` `{"name": TEXT}` answers with the configured greeting and
 //!   appends a `hello/greeting` event to the calling agent's session;
-//! - event type `hello/greeting` `{"name": TEXT}`, checked on every append
-//!   and on replay;
+//! - event type `hello/greeting` `{"name": TEXT}`, checked by its invariant
+//!   on replay, on import and when the host appends one (this plugin's own
+//!   appends are data its tool built, not checked again);
 //! - projection `greetings`: how many greetings the session holds, by name;
 //! - service `greeter`: `greet` `{"name": TEXT}` → `{"text": ...}`, for
 //!   other plugins (`inject: [greeter]`).
@@ -25,7 +26,9 @@ pub struct Config {
     pub greeting: String,
 }
 
-/// The tool's arguments, validated against their schema before `execute`.
+// The tool's arguments (the host checks them against their schema before
+// `execute`). A `///` comment here would become the schema's description,
+// which the model reads.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Args {

@@ -180,7 +180,10 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
                 )?;
                 let result = call_tool(session, &dev.host.services.tools, turn, *step, &call, &mut Quiet)?;
                 session.append_value("step/end", &json!({"turn": turn, "step": *step}), Appender::Host)?;
-                Ok(json!({"isError": result.is_error, "text": result.text, "value": result.value}))
+                Ok(match result.parsed_value() {
+                    Ok(value) => json!({"isError": result.is_error, "text": result.text, "value": value}),
+                    Err(e) => json!({"isError": result.is_error, "text": result.text, "value": null, "valueError": format!("the tool's value cannot be read: {e}")}),
+                })
             };
             run().unwrap_or_else(|e| json!({"error": e.to_string()}))
         }

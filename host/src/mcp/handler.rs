@@ -71,11 +71,24 @@ pub fn tool(schema: &ToolSchema) -> Tool {
 }
 
 /// A registry result as an MCP tool result: the text as one text block,
-/// the value as `structuredContent`, and `isError`.
+/// the value as `structuredContent` when it is a JSON object (MCP allows
+/// nothing else there; any other value is left out, with a warning in the
+/// server's log), and `isError`.
 pub fn call_result(result: &crate::tools::ToolResult) -> CallToolResult {
     let text = vec![ContentBlock::text(result.text.clone())];
     let mut out = if result.is_error { CallToolResult::error(text) } else { CallToolResult::success(text) };
-    out.structured_content = result.value();
+    out.structured_content = match result.parsed_value() {
+        Ok(Some(Value::Object(map))) => Some(Value::Object(map)),
+        Ok(None) => None,
+        Ok(Some(other)) => {
+            tracing::warn!("a tool's value is {}, not an object: left out of structuredContent", cordis_abi::schema::describe_value(&other));
+            None
+        }
+        Err(e) => {
+            tracing::warn!("a tool's value cannot be read ({e}): left out of structuredContent");
+            None
+        }
+    };
     out.is_error = Some(result.is_error);
     out
 }
@@ -216,5 +229,31 @@ impl ServerHandler for Handler {
     async fn unsubscribe(&self, request: UnsubscribeRequestParams, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
         self.shared.hub.unsubscribe(self.conn.id, &request.uri);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::RawJson;
+    use crate::tools::ToolResult;
+
+    fn with_value(value: Option<RawJson>) -> CallToolResult {
+        call_result(&ToolResult { is_error: false, text: "done".into(), value })
+    }
+
+    #[test]
+    fn structured_content_is_an_object_or_nothing() {
+        let object = with_value(Some(RawJson::parse("{\"n\": 1}").unwrap()));
+        assert_eq!(object.structured_content, Some(serde_json::json!({"n": 1})));
+        // A value MCP cannot carry, or one serde_json cannot read (a
+        // library not built with the SDK could send it), is left out; the
+        // text stays the one content block.
+        for text in ["42", "[1]", "{\"big\": 1e999}", "{\"s\": \"\\ud800\"}"] {
+            let result = with_value(Some(RawJson::from_plugin(text)));
+            assert_eq!(result.structured_content, None, "{text}");
+            assert_eq!(result.content.len(), 1, "{text}");
+        }
+        assert_eq!(with_value(None).structured_content, None);
     }
 }

@@ -61,9 +61,20 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    /// The structured value, parsed.
+    /// The structured value, parsed: `Ok(None)` when there is none.
+    ///
+    /// # Errors
+    /// The parser's message when `serde_json` cannot read it into a
+    /// `Value` (the SDK refuses such values when a tool makes them; a
+    /// library built otherwise could still send one).
+    pub fn parsed_value(&self) -> Result<Option<Value>, String> {
+        self.value.as_ref().map(|raw| serde_json::from_str::<Value>(raw.get()).map_err(|e| e.to_string())).transpose()
+    }
+
+    /// The structured value, parsed; `None` when there is none or it
+    /// cannot be read (see [`ToolResult::parsed_value`]).
     pub fn value(&self) -> Option<Value> {
-        self.value.as_ref().map(RawJson::to_value)
+        self.parsed_value().ok().flatten()
     }
 
     /// An error result with text `Error: <message>`.
