@@ -220,9 +220,11 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> RString;
     /// JSON Schema of the arguments object, as JSON text.
     fn parameters(&self) -> RString;
-    /// Executes one call. `arguments` is the raw JSON text the model sent;
-    /// the implementation validates it against `parameters` (the SDK does
-    /// this) and never panics across the boundary.
+    /// Executes one call from the raw JSON text the model sent: for a
+    /// caller that holds only the text (the host calls `execute_tokens`).
+    /// The implementation parses it into its arguments, refusing what does
+    /// not parse (the schema check is the caller's), and never panics
+    /// across the boundary.
     fn execute(&self, arguments: RStr<'_>, cx: ExecContextRef<'_>) -> ToolOutcome;
     /// A card describing a call for an interactive host, as JSON text
     /// `{"kind", "title", ...}`.

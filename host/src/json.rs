@@ -31,15 +31,6 @@ impl RawJson {
         Ok(RawJson::one_line(raw.get().to_owned()))
     }
 
-    /// [`RawJson::parse`] taking the text by value (no copy when it is
-    /// already trimmed and on one line).
-    ///
-    /// # Errors
-    /// As [`RawJson::parse`].
-    pub fn parse_string(text: String) -> Result<RawJson, serde_json::Error> {
-        RawValue::from_string(text).map(RawJson::from)
-    }
-
     /// `value` encoded compactly; `null` when it cannot be encoded (a map
     /// with non-string keys).
     pub fn encode(value: &(impl Serialize + ?Sized)) -> RawJson {
@@ -70,10 +61,16 @@ impl RawJson {
         &self.0
     }
 
-    /// The value parsed (`Value::Null` cannot happen for text made as
-    /// above, and is what a failure would give).
-    pub fn to_value(&self) -> Value {
-        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    /// The value parsed.
+    ///
+    /// # Errors
+    /// The parser's error when `serde_json` cannot read the text into a
+    /// `Value`: JSON to the grammar that a `Value` cannot hold (a number
+    /// out of range such as `1e999`, a lone surrogate escape, nesting
+    /// deeper than 128), which a log from elsewhere or a library not built
+    /// with the SDK can carry.
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_str(&self.0)
     }
 }
 
@@ -129,8 +126,8 @@ mod tests {
         let pretty = "\n{\r\n  \"a\": [1,\n 2],\n  \"b\": \"x\\ny\"\n}\n";
         let parsed = RawJson::parse(pretty).unwrap();
         assert_eq!(parsed.get(), "{    \"a\": [1,  2],   \"b\": \"x\\ny\" }");
-        assert_eq!(parsed.to_value(), serde_json::from_str::<Value>(pretty).unwrap());
-        assert_eq!(RawJson::parse_string(pretty.to_string()).unwrap(), parsed);
+        assert_eq!(parsed.to_value().unwrap(), serde_json::from_str::<Value>(pretty).unwrap());
+        assert!(RawJson::parse("[1e999]").unwrap().to_value().is_err());
         assert_eq!(RawJson::from_plugin(pretty), parsed);
         assert!(RawJson::parse("{\"a\":").is_err());
         assert_eq!(serde_json::to_string(&vec![parsed.clone()]).unwrap(), format!("[{}]", parsed.get()));

@@ -140,9 +140,10 @@ impl Event {
         line
     }
 
-    /// The data parsed as a JSON value.
+    /// The data parsed as a JSON value; `Value::Null` when it cannot be
+    /// read into one (see [`RawJson::to_value`]).
     pub fn data_value(&self) -> Value {
-        serde_json::from_str(self.data.get()).unwrap_or(Value::Null)
+        self.data.to_value().unwrap_or(Value::Null)
     }
 }
 

@@ -68,7 +68,7 @@ impl ToolResult {
     /// `Value` (the SDK refuses such values when a tool makes them; a
     /// library built otherwise could still send one).
     pub fn parsed_value(&self) -> Result<Option<Value>, String> {
-        self.value.as_ref().map(|raw| serde_json::from_str::<Value>(raw.get()).map_err(|e| e.to_string())).transpose()
+        self.value.as_ref().map(RawJson::to_value).transpose().map_err(|e| e.to_string())
     }
 
     /// The structured value, parsed; `None` when there is none or it

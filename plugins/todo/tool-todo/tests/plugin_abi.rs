@@ -333,3 +333,37 @@ fn present_call_is_a_generic_card_with_the_list() {
         ["kind", "title", "todos"]
     );
 }
+
+/// What the host calls: `execute_tokens` with its parse of the arguments.
+/// It answers, appends and refuses as `execute` on the same text does.
+#[test]
+fn execute_tokens_answers_as_execute_does() {
+    let (host, _) = applied(r#"{"allowParallelInProgress":true}"#);
+    let tools = host.tools.lock().unwrap();
+    let owned = host.owned.lock().unwrap();
+    let cases = [
+        (r#"{"todos": [{"content": " read the code ", "status": "in_progress"}, {"content": "ship", "status": "pending"}]}"#, "Updated todo list: 1 pending, 1 in progress, 0 completed."),
+        (r#"{"todos":[]}"#, "Updated todo list: 0 pending, 0 in progress, 0 completed."),
+        ("[]", "Error: invalid arguments: invalid length 0, expected struct TodoArgs"),
+        (r#"{"todos":[{"content":"x","status":"done"}]}"#, "Error: invalid arguments: unknown variant `done`"),
+        (r#"{"todos":[{"content":"x","status":"pending"},{"content":" x","status":"pending"}]}"#, "Error: $.todos[1].content \"x\" repeats"),
+    ];
+    for (args, want) in cases {
+        let call = || Call { session: true, validator: &owned[0].1, log: Mutex::new(Vec::new()) };
+        let (by_text, by_tokens) = (call(), call());
+        let text_out = tools[0].execute(args.into(), ExecContext_TO::from_ptr(&by_text, TD_Opaque));
+        let parsed: Value = serde_json::from_str(args).unwrap();
+        let mut tokens = Vec::new();
+        cordis_abi::tape::write_tokens(&parsed, &mut tokens);
+        let token_out = tools[0].execute_tokens(args.into(), tokens.as_slice().into(), ExecContext_TO::from_ptr(&by_tokens, TD_Opaque));
+        assert!(token_out.text.as_str().starts_with(want), "{args}: {}", token_out.text);
+        assert!(text_out.text.as_str().starts_with(want), "{args}: {}", text_out.text);
+        assert_eq!(token_out.is_error, text_out.is_error, "{args}");
+        assert_eq!(token_out.value, text_out.value, "{args}");
+        assert_eq!(*by_tokens.log.lock().unwrap(), *by_text.log.lock().unwrap(), "{args}");
+        if !token_out.is_error {
+            assert_eq!(token_out.text, text_out.text, "{args}");
+            assert_eq!(by_tokens.log.lock().unwrap().len(), 1, "{args}");
+        }
+    }
+}
