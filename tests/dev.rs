@@ -109,6 +109,17 @@ impl Dev {
         }
     }
 
+    /// The files under `dir` this process has open, as the kernel names
+    /// them (`… (deleted)` once unlinked or replaced).
+    fn open_files_under(&self, dir: &Path) -> Vec<String> {
+        let dir = dir.canonicalize().unwrap();
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())) else { return Vec::new() };
+        fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .filter(|target| target.starts_with(&dir))
+            .map(|target| target.display().to_string())
+            .collect()
+    }
+
     fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
         status
@@ -195,6 +206,14 @@ fn library_swaps_reload_once_and_answer_the_new_build() {
     atomic_rename(&lib, &build_bytes('A'));
     std::thread::sleep(Duration::from_millis(900));
     assert_eq!(dev.reloads(), reloads);
+    // The host holds each library's current file open (so a rename over it
+    // does not free its blocks while the reload waits) and, once changes
+    // are quiet, no replaced one: no build is kept on disk.
+    let mut open = dev.open_files_under(&scratch.path().join("plugins"));
+    open.sort();
+    let expected: Vec<String> =
+        ["libtool_todo.so", "libversioned.so"].iter().map(|f| scratch.path().join("plugins").join(f).canonicalize().unwrap().display().to_string()).collect();
+    assert_eq!(open, expected, "open files under plugins/ once changes are quiet");
 
     // The session, its plan and the other plugin are untouched.
     assert_eq!(dev.fiber("todo"), todo_fiber);

@@ -48,6 +48,7 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
     .map_err(|e| format!("cannot watch files: {e}"))?;
     let mut watched: HashSet<PathBuf> = HashSet::new();
     sync_watches(&dev, &mut watcher, &mut watched);
+    dev.hold_sources();
     std::thread::Builder::new()
         .name("cordis-dev-watch".into())
         .spawn(move || {
@@ -65,6 +66,8 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
                 }
                 handle(&dev, &changed);
                 sync_watches(&dev, &mut watcher, &mut watched);
+                dev.hold_sources();
+                dev.release_replaced();
             }
         })
         .map_err(|e| format!("cannot start the watcher thread: {e}"))?;
@@ -97,8 +100,11 @@ fn writer_finished(kind: &notify::EventKind) -> bool {
 /// Reloads `path` at once if it is a watched library and a complete ELF
 /// file; returns whether it was handled.
 fn reload_finished_library(dev: &DevHost, path: &Path) -> bool {
-    let path = canonical(path);
-    if targets(dev).get(&path) != Some(&false) {
+    // The watched folders are canonical, so an event's path usually is
+    // too: resolving it again is skipped when it names a library as is.
+    let sources = dev.library_sources();
+    let path = if sources.iter().any(|s| s == path) { path.to_path_buf() } else { canonical(path) };
+    if !sources.contains(&path) {
         return false;
     }
     if crate::loader::library::check_elf(&path).is_err() {
