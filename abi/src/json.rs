@@ -84,6 +84,38 @@ impl JsonText {
         Ok(JsonText { text: raw.get().into() })
     }
 
+    /// This object with one more member, `key` and `value` encoded by
+    /// `serde_json`, after its last: `{"a":1}` with `("b", &2)` gives
+    /// `{"a":1,"b":2}`. The object's text is copied, not encoded again,
+    /// so a reply that wraps the event data it appended costs one copy
+    /// (tool-todo's value is its `todo/write` data plus the counts). Give
+    /// a key the object does not hold yet: one it holds would be repeated
+    /// (`serde_json` reads the later).
+    ///
+    /// # Errors
+    /// When this text is not an object, or `value` cannot be encoded.
+    pub fn with_member<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<JsonText, serde_json::Error> {
+        let not_object = || <serde_json::Error as serde::ser::Error>::custom("a member can only be added to an object");
+        let text = self.as_str().trim_end();
+        let open = text.strip_suffix('}').ok_or_else(not_object)?;
+        let inner = open.trim_start().strip_prefix('{').ok_or_else(not_object)?;
+        // Room for the key and a small value, so that one does not grow
+        // the buffer.
+        let mut member = Vec::with_capacity(key.len() + 80);
+        if !inner.trim().is_empty() {
+            member.push(b',');
+        }
+        serde_json::to_writer(&mut member, key)?;
+        member.push(b':');
+        serde_json::to_writer(&mut member, value)?;
+        member.push(b'}');
+        let member = std::str::from_utf8(&member).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        let mut out = String::with_capacity(open.len() + member.len());
+        out.push_str(open);
+        out.push_str(member);
+        Ok(JsonText { text: out.into() })
+    }
+
     /// The text.
     pub fn as_str(&self) -> &str {
         self.text.as_str()
@@ -136,6 +168,28 @@ mod tests {
         for unreadable in ["{\"big\": 1e999}", "{\"s\": \"\\ud800\"}", deep.as_str()] {
             assert!(RawValue::from_string(unreadable.to_string()).is_ok(), "{unreadable}");
             assert!(JsonText::parse(unreadable).is_err(), "{unreadable}");
+        }
+    }
+
+    #[test]
+    fn a_member_added_reads_back_as_the_object_with_it() {
+        use serde_json::{json, Value};
+        let cases = [
+            (JsonText::encode(&json!({"todos": [{"content": "a\"}"}]})).unwrap(), json!({"todos": [{"content": "a\"}"}], "k\"ey": {"n": 1}})),
+            (JsonText::encode(&json!({})).unwrap(), json!({"k\"ey": {"n": 1}})),
+            (JsonText::parse(" { \n } ").unwrap(), json!({"k\"ey": {"n": 1}})),
+            (JsonText::parse("{\"a\" : 1 }  ").unwrap(), json!({"a": 1, "k\"ey": {"n": 1}})),
+        ];
+        for (object, expected) in cases {
+            let added = object.with_member("k\"ey", &json!({"n": 1})).unwrap();
+            let read: Value = serde_json::from_str(added.as_str()).unwrap();
+            assert_eq!(read, expected, "{}", added.as_str());
+        }
+        // Byte for byte what encoding the whole object gives, keys in order.
+        let data = JsonText::encode(&json!({"todos": ["x"]})).unwrap();
+        assert_eq!(data.with_member("counts", &[1, 2]).unwrap().as_str(), r#"{"todos":["x"],"counts":[1,2]}"#);
+        for not_object in ["[1]", "\"}\"", "1"] {
+            assert!(JsonText::parse(not_object).unwrap().with_member("k", &1).is_err(), "{not_object}");
         }
     }
 }

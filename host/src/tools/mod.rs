@@ -228,7 +228,10 @@ impl ToolRegistry {
         };
         // The plugin builds its typed arguments from this parse (borrowed,
         // token by token) rather than parsing the text again.
-        let mut tokens = Vec::with_capacity(cordis_abi::tape::token_count(&parsed));
+        // Room for one token per 8 bytes of text (a todo item is about
+        // 9): sized from the text, not by walking the value to count them,
+        // which cost more than the buffer growing now and then.
+        let mut tokens = Vec::with_capacity(call.arguments.len() / 8 + 8);
         cordis_abi::tape::write_tokens(&parsed, &mut tokens);
         let scope = CallScope { call_id: call.id, session, owner: &tool.owner };
         let outcome = tool.tool.execute_tokens(call.arguments.into(), tokens.as_slice().into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));

@@ -25,15 +25,14 @@
 //!    and value `{"todos": [...], "counts": {"pending", "inProgress", "completed"}}`.
 //!
 //! Steps 2–5 are [`execute_call`]; the SDK entry point runs
-//! [`execute_call_encoded`], the same steps with the reply value encoded
-//! straight to JSON text and the list encoded once for both the event and
-//! the reply. [`validate_call`] is step 2 alone.
+//! [`execute_call_encoded`], the same steps with the event data encoded
+//! straight to JSON text once and the reply value made from it (the data
+//! plus the counts). [`validate_call`] is step 2 alone.
 
 use std::collections::HashMap;
 
 use cordis_abi::sdk::prelude::*;
 use cordis_abi::sdk::ToolContext;
-use serde_json::value::{to_raw_value, RawValue};
 
 use crate::item::{Counts, Status, Todo};
 use crate::trim::js_trim;
@@ -217,40 +216,32 @@ fn reply_text(counts: &Counts) -> String {
 /// # Errors
 /// Never in practice: the value is plain strings and numbers.
 pub fn encoded_reply(todos: Vec<Todo>) -> Result<EncodedReply, ToolError> {
-    let list = encode_list(&todos)?;
-    encoded_reply_of(&todos, &list)
+    let data = encode_data(&todos)?;
+    encoded_reply_of(&todos, &data)
 }
 
-/// `todos` encoded, `[{"content":...,"status":...},...]`: encoded once per
-/// call, then spliced into both the event data and the reply value.
-fn encode_list(todos: &[Todo]) -> Result<Box<RawValue>, ToolError> {
-    to_raw_value(todos).map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))
+/// The `todo/write` data `{"todos":[...]}` for `todos`, byte for byte what
+/// encoding a [`TodoWrite`](crate::TodoWrite) gives, into a buffer sized
+/// for it up front.
+fn encode_data(todos: &[Todo]) -> Result<JsonText, ToolError> {
+    // `{"content":"","status":"in_progress"},` is 39 bytes around the
+    // content; a content with characters to escape grows the buffer once.
+    let size = 12 + todos.iter().map(|t| t.content.len() + 39).sum::<usize>();
+    JsonText::encode_with_capacity(&TodoWriteData { todos }, size).map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))
 }
 
-/// The `todo/write` data `{"todos":LIST}` from the encoded `list`, byte for
-/// byte what encoding a [`TodoWrite`](crate::TodoWrite) gives.
+/// What the `todo/write` data is made from, borrowed.
 #[derive(Serialize)]
 struct TodoWriteData<'a> {
-    todos: &'a RawValue,
+    todos: &'a [Todo],
 }
 
-/// The reply value `{"todos":LIST,"counts":{...}}` from the encoded `list`,
-/// byte for byte what encoding a [`TodoWriteValue`] gives.
-#[derive(Serialize)]
-struct TodoWriteValueData<'a> {
-    todos: &'a RawValue,
-    counts: Counts,
-}
-
-/// Room for what [`TodoWriteValueData`] adds around the list: the keys,
-/// braces and three counts.
-const VALUE_FRAME: usize = 96;
-
-/// The reply for `todos`, whose encoding is `list`.
-fn encoded_reply_of(todos: &[Todo], list: &RawValue) -> Result<EncodedReply, ToolError> {
+/// The reply for `todos`, whose `todo/write` data is `data`: the value is
+/// that object with the counts added after the list, byte for byte what
+/// encoding a [`TodoWriteValue`] gives, without encoding the list again.
+fn encoded_reply_of(todos: &[Todo], data: &JsonText) -> Result<EncodedReply, ToolError> {
     let counts = Counts::of(todos);
-    let value = JsonText::encode_with_capacity(&TodoWriteValueData { todos: list, counts }, list.get().len() + VALUE_FRAME)
-        .map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
+    let value = data.with_member("counts", &counts).map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
     Ok(EncodedReply {
         text: reply_text(&counts),
         value: Some(value),
@@ -299,7 +290,7 @@ pub fn execute_call(
 
 /// [`execute_call`] with the reply's value as JSON text: what the tool's
 /// `execute_encoded` (the SDK's entry point) runs. The list is encoded once,
-/// for both the event data and the reply value.
+/// into the event data; the reply value is that text with the counts added.
 ///
 /// # Errors
 /// As [`execute_call`].
@@ -308,18 +299,18 @@ pub fn execute_call_encoded(
     policy: Policy,
     sink: &dyn TodoSink,
 ) -> Result<EncodedReply, ToolError> {
-    let (todos, list) = record(args, policy, sink)?;
-    encoded_reply_of(&todos, &list)
+    let (todos, data) = record(args, policy, sink)?;
+    encoded_reply_of(&todos, &data)
 }
 
 /// Steps 2–4 of the [module](self) pipeline: validates the list, requires
 /// an agent session and appends the list to it; returns the list as stored
-/// and its JSON text.
+/// and the event data appended.
 fn record(
     args: TodoArgs,
     policy: Policy,
     sink: &dyn TodoSink,
-) -> Result<(Vec<Todo>, Box<RawValue>), ToolError> {
+) -> Result<(Vec<Todo>, JsonText), ToolError> {
     let todos = validate_call(args, policy).map_err(ToolError)?;
     if !sink.has_session() {
         return Err(ToolError::new(
@@ -327,13 +318,10 @@ fn record(
              the list was not recorded",
         ));
     }
-    let list = encode_list(&todos)?;
-    // `{"todos":` and `}` around the list.
-    let data = JsonText::encode_with_capacity(&TodoWriteData { todos: &list }, list.get().len() + 10)
-        .map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))?;
+    let data = encode_data(&todos)?;
     sink.append_todo_write(data.as_json_str())
         .map_err(|e| ToolError(format!("the todo list could not be recorded: {e}")))?;
-    Ok((todos, list))
+    Ok((todos, data))
 }
 
 /// The title of the card [`TodoWriteTool`] presents for a call.
@@ -472,19 +460,16 @@ mod tests {
                 Todo::new("ü ✓ 𝄞", Status::Pending),
             ],
         ] {
-            let list = encode_list(&todos).unwrap();
-            let data = TodoWrite {
+            let data = encode_data(&todos).unwrap();
+            let expected = TodoWrite {
                 todos: todos.clone(),
             };
-            assert_eq!(
-                to_raw_value(&TodoWriteData { todos: &list }).unwrap().get(),
-                serde_json::to_string(&data).unwrap()
-            );
+            assert_eq!(data.as_str(), serde_json::to_string(&expected).unwrap());
             let value = TodoWriteValue {
                 counts: Counts::of(&todos),
                 todos: todos.clone(),
             };
-            let reply = encoded_reply_of(&todos, &list).unwrap();
+            let reply = encoded_reply_of(&todos, &data).unwrap();
             assert_eq!(reply.value.as_ref().map(JsonText::as_str), Some(serde_json::to_string(&value).unwrap().as_str()));
             assert_eq!(reply.text, super::reply(todos).text);
         }
