@@ -228,6 +228,34 @@ fn library_swaps_reload_once_and_answer_the_new_build() {
 }
 
 #[test]
+fn a_fifo_or_a_folder_where_the_library_was_blocks_nothing() {
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(dev.version(), "A");
+    // Opening a FIFO for reading waits for a writer, unless told not to:
+    // the host must neither hang its watcher nor load it.
+    std::fs::remove_file(&lib).unwrap();
+    let made = Command::new("mkfifo").arg(&lib).status().expect("run mkfifo");
+    assert!(made.success());
+    let line = dev.expect_notice("not a regular file");
+    assert!(line.contains("keeps serving"), "{line}");
+    assert_eq!(dev.version(), "A");
+    atomic_rename(&lib, &build_bytes('B'));
+    dev.expect_reloads(1);
+    assert_eq!(dev.version(), "B");
+    // A folder in its place, then a build again.
+    std::fs::remove_file(&lib).unwrap();
+    std::fs::create_dir(&lib).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(dev.version(), "B");
+    std::fs::remove_dir(&lib).unwrap();
+    atomic_rename(&lib, &build_bytes('A'));
+    dev.expect_reloads(2);
+    assert_eq!(dev.version(), "A");
+}
+
+#[test]
 fn broken_builds_leave_the_previous_version_serving() {
     let scratch = Scratch::new();
     let lib = setup(&scratch, true);

@@ -517,8 +517,11 @@ impl DevHost {
     /// waits for [`DevHost::release_replaced`].
     fn hold_source(&self, source: &Path) {
         use std::os::unix::fs::MetadataExt;
-        let Ok(file) = std::fs::File::open(source) else { return };
+        let Ok(file) = library::open_without_waiting(source) else { return };
         let Ok(meta) = file.metadata() else { return };
+        if !meta.is_file() {
+            return;
+        }
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = held.get(source) {
             if old.metadata().is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino())) {

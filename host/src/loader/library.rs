@@ -441,8 +441,12 @@ impl LibraryCache {
             Some(spare) => spare,
             None => new_memfd().map_err(|e| failed("memfd_create", e))?,
         };
-        let mut input = File::open(source).map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
-        let size = input.metadata().map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?.len();
+        let mut input = open_without_waiting(source).map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
+        let meta = input.metadata().map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
+        if !meta.is_file() {
+            return Err(LoadError::NotSharedObject { path: shown, detail: "not a regular file".into() });
+        }
+        let size = meta.len();
         // Only the bytes the dynamic loader reads (ELF header, program
         // headers, loadable segments) are copied; the rest (symbol tables,
         // section headers, debug sections) is left a hole of the same size,
@@ -471,6 +475,18 @@ impl LibraryCache {
         self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
         Ok(lib)
     }
+}
+
+/// Opens `path` for reading without waiting on it: a FIFO (or a device)
+/// put where a library was expected would otherwise block `open` until
+/// some writer came, and with it the thread watching for new builds.
+/// Reading a regular file is not changed by it.
+///
+/// # Errors
+/// As [`File::open`].
+pub fn open_without_waiting(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(path)
 }
 
 /// A new empty memfd that can be sealed, closed on `exec`.
@@ -607,7 +623,7 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
     let shown = path.display().to_string();
     let bad = |detail: String| LoadError::NotSharedObject { path: shown.clone(), detail };
     let unreadable = |e: std::io::Error| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() };
-    let mut file = File::open(path).map_err(unreadable)?;
+    let mut file = open_without_waiting(path).map_err(unreadable)?;
     let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {
         return Err(bad("not a regular file".into()));
