@@ -241,6 +241,11 @@ fn a_fifo_or_a_folder_where_the_library_was_blocks_nothing() {
     let line = dev.expect_notice("not a regular file");
     assert!(line.contains("keeps serving"), "{line}");
     assert_eq!(dev.version(), "A");
+    // The removed build is let go of once changes are quiet, though no
+    // new one has come yet.
+    std::thread::sleep(Duration::from_millis(600));
+    let open = dev.open_files_under(&scratch.path().join("plugins"));
+    assert!(!open.iter().any(|f| f.contains("libversioned.so")), "{open:?}");
     atomic_rename(&lib, &build_bytes('B'));
     dev.expect_reloads(1);
     assert_eq!(dev.version(), "B");
@@ -253,6 +258,41 @@ fn a_fifo_or_a_folder_where_the_library_was_blocks_nothing() {
     atomic_rename(&lib, &build_bytes('A'));
     dev.expect_reloads(2);
     assert_eq!(dev.version(), "A");
+}
+
+#[test]
+fn each_refused_build_is_its_own_and_a_good_one_after_them_loads() {
+    // Builds that `dlopen` maps before the loader refuses them (an
+    // incompatible ABI, no root module) stay mapped under their private
+    // copy's name: a later copy must never be handed that image.
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(dev.version(), "A");
+    let cases = [
+        ("fixture-old-abi", "incompatible plugin ABI"),
+        ("fixture-not-plugin", "not a cordis plugin library"),
+        ("fixture-old-version", "cordis-abi 0.1"),
+        ("fixture-not-plugin", "not a cordis plugin library"),
+    ];
+    for (n, (fixture, notice)) in cases.iter().enumerate() {
+        atomic_rename(&lib, &std::fs::read(library(fixture)).unwrap());
+        let start = Instant::now();
+        let line = loop {
+            let refusals: Vec<String> = dev.stderr().into_iter().filter(|l| l.contains("keeps serving")).collect();
+            if refusals.len() > n {
+                break refusals[n].clone();
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "no notice for {fixture}; stderr: {:?}", dev.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(line.contains(notice), "{fixture}: {line}");
+        assert_eq!(dev.version(), "A");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    atomic_rename(&lib, &build_bytes('B'));
+    dev.expect_reloads(1);
+    assert_eq!(dev.version(), "B");
 }
 
 #[test]

@@ -10,8 +10,10 @@
 //! [`JsonText::from_raw`]) into a `Value`, which also refuses what is JSON
 //! to the grammar but cannot be read back (a number out of range such as
 //! `1e999`, a lone surrogate escape such as `"\ud800"`, nesting deeper than
-//! 128). The host takes the text as JSON without parsing it again, and
-//! replays it later. One thing encoding cannot see: a `RawValue` spliced
+//! 128). Encoding does the one check of these that its encoder lacks:
+//! nesting that deep is refused there too (a byte count settles it
+//! for nearly all text). The host takes the text as JSON without parsing
+//! it again, and replays it later. One thing encoding cannot see: a `RawValue` spliced
 //! into the encoded value is written as it is, so splice only raw values
 //! `serde_json` made by encoding, or checked with [`JsonText::from_raw`].
 //!
@@ -43,7 +45,9 @@ impl JsonText {
     /// When `value` cannot be encoded as JSON (a map with non-string keys, a
     /// failing `Serialize` impl).
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<JsonText, serde_json::Error> {
-        serde_json::to_string(value).map(|text| JsonText { text: text.into() })
+        let text = serde_json::to_string(value)?;
+        readable_depth(&text)?;
+        Ok(JsonText { text: text.into() })
     }
 
     /// [`JsonText::encode`] into a buffer that starts with room for
@@ -57,6 +61,7 @@ impl JsonText {
         serde_json::to_writer(&mut out, value)?;
         // serde_json writes UTF-8 only; the check costs one pass.
         let text = String::from_utf8(out).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        readable_depth(&text)?;
         Ok(JsonText { text: text.into() })
     }
 
@@ -113,6 +118,7 @@ impl JsonText {
         let mut out = String::with_capacity(open.len() + member.len());
         out.push_str(open);
         out.push_str(member);
+        readable_depth(&out)?;
         Ok(JsonText { text: out.into() })
     }
 
@@ -125,6 +131,48 @@ impl JsonText {
     pub fn as_json_str(&self) -> JsonStr<'_> {
         JsonStr { text: self.text.as_rstr() }
     }
+}
+
+/// How many arrays and objects deep `serde_json` reads text into a
+/// `Value`: its recursion limit of 128 refuses the 128th level.
+pub const READABLE_DEPTH: usize = 127;
+
+/// `Ok` when encoded `text` nests no deeper than [`READABLE_DEPTH`], so it
+/// reads back; the encoder itself has no such limit. Text too short to
+/// hold that many opening brackets, or holding fewer in all (counting
+/// those inside strings too), is passed after a byte count; only other
+/// text is walked.
+fn readable_depth(text: &str) -> Result<(), serde_json::Error> {
+    let bytes = text.as_bytes();
+    if bytes.len() <= 2 * READABLE_DEPTH || bytes.iter().filter(|&&b| b == b'[' || b == b'{').count() <= READABLE_DEPTH {
+        return Ok(());
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > READABLE_DEPTH {
+                    return Err(<serde_json::Error as serde::ser::Error>::custom(format!(
+                        "the value nests deeper than {READABLE_DEPTH} levels, which JSON readers refuse"
+                    )));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Borrowed JSON text holding exactly one value, as it crosses the library
@@ -169,6 +217,30 @@ mod tests {
             assert!(RawValue::from_string(unreadable.to_string()).is_ok(), "{unreadable}");
             assert!(JsonText::parse(unreadable).is_err(), "{unreadable}");
         }
+    }
+
+    #[test]
+    fn encoding_refuses_what_cannot_be_read_back() {
+        use serde_json::Value;
+        let nested = |depth: usize| -> Value {
+            let mut v = serde_json::json!("x[{");
+            for i in 0..depth {
+                v = if i % 2 == 0 { Value::Array(vec![v]) } else { serde_json::json!({ "k": v }) };
+            }
+            v
+        };
+        for depth in [1, 127, 128, 129, 200] {
+            let value = nested(depth);
+            let readable = serde_json::from_str::<Value>(&serde_json::to_string(&value).unwrap()).is_ok();
+            assert_eq!(readable, depth <= READABLE_DEPTH, "{depth}");
+            assert_eq!(JsonText::encode(&value).is_ok(), readable, "encode, {depth}");
+            assert_eq!(JsonText::encode_with_capacity(&value, 8).is_ok(), readable, "encode_with_capacity, {depth}");
+            let wrapped = JsonText::encode(&serde_json::json!({})).unwrap().with_member("v", &nested(depth - 1));
+            assert_eq!(wrapped.is_ok(), readable, "with_member, {depth}");
+        }
+        // Brackets inside strings are not nesting.
+        let many = "[{".repeat(300);
+        assert!(JsonText::encode(&serde_json::json!({ "s": many, "t": "\\\"[[" })).is_ok());
     }
 
     #[test]

@@ -653,6 +653,15 @@ impl ToolError {
     }
 }
 
+/// The encoder's or parser's message as the tool's error, so that `?`
+/// works on [`crate::JsonText::parse`], [`crate::JsonText::encode`] and
+/// [`crate::JsonText::with_member`] inside a tool.
+impl From<serde_json::Error> for ToolError {
+    fn from(e: serde_json::Error) -> Self {
+        ToolError(e.to_string())
+    }
+}
+
 /// What a typed tool sees of the call it runs.
 pub struct ToolContext<'a> {
     raw: &'a dyn RawExec,

@@ -340,7 +340,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             if problems.is_empty() {
                 Ok(ExitCode::SUCCESS)
             } else {
-                eprintln!("cordis config: {} problem(s) above; those rows are printed as written and will fail to load", problems.len());
+                let counted = if problems.len() == 1 { "1 problem".to_string() } else { format!("{} problems", problems.len()) };
+                eprintln!("cordis config: {counted} above; those rows are printed as far as they could be read and will fail to load");
                 Ok(ExitCode::from(1))
             }
         }
@@ -561,9 +562,9 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_m
         }
         None => {
             eprintln!(
-                "cordis dev: watching {} and {} plugin libraries; session {}; commands on stdin (`help`)",
+                "cordis dev: watching {} and {}; session {}; commands on stdin (`help`)",
                 dev.composition_path().display(),
-                dev.library_sources().len(),
+                libraries(dev.library_sources().len()),
                 session.id()
             );
             Vec::new()
@@ -654,9 +655,9 @@ fn mcp(
                 }
             });
             eprintln!(
-                "cordis mcp: watching {} and {} plugin libraries",
+                "cordis mcp: watching {} and {}",
                 dev.composition_path().display(),
-                dev.library_sources().len()
+                libraries(dev.library_sources().len())
             );
         }
         match http {
@@ -1021,5 +1022,14 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
         for (key, view) in std::mem::take(&mut self.pending_views) {
             render::view(self.out, &key, &view);
         }
+    }
+}
+
+/// `1 plugin library`, `N plugin libraries`.
+fn libraries(n: usize) -> String {
+    if n == 1 {
+        "1 plugin library".into()
+    } else {
+        format!("{n} plugin libraries")
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! | command | answer |
 //! | --- | --- |
-//! | `call NAME ARGS` | runs tool NAME with the raw argument text ARGS as the dev session's agent (opening a turn if none is open): `{"isError","text","value"}` |
+//! | `call NAME [ARGS]` | runs tool NAME with the raw argument text ARGS (`{}` when left out) as the dev session's agent (opening a turn if none is open): `{"isError","text","value"}` |
 //! | `plan` | every projection's state for the dev session: `{"todos": ...}` |
 //! | `tools` | `[{"name","description"}]` |
 //! | `status` | `{"reloads", "restarts", "entries": [{"id","plugin","fiber","library","copy","config"}], "waiting": [ids]}` |
@@ -140,8 +140,10 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
         "call" => {
             let (name, arguments) = rest.trim_start().split_once(char::is_whitespace).unwrap_or((rest.trim(), ""));
             if name.is_empty() {
-                return json!({"error": "usage: call NAME ARGS"});
+                return json!({"error": "usage: call NAME [ARGS] (ARGS: the arguments as JSON, {} when left out)"});
             }
+            // A tool without parameters is called with an empty object.
+            let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
             let turn = match session.open_turn() {
                 Some(t) => t,
                 None => {
@@ -213,7 +215,7 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
             None => json!({"error": "no turn is open"}),
         },
         "turn" => model_turn(dev, session, rest.trim(), interrupt),
-        "help" => json!({"commands": ["call NAME ARGS", "turn PROMPT", "plan", "tools", "status", "end", "help"]}),
+        "help" => json!({"commands": ["call NAME [ARGS]", "turn PROMPT", "plan", "tools", "status", "end", "help"]}),
         other => json!({"error": format!("unknown command `{other}` (try `help`)")}),
     }
 }

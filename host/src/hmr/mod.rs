@@ -511,18 +511,23 @@ impl DevHost {
         for path in gone {
             replaced.extend(held.remove(&path));
         }
+        self.host.loader.libraries().keep_spares_of(&sources);
     }
 
-    /// Holds the file now at `source`; the one held before, if another,
-    /// waits for [`DevHost::release_replaced`].
+    /// Holds the file now at `source`; the one held before, if another
+    /// (or if no regular file is there now: removed, say, by `cargo
+    /// clean`), waits for [`DevHost::release_replaced`].
     fn hold_source(&self, source: &Path) {
         use std::os::unix::fs::MetadataExt;
-        let Ok(file) = library::open_without_waiting(source) else { return };
-        let Ok(meta) = file.metadata() else { return };
-        if !meta.is_file() {
-            return;
-        }
+        let file = library::open_without_waiting(source).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = file else {
+            if let Some(old) = held.remove(source) {
+                self.replaced.lock().unwrap_or_else(|e| e.into_inner()).push(old);
+            }
+            return;
+        };
+        let Ok(meta) = file.metadata() else { return };
         if let Some(old) = held.get(source) {
             if old.metadata().is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino())) {
                 return;

@@ -386,6 +386,12 @@ impl LibraryCache {
         self.add_spare(source, extent);
     }
 
+    /// Lets go of the spares made for libraries other than `sources` (those
+    /// that left the composition).
+    pub fn keep_spares_of(&self, sources: &[PathBuf]) {
+        self.spares.lock().unwrap_or_else(|e| e.into_inner()).retain(|source, _| sources.contains(source));
+    }
+
     /// Makes the spare of `source`: `len` bytes allocated in an empty memfd.
     fn add_spare(&self, source: &Path, len: u64) {
         let Ok(spare) = new_memfd() else { return };
@@ -467,9 +473,13 @@ impl LibraryCache {
     /// Loads the sealed copy of `source`.
     fn load_sealed(&self, source: &Path, sealed: SealedCopy) -> Result<Arc<Library>, LoadError> {
         let name = super::resolve::library_name_of(source);
+        // Kept open before `dlopen` sees it, whatever comes of the load: a
+        // copy refused after `dlopen` mapped it (an incompatible ABI, no
+        // root module) stays mapped under its `/proc/self/fd/N` name too,
+        // and a later copy given the same number would get its image.
+        keep_open(sealed.file.clone());
         let mut lib = load_library_named(&sealed.path(), &name).map_err(|e| e.shown_as(&source.display().to_string()))?;
         lib.source = source.to_path_buf();
-        keep_open(sealed.file.clone());
         lib.copy = Some(sealed);
         let lib = Arc::new(lib);
         self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
@@ -495,11 +505,12 @@ fn new_memfd() -> std::io::Result<File> {
     Ok(File::from(memfd_create(c"cordis-plugin", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?))
 }
 
-/// Keeps a sealed copy's file open for the life of the process. The
-/// library mapped from it is never unloaded, and the dynamic loader knows it
-/// by its path, `/proc/self/fd/N`: were the descriptor closed, the next copy
-/// could get the same number, and `dlopen` would hand back the old image for
-/// the new path.
+/// Keeps a sealed copy's file open for the life of the process, once it
+/// has been handed to `dlopen`. The library mapped from it is never
+/// unloaded (nor is one `dlopen` mapped and the loader then refused), and
+/// the dynamic loader knows it by its path, `/proc/self/fd/N`: were the
+/// descriptor closed, the next copy could get the same number, and
+/// `dlopen` would hand back the old image for the new path.
 fn keep_open(file: Arc<File>) {
     static KEPT: Mutex<Vec<Arc<File>>> = Mutex::new(Vec::new());
     KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(file);
