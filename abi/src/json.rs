@@ -45,9 +45,7 @@ impl JsonText {
     /// When `value` cannot be encoded as JSON (a map with non-string keys, a
     /// failing `Serialize` impl).
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<JsonText, serde_json::Error> {
-        let text = serde_json::to_string(value)?;
-        readable_depth(&text)?;
-        Ok(JsonText { text: text.into() })
+        JsonText::encode_with_capacity(value, 128)
     }
 
     /// [`JsonText::encode`] into a buffer that starts with room for
@@ -57,11 +55,11 @@ impl JsonText {
     /// # Errors
     /// As [`JsonText::encode`].
     pub fn encode_with_capacity<T: Serialize + ?Sized>(value: &T, capacity: usize) -> Result<JsonText, serde_json::Error> {
-        let mut out = Vec::with_capacity(capacity);
+        let mut out = Buffer(Vec::with_capacity(capacity));
         serde_json::to_writer(&mut out, value)?;
         // serde_json writes UTF-8 only; the check costs one pass.
-        let text = String::from_utf8(out).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
-        readable_depth(&text)?;
+        let text = String::from_utf8(out.0).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        readable_depth(&text, 0)?;
         Ok(JsonText { text: text.into() })
     }
 
@@ -106,19 +104,24 @@ impl JsonText {
         let inner = open.trim_start().strip_prefix('{').ok_or_else(not_object)?;
         // Room for the key and a small value, so that one does not grow
         // the buffer.
-        let mut member = Vec::with_capacity(key.len() + 80);
+        let mut member = Buffer(Vec::with_capacity(key.len() + 80));
         if !inner.trim().is_empty() {
-            member.push(b',');
+            member.0.push(b',');
         }
         serde_json::to_writer(&mut member, key)?;
-        member.push(b':');
+        member.0.push(b':');
+        let value_at = member.0.len();
         serde_json::to_writer(&mut member, value)?;
-        member.push(b'}');
-        let member = std::str::from_utf8(&member).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        let value_end = member.0.len();
+        member.0.push(b'}');
+        let member = std::str::from_utf8(&member.0).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        // This object reads back already (every way of making a `JsonText`
+        // sees to that), so only the new value can nest too deep, one level
+        // below the object.
+        readable_depth(&member[value_at..value_end], 1)?;
         let mut out = String::with_capacity(open.len() + member.len());
         out.push_str(open);
         out.push_str(member);
-        readable_depth(&out)?;
         Ok(JsonText { text: out.into() })
     }
 
@@ -133,21 +136,52 @@ impl JsonText {
     }
 }
 
+/// The buffer `serde_json` encodes into. Its compact encoder writes
+/// every quote, colon, comma and bracket as a write of its own; a `Vec`
+/// copies each through a `memcpy` call, which costs several times the
+/// byte pushed, so single bytes are pushed here instead.
+struct Buffer(Vec<u8>);
+
+impl std::io::Write for Buffer {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.write_all(bytes)?;
+        Ok(bytes.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match bytes {
+            [byte] => self.0.push(*byte),
+            _ => self.0.extend_from_slice(bytes),
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// How many arrays and objects deep `serde_json` reads text into a
 /// `Value`: its recursion limit of 128 refuses the 128th level.
 pub const READABLE_DEPTH: usize = 127;
 
-/// `Ok` when encoded `text` nests no deeper than [`READABLE_DEPTH`], so it
-/// reads back; the encoder itself has no such limit. Text too short to
-/// hold that many opening brackets, or holding fewer in all (counting
-/// those inside strings too), is passed after a byte count; only other
-/// text is walked.
-fn readable_depth(text: &str) -> Result<(), serde_json::Error> {
+/// `Ok` when encoded `text`, placed `outer` arrays or objects deep, nests
+/// no deeper than [`READABLE_DEPTH`] in all, so that it reads back; the
+/// encoder itself has no such limit. Text too short to hold that many
+/// brackets, or holding fewer opening ones in all (counting those inside
+/// strings too), is passed after a byte count; only other text is walked.
+fn readable_depth(text: &str, outer: usize) -> Result<(), serde_json::Error> {
     let bytes = text.as_bytes();
-    if bytes.len() <= 2 * READABLE_DEPTH || bytes.iter().filter(|&&b| b == b'[' || b == b'{').count() <= READABLE_DEPTH {
+    let room = READABLE_DEPTH.saturating_sub(outer);
+    // Deeper than `room` takes `room + 1` opening and as many closing
+    // brackets.
+    if bytes.len() <= 2 * room || opening_brackets(bytes) <= room {
         return Ok(());
     }
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut depth = outer;
+    let (mut in_string, mut escaped) = (false, false);
     for &b in bytes {
         if in_string {
             match (escaped, b) {
@@ -173,6 +207,17 @@ fn readable_depth(text: &str) -> Result<(), serde_json::Error> {
         }
     }
     Ok(())
+}
+
+/// How many `[` and `{` bytes `bytes` holds. `[` (0x5B) and `{` (0x7B)
+/// differ only in bit 0x20 and no other byte maps onto `{` with that bit
+/// set, so one comparison per byte counts both, and counting a block at a
+/// time in a `u8` lets the compiler do it 16 or 32 bytes per instruction.
+fn opening_brackets(bytes: &[u8]) -> usize {
+    bytes
+        .chunks(255)
+        .map(|block| block.iter().fold(0u8, |n, &b| n + u8::from(b | 0x20 == b'{')) as usize)
+        .sum()
 }
 
 /// Borrowed JSON text holding exactly one value, as it crosses the library
@@ -241,6 +286,21 @@ mod tests {
         // Brackets inside strings are not nesting.
         let many = "[{".repeat(300);
         assert!(JsonText::encode(&serde_json::json!({ "s": many, "t": "\\\"[[" })).is_ok());
+    }
+
+    #[test]
+    fn brackets_are_counted_exactly() {
+        let naive = |bytes: &[u8]| bytes.iter().filter(|&&b| b == b'[' || b == b'{').count();
+        // Every byte value alone, then runs long enough to fill the
+        // per-block counter to its limit.
+        for b in 0..=255u8 {
+            assert_eq!(opening_brackets(&[b]), naive(&[b]), "byte {b:#04x}");
+        }
+        for len in [254, 255, 256, 511, 1000] {
+            for text in ["{".repeat(len), "[{;".repeat(len), "a[".repeat(len)] {
+                assert_eq!(opening_brackets(text.as_bytes()), naive(text.as_bytes()), "{len}");
+            }
+        }
     }
 
     #[test]

@@ -118,6 +118,9 @@ struct Reader<'t, 'a> {
 }
 
 impl<'a> Reader<'_, 'a> {
+    // Inlined: called once per token, and the call cost as much as the
+    // rest of the step.
+    #[inline]
     fn next(&mut self) -> Result<ArgToken<'a>, TapeError> {
         let token = *self.tokens.get(self.at).ok_or_else(|| TapeError("the arguments end in the middle of a value".into()))?;
         self.at += 1;
