@@ -669,3 +669,44 @@ fn three_hundred_reloads_stay_within_the_memory_budget() {
     assert!(!notices.iter().any(|l| l.contains("keeps serving")), "{notices:?}");
     assert_eq!(notices.iter().filter(|l| l.contains("cordis dev: watching")).count(), 1, "a restart prints nothing else: {notices:?}");
 }
+
+#[test]
+fn a_library_that_lands_after_dev_started_loads_then() {
+    // One entry names a library not built yet, in a folder that does not
+    // exist yet either; another names a file that is not a plugin library.
+    let scratch = Scratch::new();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let versioned = plugins.join("libversioned.so");
+    std::fs::copy(library("fixture-not-plugin"), &versioned).unwrap();
+    scratch.composition(
+        "- id: v\n  name: ./plugins/libversioned.so\n- id: todo\n  name: ./out/lib/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n",
+    );
+    let mut dev = Dev::start(scratch.path(), &[]);
+    let running = |dev: &mut Dev| -> Vec<String> {
+        let status = dev.send("status");
+        status["entries"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(running(&mut dev).is_empty());
+    let wait_for = |dev: &mut Dev, id: &str| {
+        let start = Instant::now();
+        while !running(dev).iter().any(|r| r == id) {
+            assert!(start.elapsed() < Duration::from_secs(30), "{id} never loaded; stderr: {:?}", dev.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // The build lands: the folders appear, then the file is written in place.
+    let out = scratch.path().join("out").join("lib");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::copy(library("tool-todo"), out.join("libtool_todo.so")).unwrap();
+    wait_for(&mut dev, "todo");
+    assert!(dev.expect_notice("appeared").contains("libtool_todo.so"));
+    let reply = dev.call("todo_write", r#"{"todos":[{"content":"ship it","status":"in_progress"}]}"#);
+    assert_eq!(reply["isError"], false, "{reply}");
+    assert_eq!(running(&mut dev), ["todo"]);
+    // A good build over the one that failed to load is tried again.
+    atomic_rename(&versioned, &build_bytes('A'));
+    wait_for(&mut dev, "v");
+    assert_eq!(dev.version(), "A");
+    assert_eq!(dev.call("todo_write", r#"{"todos":[]}"#)["isError"], false);
+}

@@ -26,7 +26,7 @@ pub mod console;
 pub mod restart;
 mod watch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::loader::{library, Composition, Entry, EntryState, Layer, Loader, Prepared};
+use crate::loader::{library, resolve, Composition, Entry, EntryState, Layer, Loader, Prepared, ResolveError, Target};
 use crate::runtime::{BootError, Host, HostOptions};
 
 pub use watch::watch;
@@ -128,6 +128,35 @@ pub struct DevHost {
     /// Held files whose path now names a newer build: closed by
     /// [`DevHost::release_replaced`] once changes are quiet.
     replaced: Mutex<Vec<std::fs::File>>,
+}
+
+/// A library file an entry is waiting for (see
+/// [`DevHost::awaited_libraries`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Awaited {
+    /// The folder it would appear in (it may not exist yet).
+    pub folder: PathBuf,
+    /// Its file name, or `None` when any plugin library there could be it
+    /// (a package name, which a library declares).
+    pub file: Option<String>,
+}
+
+impl Awaited {
+    /// The library file at `path`.
+    fn file(path: &Path) -> Option<Awaited> {
+        Some(Awaited { folder: path.parent()?.to_path_buf(), file: Some(path.file_name()?.to_string_lossy().into_owned()) })
+    }
+
+    /// Whether `path` is this library (or could be, for a package name).
+    pub fn matches(&self, path: &Path) -> bool {
+        let Some(name) = path.file_name().map(|n| n.to_string_lossy()) else { return false };
+        let folder = self.folder.canonicalize().unwrap_or_else(|_| self.folder.clone());
+        path.parent() == Some(folder.as_path())
+            && match &self.file {
+                Some(file) => name == file.as_str(),
+                None => name.ends_with(std::env::consts::DLL_SUFFIX),
+            }
+    }
 }
 
 impl DevHost {
@@ -288,6 +317,39 @@ impl DevHost {
         sources.sort();
         sources.dedup();
         sources
+    }
+
+    /// Where the library of an enabled entry that is not running could
+    /// appear, so that it loads once built: the file a `./path` name points
+    /// to, `lib<name>.so` in every folder of the plugin path for a bare
+    /// name, or any library there for a package name. Empty when every
+    /// enabled entry is running or waits on something other than a file (a
+    /// service, a bad config).
+    pub fn awaited_libraries(&self) -> Vec<Awaited> {
+        let entries = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
+        let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
+        collect_enabled(&self.host.loader, &entries, false, &mut wanted, &mut Vec::new());
+        let live: HashSet<String> = self.host.loader.active_ids().into_iter().chain(self.host.loader.pending_ids()).collect();
+        let plugin_path = self.host.loader.plugin_path();
+        let mut awaited = BTreeSet::new();
+        for entry in wanted.values().filter(|e| !live.contains(&e.id)) {
+            match resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
+                // A file not there yet, or there but not loaded (a build
+                // that failed to load is retried when the next one lands).
+                Err(ResolveError::NoSuchFile { path, .. }) => awaited.extend(Awaited::file(Path::new(&path))),
+                Ok(Target::Library { path, .. }) => awaited.extend(Awaited::file(&path)),
+                Ok(Target::Package { name }) | Err(ResolveError::NotFound { name, .. }) => {
+                    // A bare name is looked for as its file first; a
+                    // package name can be declared by any library.
+                    let file = (!name.starts_with('@')).then(|| resolve::library_file_name(name.split('/').next().unwrap_or(&name)));
+                    for (folder, _) in &plugin_path.dirs {
+                        awaited.insert(Awaited { folder: folder.clone(), file: file.clone() });
+                    }
+                }
+                _ => {}
+            }
+        }
+        awaited.into_iter().collect()
     }
 
     /// Re-reads the composition and applies what changed.

@@ -65,7 +65,13 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
                     next = rx.recv_timeout(debounce).ok();
                 }
                 handle(&dev, &changed);
-                sync_watches(&dev, &mut watcher, &mut watched);
+                if sync_watches(&dev, &mut watcher, &mut watched) {
+                    let in_place = awaited_in_place(&dev);
+                    if !in_place.is_empty() {
+                        handle(&dev, &in_place);
+                        sync_watches(&dev, &mut watcher, &mut watched);
+                    }
+                }
                 dev.hold_sources();
                 dev.release_replaced();
             }
@@ -132,6 +138,23 @@ fn handle(dev: &DevHost, changed: &HashSet<PathBuf>) {
             }
         }
     }
+    // A library an entry waits for has appeared (the entry named it
+    // before it was first built): loading it is a composition reload.
+    if !composition {
+        let awaited = dev.awaited_libraries();
+        let appeared: Vec<&PathBuf> = changed.iter().filter(|p| awaited.iter().any(|a| a.matches(p))).collect();
+        let mut ready = Vec::new();
+        for path in appeared {
+            match wait_until_complete(path, dev.options.debounce, dev.options.settle_timeout) {
+                Ok(()) => ready.push(path.display().to_string()),
+                Err(e) => dev.note(format!("{e}; the entries waiting for it stay unloaded")),
+            }
+        }
+        if !ready.is_empty() {
+            dev.note(format!("{} appeared; loading the entries waiting for it", ready.join(", ")));
+            composition = true;
+        }
+    }
     if composition {
         dev.composition_changed();
     }
@@ -145,14 +168,40 @@ fn handle(dev: &DevHost, changed: &HashSet<PathBuf>) {
     }
 }
 
-fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched: &mut HashSet<PathBuf>) {
-    for (path, _) in targets(dev) {
-        let Some(dir) = path.parent().map(Path::to_path_buf) else { continue };
+/// Watches every folder a change could come from that is not watched yet;
+/// returns whether it added any.
+fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched: &mut HashSet<PathBuf>) -> bool {
+    let mut added = false;
+    let mut folders: Vec<PathBuf> = targets(dev).into_keys().filter_map(|path| path.parent().map(Path::to_path_buf)).collect();
+    // The folder of each awaited library, or, until it exists, its nearest
+    // folder that does: the folders below it are watched as they appear.
+    folders.extend(dev.awaited_libraries().into_iter().filter_map(|a| a.folder.ancestors().find(|f| f.is_dir()).map(canonical)));
+    for dir in folders {
         if watched.insert(dir.clone()) {
-            if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
-                dev.note(format!("cannot watch {}: {e}", dir.display()));
-                watched.remove(&dir);
+            match watcher.watch(&dir, RecursiveMode::NonRecursive) {
+                Ok(()) => added = true,
+                Err(e) => {
+                    dev.note(format!("cannot watch {}: {e}", dir.display()));
+                    watched.remove(&dir);
+                }
             }
         }
     }
+    added
+}
+
+/// The awaited libraries already in place: one can land in a folder in
+/// the moment between the folder appearing and its watch being added.
+fn awaited_in_place(dev: &DevHost) -> HashSet<PathBuf> {
+    let mut found = HashSet::new();
+    for awaited in dev.awaited_libraries() {
+        match &awaited.file {
+            Some(file) => found.extend(Some(awaited.folder.join(file)).filter(|p| p.is_file())),
+            None => {
+                let Ok(list) = std::fs::read_dir(&awaited.folder) else { continue };
+                found.extend(list.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && awaited.matches(&canonical(p))));
+            }
+        }
+    }
+    found
 }
