@@ -406,6 +406,7 @@ fn composition_edits_restart_only_the_touched_entry() {
     // true → false: the description and the accepted input change together.
     scratch.composition(&composition("false", ""));
     dev.expect_reloads(1);
+    assert!(dev.expect_notice("composition reloaded").ends_with("composition reloaded: changed todo"), "{:?}", dev.stderr());
     assert_eq!(dev.fiber("v"), v_fiber, "the untouched entry keeps its fiber");
     assert_ne!(dev.fiber("todo"), todo_fiber);
     let tools = dev.send("tools");
@@ -431,11 +432,25 @@ fn composition_edits_restart_only_the_touched_entry() {
     // Add an entry, then remove it.
     scratch.composition(&composition("true", "- id: echo\n  name: fixture-faulty/echo\n"));
     dev.expect_reloads(3);
+    assert!(dev.stderr().iter().any(|l| l.ends_with("composition reloaded: added echo")), "{:?}", dev.stderr());
     assert_eq!(dev.call("echo", r#"{"text": "hi"}"#)["text"], "hi");
     assert_eq!(dev.fiber("todo"), todo_fiber);
     scratch.composition(&composition("true", ""));
     dev.expect_reloads(4);
+    assert!(dev.stderr().iter().any(|l| l.ends_with("composition reloaded: removed echo")), "{:?}", dev.stderr());
     assert_eq!(dev.call("echo", r#"{"text": "hi"}"#)["isError"], true);
+
+    // Deleting the composition (an editor saving by delete and create, or
+    // by mistake) says so and changes nothing; putting it back reloads
+    // only what differs.
+    std::fs::remove_file(scratch.path().join("cordis.yml")).unwrap();
+    let notice = dev.expect_notice("cannot read the composition");
+    assert!(notice.contains("the running version is kept"), "{notice}");
+    assert_eq!(dev.reloads(), 4);
+    assert_eq!(dev.version(), "A");
+    scratch.composition(&composition("true", "- id: echo\n  name: fixture-faulty/echo\n"));
+    dev.expect_reloads(5);
+    assert_eq!(dev.call("echo", r#"{"text": "hi"}"#)["text"], "hi");
     assert_eq!(dev.fiber("v"), v_fiber);
     assert_eq!(dev.version(), "A");
 }

@@ -361,7 +361,7 @@ impl DevHost {
         let path = self.composition_path();
         let next = match Composition::compose(&path, &self.layers) {
             Ok(c) => c,
-            Err(e) => return self.refuse(format!("the composition was not reloaded: {e}")),
+            Err(e) => return self.refuse(format!("the composition was not reloaded: {e}; the running version is kept")),
         };
         // An include whose file does not read would drop every entry it
         // mounted: keep the last good tree instead.
@@ -416,8 +416,17 @@ impl DevHost {
             return if problems.is_empty() { Outcome::Unchanged } else { Outcome::Refused(problems.join("\n")) };
         }
         let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
+        let (changed, added): (Vec<String>, Vec<String>) =
+            prepared.iter().map(|(e, _)| e.id.clone()).partition(|id| self.host.loader.live_entry(id).is_some());
+        let removed = remove.clone();
         match self.host.loader.swap(prepared, &remove) {
             Ok(restarted) => {
+                let what = [("added", &added), ("changed", &changed), ("removed", &removed), ("restarted", &restarted)]
+                    .iter()
+                    .filter(|(_, ids)| !ids.is_empty())
+                    .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; ");
                 let touched: Vec<String> = touched.into_iter().chain(restarted).collect();
                 let pending = self.host.loader.pending_ids();
                 for m in waiting.iter().filter(|m| pending.iter().any(|w| m.contains(&format!("entry {w}:")))) {
@@ -425,7 +434,7 @@ impl DevHost {
                 }
                 *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
                 self.reloads.fetch_add(1, Ordering::SeqCst);
-                self.note(format!("composition reloaded: {}", touched.join(", ")));
+                self.note(format!("composition reloaded: {what}"));
                 self.reloaded();
                 Outcome::Reloaded(touched)
             }
@@ -704,11 +713,28 @@ pub fn wait_until_complete(path: &Path, quiet: Duration, timeout: Duration) -> R
     }
 }
 
+/// `path` with its folder resolved, whether or not the file itself exists
+/// now: a deleted composition file must still match the event that
+/// reports its deletion.
+fn canonical_even_if_gone(path: &Path) -> PathBuf {
+    if let Ok(full) = path.canonicalize() {
+        return full;
+    }
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match (folder.canonicalize(), path.file_name()) {
+        (Ok(folder), Some(name)) => folder.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
 /// A map from watched file paths to what they are.
 pub(crate) fn targets(dev: &DevHost) -> HashMap<PathBuf, bool> {
     let mut map = HashMap::new();
     for file in dev.composition_files() {
-        map.insert(file.canonicalize().unwrap_or(file), true);
+        map.insert(canonical_even_if_gone(&file), true);
     }
     for lib in dev.library_sources() {
         map.insert(lib, false);
