@@ -218,6 +218,8 @@ fn library_swaps_reload_once_and_answer_the_new_build() {
     // The session, its plan and the other plugin are untouched.
     assert_eq!(dev.fiber("todo"), todo_fiber);
     assert_eq!(dev.send("plan")["todos"], json!([{"content": "swap builds", "status": "in_progress"}]));
+    let extra = dev.send("plan todos");
+    assert!(extra["error"].as_str().is_some_and(|e| e.contains("`plan` takes no arguments, and got `todos`")), "{extra}");
     let rss_after = dev.rss_kib();
     eprintln!(
         "memory: {} KiB resident before, {} KiB after {reloads} reloads: {} KiB per reload",

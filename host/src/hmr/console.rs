@@ -136,6 +136,10 @@ pub fn run(dev: &Arc<DevHost>, session: &Arc<Session>, mut input: Input<'_>, mut
 
 fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, interrupt: &Interrupt) -> Value {
     let (command, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    // A word after a command that takes none is a mistake, not a detail.
+    if matches!(command, "plan" | "tools" | "status" | "end" | "help") && !rest.trim().is_empty() {
+        return json!({"error": format!("`{command}` takes no arguments, and got `{}` (try `help`)", rest.trim())});
+    }
     match command {
         "call" => {
             let (name, arguments) = rest.trim_start().split_once(char::is_whitespace).unwrap_or((rest.trim(), ""));
