@@ -727,3 +727,28 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     assert_eq!(dev.version(), "A");
     assert_eq!(dev.call("todo_write", r#"{"todos":[]}"#)["isError"], false);
 }
+
+#[test]
+fn builds_copied_over_the_library_in_quick_succession_never_crash_the_host() {
+    // Each `cp` truncates the file and writes it again in place: a copy
+    // taken while the next write had started mixed two builds, passed the
+    // checks, and crashed `cordis dev` when loaded (found by a trial).
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(dev.version(), "A");
+    for _ in 0..15 {
+        std::fs::copy(library("fixture-versioned-b"), &lib).unwrap();
+        std::fs::copy(library("fixture-versioned-a"), &lib).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(dev.child.try_wait().unwrap().is_none(), "cordis dev died; stderr: {:?}", dev.stderr());
+    assert_eq!(dev.version(), "A", "the last build written serves; stderr: {:?}", dev.stderr());
+    // And a build after that still loads.
+    atomic_rename(&lib, &build_bytes('B'));
+    let start = Instant::now();
+    while dev.version() != "B" {
+        assert!(start.elapsed() < Duration::from_secs(30), "B never served; stderr: {:?}", dev.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

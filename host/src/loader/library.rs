@@ -462,6 +462,17 @@ impl LibraryCache {
         // copied whole, for the check below to say what is wrong with it.
         let wanted = loaded_extent(&input, size).unwrap_or(size);
         std::io::copy(&mut (&mut input).take(wanted), &mut copy).map_err(|e| failed("copy", e))?;
+        // A writer that started again while the bytes were copied (builds
+        // copied over the file one after another) leaves a copy mixing two
+        // builds, which can pass every check and crash when run: refuse it,
+        // and the writer's next close brings the file back.
+        let after = input.metadata().map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
+        if changed_since(&meta, &after) {
+            return Err(LoadError::Unreadable {
+                path: shown,
+                detail: "it changed while the private copy was being made (a build still writing it?); the next complete write is loaded".into(),
+            });
+        }
         copy.set_len(size).map_err(|e| failed("size", e))?;
         fcntl_add_seals(&copy, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL).map_err(|e| failed("seal", e.into()))?;
         let len = copy.metadata().map_err(|e| failed("size", e))?.len();
@@ -794,6 +805,17 @@ pub enum UnwrapError {
 /// Device, inode, size and modification time (seconds, nanoseconds): a
 /// file's content may have changed when any of them did.
 pub type FileIdentity = (u64, u64, u64, i64, i64);
+
+/// Whether a file's size or its modification or change time differ between
+/// two reads of its metadata. The kernel stamps times from a coarse clock
+/// (a few milliseconds), so two writes very close together can carry the
+/// same time; the size of a file rewritten by truncation differs while it
+/// is written.
+fn changed_since(before: &std::fs::Metadata, after: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (before.len(), before.mtime(), before.mtime_nsec(), before.ctime(), before.ctime_nsec())
+        != (after.len(), after.mtime(), after.mtime_nsec(), after.ctime(), after.ctime_nsec())
+}
 
 /// The [`FileIdentity`] of `path`, if it can be read.
 pub fn file_identity(path: &Path) -> Option<FileIdentity> {
