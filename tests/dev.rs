@@ -85,14 +85,26 @@ impl Dev {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Polls `done` every 50 ms until it holds; fails after 30 s saying
+    /// `what` did not happen, with the host's stderr.
+    fn wait_until(&mut self, what: &str, mut done: impl FnMut(&mut Dev) -> bool) {
+        let start = Instant::now();
+        while !done(self) {
+            assert!(start.elapsed() < Duration::from_secs(30), "{what} after 30 s; stderr: {:?}", self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The ids of the running entries, from `status`.
+    fn running(&mut self) -> Vec<String> {
+        let status = self.send("status");
+        status["entries"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect()
+    }
+
     /// Waits until `reloads` reaches `n`; then waits out a quiet period and
     /// checks no further reload happened.
     fn expect_reloads(&mut self, n: u64) {
-        let start = Instant::now();
-        while self.reloads() < n {
-            assert!(start.elapsed() < Duration::from_secs(30), "no reload {n} after 30 s; stderr: {:?}", self.stderr());
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.wait_until(&format!("no reload {n}"), |dev| dev.reloads() >= n);
         std::thread::sleep(Duration::from_millis(700));
         assert_eq!(self.reloads(), n, "exactly one reload per change; stderr: {:?}", self.stderr());
     }
@@ -700,18 +712,8 @@ fn a_library_that_lands_after_dev_started_loads_then() {
         "- id: v\n  name: ./plugins/libversioned.so\n- id: todo\n  name: ./out/lib/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n",
     );
     let mut dev = Dev::start(scratch.path(), &[]);
-    let running = |dev: &mut Dev| -> Vec<String> {
-        let status = dev.send("status");
-        status["entries"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()).collect()
-    };
-    assert!(running(&mut dev).is_empty());
-    let wait_for = |dev: &mut Dev, id: &str| {
-        let start = Instant::now();
-        while !running(dev).iter().any(|r| r == id) {
-            assert!(start.elapsed() < Duration::from_secs(30), "{id} never loaded; stderr: {:?}", dev.stderr());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
+    assert!(dev.running().is_empty());
+    let wait_for = |dev: &mut Dev, id: &str| dev.wait_until(&format!("{id} never loaded"), |dev| dev.running().iter().any(|r| r == id));
     // The build lands: the folders appear, then the file is written in place.
     let out = scratch.path().join("out").join("lib");
     std::fs::create_dir_all(&out).unwrap();
@@ -720,7 +722,7 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     assert!(dev.expect_notice("appeared").contains("libtool_todo.so"));
     let reply = dev.call("todo_write", r#"{"todos":[{"content":"ship it","status":"in_progress"}]}"#);
     assert_eq!(reply["isError"], false, "{reply}");
-    assert_eq!(running(&mut dev), ["todo"]);
+    assert_eq!(dev.running(), ["todo"]);
     // A good build over the one that failed to load is tried again.
     atomic_rename(&versioned, &build_bytes('A'));
     wait_for(&mut dev, "v");
@@ -746,9 +748,5 @@ fn builds_copied_over_the_library_in_quick_succession_never_crash_the_host() {
     assert_eq!(dev.version(), "A", "the last build written serves; stderr: {:?}", dev.stderr());
     // And a build after that still loads.
     atomic_rename(&lib, &build_bytes('B'));
-    let start = Instant::now();
-    while dev.version() != "B" {
-        assert!(start.elapsed() < Duration::from_secs(30), "B never served; stderr: {:?}", dev.stderr());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    dev.wait_until("B never served", |dev| dev.version() == "B");
 }

@@ -142,16 +142,22 @@ pub struct Awaited {
 }
 
 impl Awaited {
-    /// The library file at `path`.
-    fn file(path: &Path) -> Option<Awaited> {
-        Some(Awaited { folder: path.parent()?.to_path_buf(), file: Some(path.file_name()?.to_string_lossy().into_owned()) })
+    /// A library in `folder` (resolved when it exists, so that it compares
+    /// with the canonical paths of file events).
+    fn new(folder: &Path, file: Option<String>) -> Awaited {
+        Awaited { folder: canonical_even_if_gone(folder), file }
     }
 
-    /// Whether `path` is this library (or could be, for a package name).
+    /// The library file at `path`.
+    fn file(path: &Path) -> Option<Awaited> {
+        Some(Awaited::new(path.parent()?, Some(path.file_name()?.to_string_lossy().into_owned())))
+    }
+
+    /// Whether canonical `path` is this library (or could be, for a
+    /// package name).
     pub fn matches(&self, path: &Path) -> bool {
         let Some(name) = path.file_name().map(|n| n.to_string_lossy()) else { return false };
-        let folder = self.folder.canonicalize().unwrap_or_else(|_| self.folder.clone());
-        path.parent() == Some(folder.as_path())
+        path.parent() == Some(self.folder.as_path())
             && match &self.file {
                 Some(file) => name == file.as_str(),
                 None => name.ends_with(std::env::consts::DLL_SUFFIX),
@@ -343,7 +349,7 @@ impl DevHost {
                     // package name can be declared by any library.
                     let file = (!name.starts_with('@')).then(|| resolve::library_file_name(name.split('/').next().unwrap_or(&name)));
                     for (folder, _) in &plugin_path.dirs {
-                        awaited.insert(Awaited { folder: folder.clone(), file: file.clone() });
+                        awaited.insert(Awaited::new(folder, file.clone()));
                     }
                 }
                 _ => {}
@@ -418,10 +424,9 @@ impl DevHost {
         let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
         let (changed, added): (Vec<String>, Vec<String>) =
             prepared.iter().map(|(e, _)| e.id.clone()).partition(|id| self.host.loader.live_entry(id).is_some());
-        let removed = remove.clone();
         match self.host.loader.swap(prepared, &remove) {
             Ok(restarted) => {
-                let what = [("added", &added), ("changed", &changed), ("removed", &removed), ("restarted", &restarted)]
+                let what = [("added", &added), ("changed", &changed), ("removed", &remove), ("restarted", &restarted)]
                     .iter()
                     .filter(|(_, ids)| !ids.is_empty())
                     .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
@@ -713,10 +718,11 @@ pub fn wait_until_complete(path: &Path, quiet: Duration, timeout: Duration) -> R
     }
 }
 
-/// `path` with its folder resolved, whether or not the file itself exists
-/// now: a deleted composition file must still match the event that
-/// reports its deletion.
-fn canonical_even_if_gone(path: &Path) -> PathBuf {
+/// `path` resolved, or, when it does not exist (now), its folder resolved
+/// and its name joined to it: a deleted file must still match the event
+/// that reports its deletion. A path whose folder does not exist either is
+/// returned as it is.
+pub(crate) fn canonical_even_if_gone(path: &Path) -> PathBuf {
     if let Ok(full) = path.canonicalize() {
         return full;
     }

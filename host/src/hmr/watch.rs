@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use notify::{RecursiveMode, Watcher};
 
-use super::{targets, wait_until_complete, DevHost};
+use super::{canonical_even_if_gone as canonical, targets, wait_until_complete, DevHost};
 
 /// Starts watching the composition and every loaded library; changes are
 /// handled on a background thread until the process exits.
@@ -120,9 +120,6 @@ fn reload_finished_library(dev: &DevHost, path: &Path) -> bool {
     true
 }
 
-fn canonical(p: &Path) -> PathBuf {
-    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
-}
 
 fn handle(dev: &DevHost, changed: &HashSet<PathBuf>) {
     let changed: HashSet<PathBuf> = changed.iter().map(|p| canonical(p)).collect();

@@ -447,8 +447,9 @@ impl LibraryCache {
             Some(spare) => spare,
             None => new_memfd().map_err(|e| failed("memfd_create", e))?,
         };
-        let mut input = open_without_waiting(source).map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
-        let meta = input.metadata().map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
+        let unreadable = |e: std::io::Error| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() };
+        let mut input = open_without_waiting(source).map_err(unreadable)?;
+        let meta = input.metadata().map_err(unreadable)?;
         if !meta.is_file() {
             return Err(LoadError::NotSharedObject { path: shown, detail: "not a regular file".into() });
         }
@@ -466,7 +467,7 @@ impl LibraryCache {
         // copied over the file one after another) leaves a copy mixing two
         // builds, which can pass every check and crash when run: refuse it,
         // and the writer's next close brings the file back.
-        let after = input.metadata().map_err(|e| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() })?;
+        let after = input.metadata().map_err(unreadable)?;
         if changed_since(&meta, &after) {
             return Err(LoadError::Unreadable {
                 path: shown,
