@@ -639,8 +639,15 @@ impl DevHost {
         Outcome::Refused(message)
     }
 
-    /// The live entries, their plugin and library, as JSON.
+    /// The live entries, their plugin and library, as JSON:
+    /// `{"reloads", "restarts", "entries": [{"id", "plugin", "fiber",
+    /// "library", "copy", "config"}], "waiting": [id]}`.
+    ///
+    /// The reload count is read before the entries: it is bumped only once
+    /// a swap is done, so a count of n comes with entries at least as new as
+    /// the nth reload, never with the ones it replaced.
     pub fn status(&self) -> Value {
+        let reloads = self.reloads();
         let loader = &self.host.loader;
         let entries: Vec<Value> = loader
             .active_ids()
@@ -658,7 +665,7 @@ impl DevHost {
                 })
             })
             .collect();
-        serde_json::json!({"reloads": self.reloads(), "restarts": self.restarts, "entries": entries, "waiting": loader.pending_ids()})
+        serde_json::json!({"reloads": reloads, "restarts": self.restarts, "entries": entries, "waiting": loader.pending_ids()})
     }
 }
 
