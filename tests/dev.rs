@@ -750,3 +750,42 @@ fn builds_copied_over_the_library_in_quick_succession_never_crash_the_host() {
     atomic_rename(&lib, &build_bytes('B'));
     dev.wait_until("B never served", |dev| dev.version() == "B");
 }
+
+#[test]
+fn a_deleted_build_folder_is_watched_again_when_it_comes_back() {
+    // `cargo clean` or `rm -rf target` deletes the folder a library is
+    // watched in; the next build makes it anew. The new folder must be
+    // watched, or that build and every later one go unseen (found by a
+    // trial: only a restart of cordis dev recovered).
+    let scratch = Scratch::new();
+    let out = scratch.path().join("target").join("debug");
+    std::fs::create_dir_all(&out).unwrap();
+    let lib = out.join("libversioned.so");
+    std::fs::copy(library("fixture-versioned-a"), &lib).unwrap();
+    scratch.composition("- id: v\n  name: ./target/debug/libversioned.so\n");
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(dev.version(), "A");
+    for (round, version) in [(1, 'B'), (2, 'A')] {
+        std::fs::remove_dir_all(scratch.path().join("target")).unwrap();
+        // The running build keeps serving while its folder is gone.
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(dev.version(), if round == 1 { "A" } else { "B" });
+        // The folders come back one at a time, the library written last.
+        std::fs::create_dir(scratch.path().join("target")).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::create_dir(&out).unwrap();
+        std::fs::write(&lib, build_bytes(version)).unwrap();
+        dev.wait_until(&format!("round {round}: build {version} never served"), |dev| dev.version() == version.to_string());
+        assert_eq!(dev.reloads(), round);
+    }
+    // The same build landing again in a fresh folder is no reload.
+    std::fs::remove_dir_all(scratch.path().join("target")).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(&lib, build_bytes('A')).unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!((dev.version(), dev.reloads()), ("A".to_string(), 2));
+    // And an in-place build in the new folder is seen as any other.
+    atomic_rename(&lib, &build_bytes('B'));
+    dev.wait_until("build B after the folder came back never served", |dev| dev.version() == "B");
+    assert!(dev.child.try_wait().unwrap().is_none(), "stderr: {:?}", dev.stderr());
+}

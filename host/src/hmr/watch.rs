@@ -10,7 +10,7 @@
 //! change waits for the debounce on our own thread: the file must stop
 //! changing first.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -46,7 +46,7 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
         }
     })
     .map_err(|e| format!("cannot watch files: {e}"))?;
-    let mut watched: HashSet<PathBuf> = HashSet::new();
+    let mut watched = Watched::new();
     sync_watches(&dev, &mut watcher, &mut watched);
     dev.hold_sources();
     std::thread::Builder::new()
@@ -65,10 +65,11 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
                     next = rx.recv_timeout(debounce).ok();
                 }
                 handle(&dev, &changed);
-                if sync_watches(&dev, &mut watcher, &mut watched) {
-                    let in_place = awaited_in_place(&dev);
-                    if !in_place.is_empty() {
-                        handle(&dev, &in_place);
+                let newly = sync_watches(&dev, &mut watcher, &mut watched);
+                if !newly.is_empty() {
+                    let unseen = landed_unseen(&dev, &newly);
+                    if !unseen.is_empty() {
+                        handle(&dev, &unseen);
                         sync_watches(&dev, &mut watcher, &mut watched);
                     }
                 }
@@ -165,30 +166,73 @@ fn handle(dev: &DevHost, changed: &HashSet<PathBuf>) {
     }
 }
 
-/// Watches every folder a change could come from that is not watched yet;
-/// returns whether it added any.
-fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched: &mut HashSet<PathBuf>) -> bool {
-    let mut added = false;
-    let mut folders: Vec<PathBuf> = targets(dev).into_keys().filter_map(|path| path.parent().map(Path::to_path_buf)).collect();
-    // The folder of each awaited library, or, until it exists, its nearest
-    // folder that does: the folders below it are watched as they appear.
-    folders.extend(dev.awaited_libraries().into_iter().filter_map(|a| a.folder.ancestors().find(|f| f.is_dir()).map(canonical)));
-    for dir in folders {
-        if watched.insert(dir.clone()) {
+/// The folders under watch, each with the identity (device, inode) it had
+/// when its watch was added: a folder deleted, renamed or made anew at the
+/// same path no longer matches and is watched again.
+type Watched = HashMap<PathBuf, (u64, u64)>;
+
+fn folder_identity(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()))
+}
+
+/// Brings the watches in line with the folders a change could come from:
+/// each watched file's folder, or while that folder is missing (a
+/// `cargo clean`, a deleted `target`), its nearest folder that exists, so
+/// that the folders below it are watched as they come back. Folders that
+/// are gone, were replaced, or are no longer needed lose their watch.
+/// Repeats until nothing changes, since a folder can appear between a
+/// look and its watch. Returns the folders newly watched.
+fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched: &mut Watched) -> Vec<PathBuf> {
+    let mut added = Vec::new();
+    let mut failed: HashSet<PathBuf> = HashSet::new();
+    loop {
+        let mut wanted: HashSet<PathBuf> = targets(dev).into_keys().filter_map(|path| path.parent().map(Path::to_path_buf)).collect();
+        wanted.extend(dev.awaited_libraries().into_iter().map(|a| a.folder));
+        let wanted: HashSet<PathBuf> = wanted.iter().filter_map(|f| f.ancestors().find(|a| a.is_dir()).map(canonical)).collect();
+        let stale: Vec<PathBuf> =
+            watched.iter().filter(|(dir, id)| !wanted.contains(*dir) || folder_identity(dir) != Some(**id)).map(|(dir, _)| dir.clone()).collect();
+        for dir in stale {
+            // A deleted folder's watch is gone already; an error says so.
+            let _ = watcher.unwatch(&dir);
+            watched.remove(&dir);
+        }
+        let mut more = false;
+        for dir in wanted {
+            if watched.contains_key(&dir) || failed.contains(&dir) {
+                continue;
+            }
+            let Some(id) = folder_identity(&dir) else { continue };
             match watcher.watch(&dir, RecursiveMode::NonRecursive) {
-                Ok(()) => added = true,
+                Ok(()) => {
+                    watched.insert(dir.clone(), id);
+                    added.push(dir);
+                    more = true;
+                }
                 Err(e) => {
                     dev.note(format!("cannot watch {}: {e}", dir.display()));
-                    watched.remove(&dir);
+                    failed.insert(dir);
                 }
             }
         }
+        if !more {
+            return added;
+        }
     }
-    added
 }
 
-/// The awaited libraries already in place: one can land in a folder in
-/// the moment between the folder appearing and its watch being added.
+/// The files that may have landed unseen: the awaited libraries already in
+/// place (one can land in a folder in the moment between the folder
+/// appearing and its watch being added), and the watched files present in
+/// a folder just watched again (a library rebuilt into a re-created
+/// `target`).
+fn landed_unseen(dev: &DevHost, newly_watched: &[PathBuf]) -> HashSet<PathBuf> {
+    let mut found = awaited_in_place(dev);
+    found.extend(targets(dev).into_keys().filter(|p| p.parent().is_some_and(|f| newly_watched.iter().any(|n| n == f)) && p.is_file()));
+    found
+}
+
+/// The awaited libraries already in place.
 fn awaited_in_place(dev: &DevHost) -> HashSet<PathBuf> {
     let mut found = HashSet::new();
     for awaited in dev.awaited_libraries() {
