@@ -713,6 +713,15 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     );
     let mut dev = Dev::start(scratch.path(), &[]);
     assert!(dev.running().is_empty());
+    // status says which entries are not running, and why.
+    let not_running = |dev: &mut Dev| -> Vec<(String, String)> {
+        let status = dev.send("status");
+        status["notRunning"].as_array().unwrap().iter().map(|e| (e["id"].as_str().unwrap().to_string(), e["reason"].as_str().unwrap().to_string())).collect()
+    };
+    let down = not_running(&mut dev);
+    assert_eq!(down.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["todo", "v"], "{down:?}");
+    assert!(down[0].1.contains("libtool_todo.so"), "{down:?}");
+    assert!(down[1].1.contains("not a cordis plugin library"), "{down:?}");
     let wait_for = |dev: &mut Dev, id: &str| dev.wait_until(&format!("{id} never loaded"), |dev| dev.running().iter().any(|r| r == id));
     // The build lands: the folders appear, then the file is written in place.
     let out = scratch.path().join("out").join("lib");
@@ -723,11 +732,13 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     let reply = dev.call("todo_write", r#"{"todos":[{"content":"ship it","status":"in_progress"}]}"#);
     assert_eq!(reply["isError"], false, "{reply}");
     assert_eq!(dev.running(), ["todo"]);
+    assert_eq!(not_running(&mut dev).iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["v"]);
     // A good build over the one that failed to load is tried again.
     atomic_rename(&versioned, &build_bytes('A'));
     wait_for(&mut dev, "v");
     assert_eq!(dev.version(), "A");
     assert_eq!(dev.call("todo_write", r#"{"todos":[]}"#)["isError"], false);
+    assert_eq!(not_running(&mut dev), []);
 }
 
 #[test]
@@ -788,4 +799,35 @@ fn a_deleted_build_folder_is_watched_again_when_it_comes_back() {
     atomic_rename(&lib, &build_bytes('B'));
     dev.wait_until("build B after the folder came back never served", |dev| dev.version() == "B");
     assert!(dev.child.try_wait().unwrap().is_none(), "stderr: {:?}", dev.stderr());
+}
+
+#[test]
+fn an_entry_that_is_not_running_is_in_status_and_its_problem_is_told_once() {
+    let scratch = Scratch::new();
+    setup(&scratch, true);
+    let rows = |bad: &str, extra: &str| {
+        format!("- id: v\n  name: ./plugins/libversioned.so\n- id: bad\n  name: ./plugins/libtool_todo.so\n{bad}{extra}")
+    };
+    scratch.composition(&rows("", ""));
+    let mut dev = Dev::start(scratch.path(), &[]);
+    let not_running = |dev: &mut Dev| dev.send("status")["notRunning"].clone();
+    let down = not_running(&mut dev);
+    assert_eq!(down[0]["id"], "bad", "{down}");
+    assert!(down[0]["reason"].as_str().unwrap().contains("allowParallelInProgress is required"), "{down}");
+    // An edit elsewhere in the file does not tell the same problem again.
+    scratch.composition(&rows("", "- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n"));
+    dev.expect_notice("composition reloaded: added todo");
+    let told = |dev: &Dev| dev.stderr().iter().filter(|l| l.starts_with("cordis dev:") && l.contains("entry bad")).cloned().collect::<Vec<_>>();
+    assert_eq!(told(&dev), Vec::<String>::new());
+    // A new problem is told, saying the entry is not running.
+    scratch.composition(&rows("  config:\n    allowParallelInProgress: 3\n", ""));
+    let notice = dev.expect_notice("must be a boolean");
+    assert!(notice.ends_with("(the entry is not running)"), "{notice}");
+    dev.expect_notice("composition reloaded: removed todo");
+    assert_eq!(told(&dev).len(), 1, "{:?}", dev.stderr());
+    assert!(not_running(&mut dev)[0]["reason"].as_str().unwrap().contains("must be a boolean"));
+    // Fixed: it runs, and is no longer listed.
+    scratch.composition(&rows("  config:\n    allowParallelInProgress: false\n", ""));
+    dev.wait_until("bad never ran", |dev| dev.running().iter().any(|r| r == "bad"));
+    assert_eq!(not_running(&mut dev), json!([]));
 }

@@ -122,6 +122,11 @@ pub struct DevHost {
     /// Called after every applied reload (`cordis mcp --watch` tells its
     /// clients when the tool catalog changed).
     listeners: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    /// The last problem found per entry id (at boot, or when a composition
+    /// change tried its row): for an entry that is not running, why not;
+    /// for one that is, why its new row was not applied. A problem is
+    /// printed when it is new, not again at every change of the file.
+    problems: Mutex<HashMap<String, String>>,
     /// Per library source, the file found there after its last load, held
     /// open (see [`DevHost::hold_sources`]).
     held: Mutex<HashMap<PathBuf, std::fs::File>>,
@@ -187,6 +192,14 @@ impl DevHost {
         let wake = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
             .map_err(|e| BootError::Store(crate::session::StoreError::Unusable(format!("cannot create an eventfd: {e}"))))?;
         let carried = dev.handover.clone().unwrap_or_default();
+        let problems = host
+            .reports
+            .iter()
+            .filter_map(|r| match &r.state {
+                EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m) => Some((r.id.clone(), m.join("; "))),
+                _ => None,
+            })
+            .collect();
         Ok(DevHost {
             host,
             composition: Mutex::new(composition),
@@ -203,6 +216,7 @@ impl DevHost {
             refused: Mutex::new(HashMap::new()),
             refused_files: Mutex::new(HashMap::new()),
             listeners: Mutex::new(Vec::new()),
+            problems: Mutex::new(problems),
             held: Mutex::new(HashMap::new()),
             replaced: Mutex::new(Vec::new()),
         })
@@ -388,6 +402,10 @@ impl DevHost {
                 self.host.loader.forget_pending(&id);
             }
         }
+        let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        known.retain(|id, _| wanted.contains_key(id));
+        // Expressions in `disabled` that failed to evaluate.
+        let mut notes: Vec<String> = problems.iter().map(|p| format!("{p} (the running version is kept)")).collect();
         for (id, entry) in &wanted {
             // Unchanged rows keep running: an expression's value can change
             // only with a provider it reads, and the loader restarts the
@@ -395,24 +413,37 @@ impl DevHost {
             if self.host.loader.live_entry(id).is_some_and(|current| current.same_setup(entry)) {
                 continue;
             }
-            if !entry.problems.is_empty() {
-                problems.extend(entry.problems.iter().cloned());
-                continue;
-            }
-            match self.host.loader.prepare(entry, None) {
-                Ok(p) => prepared.push((entry.clone(), p)),
-                // Its service may come with this very change: it starts
-                // once the swap is done, if it can.
-                Err(EntryState::Waiting(m)) if self.host.loader.live_entry(id).is_none() => {
-                    self.host.loader.wait(entry.clone());
-                    waiting.extend(m);
+            let found = if !entry.problems.is_empty() {
+                entry.problems.clone()
+            } else {
+                match self.host.loader.prepare(entry, None) {
+                    Ok(p) => {
+                        prepared.push((entry.clone(), p));
+                        known.remove(id);
+                        continue;
+                    }
+                    // Its service may come with this very change: it starts
+                    // once the swap is done, if it can.
+                    Err(EntryState::Waiting(m)) if self.host.loader.live_entry(id).is_none() => {
+                        self.host.loader.wait(entry.clone());
+                        waiting.extend(m);
+                        continue;
+                    }
+                    Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => m,
+                    Err(_) => continue,
                 }
-                Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => problems.extend(m),
-                Err(_) => {}
+            };
+            let reason = found.join("; ");
+            if known.get(id) != Some(&reason) {
+                let outcome = if self.host.loader.live_entry(id).is_some() { "the running version is kept" } else { "the entry is not running" };
+                notes.extend(found.iter().map(|p| format!("{p} ({outcome})")));
+                known.insert(id.clone(), reason);
             }
+            problems.extend(found);
         }
-        for p in &problems {
-            self.note(format!("{p} (the running version is kept)"));
+        drop(known);
+        for n in notes {
+            self.note(n);
         }
         if prepared.is_empty() && remove.is_empty() {
             for m in &waiting {
@@ -641,7 +672,11 @@ impl DevHost {
 
     /// The live entries, their plugin and library, as JSON:
     /// `{"reloads", "restarts", "entries": [{"id", "plugin", "fiber",
-    /// "library", "copy", "config"}], "waiting": [id]}`.
+    /// "library", "copy", "config"}], "waiting": [id], "notRunning": [{"id",
+    /// "name", "reason"}]}`, where `waiting` lists the entries waiting for
+    /// a service and `notRunning` the other enabled entries that are not
+    /// running (a library missing or refused, a config refused), each with
+    /// the reason last found.
     ///
     /// The reload count is read before the entries: it is bumped only once
     /// a swap is done, so a count of n comes with entries at least as new as
@@ -665,7 +700,20 @@ impl DevHost {
                 })
             })
             .collect();
-        serde_json::json!({"reloads": reloads, "restarts": self.restarts, "entries": entries, "waiting": loader.pending_ids()})
+        let pending = loader.pending_ids();
+        let rows = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
+        let mut enabled = BTreeMap::new();
+        collect_enabled(loader, &rows, false, &mut enabled, &mut Vec::new());
+        let reasons = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        let not_running: Vec<Value> = enabled
+            .values()
+            .filter(|e| loader.live_entry(&e.id).is_none() && !pending.contains(&e.id))
+            .map(|e| {
+                let reason = reasons.get(&e.id).cloned().unwrap_or_else(|| "not loaded".to_string());
+                serde_json::json!({"id": e.id, "name": e.name, "reason": reason})
+            })
+            .collect();
+        serde_json::json!({"reloads": reloads, "restarts": self.restarts, "entries": entries, "waiting": pending, "notRunning": not_running})
     }
 }
 

@@ -221,21 +221,14 @@ fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched
     }
 }
 
-/// The files that may have landed unseen: the awaited libraries already in
-/// place (one can land in a folder in the moment between the folder
-/// appearing and its watch being added), and the watched files present in
-/// a folder just watched again (a library rebuilt into a re-created
-/// `target`).
+/// The files that may have landed unseen in the folders just watched:
+/// awaited libraries (one can land in a folder in the moment between the
+/// folder appearing and its watch being added), and watched files (a
+/// library rebuilt into a re-created `target`).
 fn landed_unseen(dev: &DevHost, newly_watched: &[PathBuf]) -> HashSet<PathBuf> {
-    let mut found = awaited_in_place(dev);
-    found.extend(targets(dev).into_keys().filter(|p| p.parent().is_some_and(|f| newly_watched.iter().any(|n| n == f)) && p.is_file()));
-    found
-}
-
-/// The awaited libraries already in place.
-fn awaited_in_place(dev: &DevHost) -> HashSet<PathBuf> {
-    let mut found = HashSet::new();
-    for awaited in dev.awaited_libraries() {
+    let is_new = |folder: &Path| newly_watched.iter().any(|n| n == folder);
+    let mut found: HashSet<PathBuf> = targets(dev).into_keys().filter(|p| p.parent().is_some_and(is_new) && p.is_file()).collect();
+    for awaited in dev.awaited_libraries().into_iter().filter(|a| is_new(&a.folder)) {
         match &awaited.file {
             Some(file) => found.extend(Some(awaited.folder.join(file)).filter(|p| p.is_file())),
             None => {
