@@ -831,3 +831,36 @@ fn an_entry_that_is_not_running_is_in_status_and_its_problem_is_told_once() {
     dev.wait_until("bad never ran", |dev| dev.running().iter().any(|r| r == "bad"));
     assert_eq!(not_running(&mut dev), json!([]));
 }
+
+#[test]
+fn a_config_change_and_a_schema_change_reload_in_either_order() {
+    // Build B takes a `label` that build A refuses. A developer adds the
+    // key to the composition and rebuilds: whichever lands first is
+    // refused by the version running, and the second must bring both in.
+    let labelled = "- id: v\n  name: ./plugins/libversioned.so\n  config:\n    label: x\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n";
+    let config = |dev: &mut Dev| dev.send("status")["entries"].as_array().unwrap().iter().find(|e| e["id"] == "v").unwrap()["config"].clone();
+
+    // The composition first, then the build.
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    scratch.composition(labelled);
+    assert!(dev.expect_notice("entry v:").contains("the running version is kept"));
+    assert_eq!((dev.version(), config(&mut dev)), ("A".to_string(), json!({})));
+    atomic_rename(&lib, &build_bytes('B'));
+    dev.wait_until("build B never served", |dev| dev.version() == "B");
+    assert_eq!(config(&mut dev), json!({"label": "x"}));
+    assert_eq!(dev.send("status")["notRunning"], json!([]));
+
+    // The build first (it refuses the row A runs with), then the composition.
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[("CORDIS_FIXTURE_NEEDS_LABEL", "B")]);
+    atomic_rename(&lib, &build_bytes('B'));
+    dev.expect_notice("build B needs a label");
+    assert_eq!(dev.version(), "A");
+    scratch.composition(labelled);
+    dev.wait_until("build B never served", |dev| dev.version() == "B");
+    assert_eq!(config(&mut dev), json!({"label": "x"}));
+    assert_eq!(dev.reloads(), 1, "{:?}", dev.stderr());
+}

@@ -116,6 +116,10 @@ pub struct DevHost {
     /// The copy of the last build refused per library, so one broken
     /// build is reported once, however many events it causes.
     refused: Mutex<HashMap<PathBuf, library::SealedCopy>>,
+    /// The libraries whose last build loaded but was refused with the rows
+    /// it would run with (its config schema or its `apply` rejected them):
+    /// tried again when those rows are edited.
+    refused_rows: Mutex<HashSet<PathBuf>>,
     /// The file (device, inode, size, modification time) whose change was
     /// last refused, per library.
     refused_files: Mutex<HashMap<PathBuf, library::FileIdentity>>,
@@ -215,6 +219,7 @@ impl DevHost {
             options: dev,
             refused: Mutex::new(HashMap::new()),
             refused_files: Mutex::new(HashMap::new()),
+            refused_rows: Mutex::new(HashSet::new()),
             listeners: Mutex::new(Vec::new()),
             problems: Mutex::new(problems),
             held: Mutex::new(HashMap::new()),
@@ -372,12 +377,45 @@ impl DevHost {
         awaited.into_iter().collect()
     }
 
-    /// Re-reads the composition and applies what changed.
+    /// Re-reads the composition and applies what changed. A build of a
+    /// library that was refused (say, its new config schema rejected the
+    /// row it ran with) is tried again when the rows of the entries using
+    /// it were edited, so a config change and a schema change reload in
+    /// either order.
     pub fn composition_changed(&self) -> Outcome {
         let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         if self.restart_due().is_some() {
             return Outcome::Restarting;
         }
+        let mut edited = HashSet::new();
+        let outcome = self.apply_composition(&mut edited);
+        if matches!(outcome, Outcome::Restarting) || edited.is_empty() {
+            return outcome;
+        }
+        let waiting: Vec<PathBuf> = self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        let live = self.host.loader.live_libraries();
+        let mut retried = Vec::new();
+        for source in waiting {
+            if live.iter().any(|(id, p)| *p == source && edited.contains(id)) {
+                if let Outcome::Reloaded(ids) = self.reload_library(&source, true) {
+                    self.refused_files.lock().unwrap_or_else(|e| e.into_inner()).remove(&source);
+                    retried.extend(ids);
+                }
+            }
+        }
+        match outcome {
+            _ if retried.is_empty() => outcome,
+            Outcome::Reloaded(mut ids) => {
+                ids.extend(retried);
+                Outcome::Reloaded(ids)
+            }
+            _ => Outcome::Reloaded(retried),
+        }
+    }
+
+    /// Applies the composition as it reads now; `edited` gets the ids of
+    /// the running entries whose row is not the one they run.
+    fn apply_composition(&self, edited: &mut HashSet<String>) -> Outcome {
         let path = self.composition_path();
         let next = match Composition::compose(&path, &self.layers) {
             Ok(c) => c,
@@ -410,8 +448,12 @@ impl DevHost {
             // Unchanged rows keep running: an expression's value can change
             // only with a provider it reads, and the loader restarts the
             // consumers of a provider it swaps.
-            if self.host.loader.live_entry(id).is_some_and(|current| current.same_setup(entry)) {
-                continue;
+            match self.host.loader.live_entry(id) {
+                Some(current) if current.same_setup(entry) => continue,
+                Some(_) => {
+                    edited.insert(id.clone());
+                }
+                None => {}
             }
             let found = if !entry.problems.is_empty() {
                 entry.problems.clone()
@@ -491,7 +533,7 @@ impl DevHost {
         if identity.is_some() && self.refused_files.lock().unwrap_or_else(|e| e.into_inner()).get(source) == identity.as_ref() {
             return Outcome::Unchanged;
         }
-        let outcome = self.reload_library(source);
+        let outcome = self.reload_library(source, false);
         self.hold_source(source);
         let mut refused = self.refused_files.lock().unwrap_or_else(|e| e.into_inner());
         match (&outcome, identity) {
@@ -506,7 +548,11 @@ impl DevHost {
         outcome
     }
 
-    fn reload_library(&self, source: &Path) -> Outcome {
+    /// Loads the build at `source` for the entries running from it, each
+    /// with its row as the composition reads now (the row it runs with if
+    /// the new one does not validate). A build refused before is skipped
+    /// unless `retry`.
+    fn reload_library(&self, source: &Path, retry: bool) -> Outcome {
         let loader = &self.host.loader;
         let users: Vec<String> =
             loader.live_libraries().into_iter().filter(|(_, p)| p == source).map(|(id, _)| id).collect();
@@ -519,12 +565,14 @@ impl DevHost {
             Ok(Some(sealed)) => sealed,
             Err(e) => return self.refuse(format!("{e}; the previous version keeps serving")),
         };
-        {
+        if !retry {
             let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
             if refused.get(source).is_some_and(|r| r.same_content(&sealed)) {
                 return Outcome::Unchanged;
             }
         }
+        // A new build: whether it suits the rows is found out again below.
+        self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
         if let Some(reason) = self.over_budget(sealed.len()) {
             if self.composition_composes() {
                 *self.restart_due.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
@@ -560,15 +608,29 @@ impl DevHost {
                 return self.refuse(format!("the new build of {} was not loaded: {found}; the previous version keeps serving", source.display()));
             }
         }
+        let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
+        let rows = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
+        collect_enabled(loader, &rows, false, &mut wanted, &mut Vec::new());
         let mut prepared = Vec::new();
+        let mut applied_rows = Vec::new();
         for id in &users {
             let Some(entry) = loader.live_entry(id) else { continue };
+            // A row the running build refused may suit this one.
+            let row = wanted.remove(id).filter(|row| row.name == entry.name && row.problems.is_empty() && !row.same_setup(&entry));
+            if let Some(row) = row {
+                if let Ok(p) = loader.prepare(&row, Some(fresh.clone())) {
+                    applied_rows.push(id.clone());
+                    prepared.push((row, p));
+                    continue;
+                }
+            }
             match loader.prepare(&entry, Some(fresh.clone())) {
                 Ok(p) => prepared.push((entry, p)),
                 Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => {
                     if let Some(old) = old {
                         loader.libraries().set(old);
                     }
+                    self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf());
                     return self.refuse(format!("{}; the previous version keeps serving", m.join("; ")));
                 }
                 Err(_) => {}
@@ -578,6 +640,12 @@ impl DevHost {
             Ok(restarted) => {
                 let users: Vec<String> = users.into_iter().chain(restarted).collect();
                 self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
+                self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
+                let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+                for id in &applied_rows {
+                    known.remove(id);
+                }
+                drop(known);
                 // The copy now running was counted when it loaded; the one
                 // it replaced stays mapped, which is what was counted.
                 self.reloads.fetch_add(1, Ordering::SeqCst);
@@ -590,6 +658,8 @@ impl DevHost {
                 if let Some(old) = old {
                     loader.libraries().set(old);
                 }
+                // `apply` refused: with other rows it may not.
+                self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf());
                 self.refuse(format!("{e}; the previous version keeps serving"))
             }
         }
