@@ -864,3 +864,29 @@ fn a_config_change_and_a_schema_change_reload_in_either_order() {
     assert_eq!(config(&mut dev), json!({"label": "x"}));
     assert_eq!(dev.reloads(), 1, "{:?}", dev.stderr());
 }
+
+#[test]
+fn a_build_written_slowly_in_chunks_is_loaded_once_without_a_notice_per_pause() {
+    // Pauses longer than the debounce (150 ms) but shorter than the grace
+    // a file cut short is given (1 s): each pause used to print a
+    // "truncated, or still being written?" notice.
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    let bytes = build_bytes('B');
+    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(&lib).unwrap();
+    for chunk in bytes.chunks(bytes.len() / 4 + 1) {
+        f.write_all(chunk).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    drop(f);
+    dev.wait_until("build B never served", |dev| dev.version() == "B");
+    let notices: Vec<String> = dev.stderr().into_iter().filter(|l| l.starts_with("cordis dev:") && !l.contains("watching")).collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("reloaded"), "{notices:?}");
+    // A file left cut short is still told, once it has stopped changing.
+    std::fs::write(&lib, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(dev.expect_notice("past the end").contains("the previous version keeps serving"));
+    assert_eq!(dev.version(), "B");
+}

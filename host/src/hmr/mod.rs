@@ -818,9 +818,16 @@ fn clean_copies(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
+/// How long a library cut short must stay unchanged before it is reported:
+/// a build written in chunks with pauses longer than the debounce is not
+/// reported at each pause.
+pub const INCOMPLETE_GRACE: Duration = Duration::from_secs(1);
+
 /// Waits until `path` stops changing (the same size and mtime across
 /// `quiet`), then checks it is a complete library (ELF headers, segments and
-/// sections inside the file).
+/// sections inside the file). A file cut short
+/// ([`library::LoadError::Incomplete`]) is waited on until it has not
+/// changed for [`INCOMPLETE_GRACE`].
 ///
 /// # Errors
 /// When the settled file is not a complete library (a later change is
@@ -828,14 +835,21 @@ fn clean_copies(dir: &Path) {
 pub fn wait_until_complete(path: &Path, quiet: Duration, timeout: Duration) -> Result<(), String> {
     let start = std::time::Instant::now();
     let stamp = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.len(), m.modified().ok()));
+    let mut last_change = start;
     loop {
         let before = stamp(path);
         std::thread::sleep(quiet);
         let after = stamp(path);
         match (&before, &after) {
-            (Some(b), Some(a)) if b == a => return library::check_elf(path).map_err(|e| e.to_string()),
+            (Some(b), Some(a)) if b == a => match library::check_elf(path) {
+                Ok(()) => return Ok(()),
+                // A writer pausing between chunks: it is given
+                // INCOMPLETE_GRACE without a change before it is told.
+                Err(library::LoadError::Incomplete { .. }) if last_change.elapsed() < INCOMPLETE_GRACE.max(quiet) => {}
+                Err(e) => return Err(e.to_string()),
+            },
             (None, None) => return Err(format!("{} was removed", path.display())),
-            _ => {}
+            _ => last_change = std::time::Instant::now(),
         }
         if start.elapsed() > timeout {
             return Err(format!("{} was still changing after {:?}", path.display(), timeout));

@@ -59,12 +59,22 @@ pub enum LoadError {
         /// The cause.
         detail: String,
     },
-    /// Not an ELF shared object, or truncated.
+    /// Not an ELF shared object.
     #[error("{path} is not a loadable shared library: {detail}")]
     NotSharedObject {
         /// The file.
         path: String,
         /// What is wrong.
+        detail: String,
+    },
+    /// An ELF shared object cut short: empty, or a header, table or
+    /// segment ending past the end of the file (truncated, or a build
+    /// still writing it).
+    #[error("{path} is not a loadable shared library: {detail}")]
+    Incomplete {
+        /// The file.
+        path: String,
+        /// Where it ends too early.
         detail: String,
     },
     /// `dlopen` refused it.
@@ -535,6 +545,7 @@ impl LoadError {
         match self {
             LoadError::Unreadable { detail, .. } => LoadError::Unreadable { path: shown.into(), detail },
             LoadError::NotSharedObject { detail, .. } => LoadError::NotSharedObject { path: shown.into(), detail },
+            LoadError::Incomplete { detail, .. } => LoadError::Incomplete { path: shown.into(), detail },
             LoadError::Open { detail, .. } => LoadError::Open { path: shown.into(), detail },
             LoadError::NotAPlugin { .. } => LoadError::NotAPlugin { path: shown.into() },
             LoadError::IncompatibleAbi { detail, .. } => LoadError::IncompatibleAbi { path: shown.into(), detail },
@@ -641,10 +652,12 @@ const ET_DYN: u16 = 3;
 /// program header table and every loadable segment lie inside the file.
 ///
 /// # Errors
+/// [`LoadError::Incomplete`] for a file cut short, else
 /// [`LoadError::NotSharedObject`] or [`LoadError::Unreadable`].
 pub fn check_elf(path: &Path) -> Result<(), LoadError> {
     let shown = path.display().to_string();
     let bad = |detail: String| LoadError::NotSharedObject { path: shown.clone(), detail };
+    let short = |detail: String| LoadError::Incomplete { path: shown.clone(), detail };
     let unreadable = |e: std::io::Error| LoadError::Unreadable { path: shown.clone(), detail: e.to_string() };
     let mut file = open_without_waiting(path).map_err(unreadable)?;
     let meta = file.metadata().map_err(unreadable)?;
@@ -653,7 +666,7 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
     }
     let size = meta.len();
     if size == 0 {
-        return Err(bad("the file is empty (a build may still be writing it)".into()));
+        return Err(short("the file is empty (a build may still be writing it)".into()));
     }
     let mut head = [0u8; 64];
     let n = read_up_to(&mut file, &mut head).map_err(unreadable)?;
@@ -661,7 +674,7 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
         return Err(bad("it does not start with the ELF magic bytes".into()));
     }
     if n < 64 {
-        return Err(bad(format!("the file is {size} bytes, too short for an ELF header (truncated?)")));
+        return Err(short(format!("the file is {size} bytes, too short for an ELF header (truncated?)")));
     }
     if head[4] != 2 || head[5] != 1 {
         return Err(bad("only 64-bit little-endian ELF libraries are supported".into()));
@@ -681,11 +694,15 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
     // before its end (a build still writing it) fails here.
     let sections_end = shoff.saturating_add(shentsize.saturating_mul(shnum));
     if shoff != 0 && sections_end > size {
-        return Err(bad(format!("its section headers end at byte {sections_end}, past the end of the {size}-byte file (truncated, or still being written?)")));
+        return Err(short(format!("its section headers end at byte {sections_end}, past the end of the {size}-byte file (truncated, or still being written?)")));
     }
     let table_end = phoff.saturating_add(phentsize.saturating_mul(phnum));
     if phentsize < 56 || table_end > size {
-        return Err(bad(format!("its program headers end at byte {table_end}, past the end of the {size}-byte file (truncated?)")));
+        return Err(if phentsize < 56 {
+            bad(format!("its program header entries are {phentsize} bytes, less than the 56 of a 64-bit ELF file"))
+        } else {
+            short(format!("its program headers end at byte {table_end}, past the end of the {size}-byte file (truncated?)"))
+        });
     }
     let mut table = vec![0u8; (phentsize * phnum) as usize];
     use std::io::{Seek, SeekFrom};
@@ -701,7 +718,7 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
         let p_filesz = u64::from_le_bytes(e[32..40].try_into().unwrap_or([0; 8]));
         let end = p_offset.saturating_add(p_filesz);
         if end > size {
-            return Err(bad(format!(
+            return Err(short(format!(
                 "loadable segment {i} ends at byte {end}, past the end of the {size}-byte file (truncated?)"
             )));
         }
