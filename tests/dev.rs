@@ -890,3 +890,43 @@ fn a_build_written_slowly_in_chunks_is_loaded_once_without_a_notice_per_pause() 
     assert!(dev.expect_notice("past the end").contains("the previous version keeps serving"));
     assert_eq!(dev.version(), "B");
 }
+
+#[test]
+fn a_symlinked_library_follows_its_link_when_it_is_made_or_re_pointed() {
+    // plugins/libversioned.so is a symlink into a build folder, as a
+    // developer links a build where the composition looks.
+    let scratch = Scratch::new();
+    let plugins = scratch.path().join("plugins");
+    let (debug, release) = (scratch.path().join("target/debug"), scratch.path().join("target/release"));
+    for dir in [&plugins, &debug, &release] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(debug.join("libversioned.so"), build_bytes('A')).unwrap();
+    std::fs::write(release.join("libversioned.so"), build_bytes('B')).unwrap();
+    let link = plugins.join("libversioned.so");
+    scratch.composition("- id: v\n  name: ./plugins/libversioned.so\n");
+    // The link made after cordis dev started: the entry loads.
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert!(dev.running().is_empty());
+    std::os::unix::fs::symlink("../target/debug/libversioned.so", &link).unwrap();
+    dev.wait_until("v never loaded through the new link", |dev| dev.running() == ["v"]);
+    assert_eq!(dev.version(), "A");
+    // A build landing where the link points is a reload, as for any file.
+    atomic_rename(&debug.join("libversioned.so"), &build_bytes('B'));
+    dev.wait_until("the build behind the link never served", |dev| dev.version() == "B");
+    atomic_rename(&debug.join("libversioned.so"), &build_bytes('A'));
+    dev.wait_until("build A behind the link never served", |dev| dev.version() == "A");
+    // The link re-pointed at the release build (replaced by a rename, as
+    // `ln -sfn` does): the entry runs that file now.
+    let tmp = plugins.join("libversioned.so.new");
+    std::os::unix::fs::symlink("../target/release/libversioned.so", &tmp).unwrap();
+    std::fs::rename(&tmp, &link).unwrap();
+    dev.wait_until("the re-pointed link was not followed", |dev| dev.version() == "B");
+    let status = dev.send("status");
+    let library = status["entries"][0]["library"].as_str().unwrap().to_string();
+    assert!(library.ends_with("target/release/libversioned.so"), "{status}");
+    // And builds landing in the release folder now reach it.
+    atomic_rename(&release.join("libversioned.so"), &build_bytes('A'));
+    dev.wait_until("the release build never served", |dev| dev.version() == "A");
+    assert!(dev.expect_notice("composition reloaded: changed v").contains("changed v"));
+}

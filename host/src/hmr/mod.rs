@@ -344,6 +344,27 @@ impl DevHost {
         sources
     }
 
+    /// The library paths live entries name that are not the files they run
+    /// from: a symlink (`plugins/libx.so -> ../target/debug/libx.so`), or a
+    /// path through a symlinked folder. Each is the path as named, its
+    /// folder resolved, so it compares with file events; re-pointing one
+    /// is a change of the entries that use it.
+    pub fn named_libraries(&self) -> Vec<PathBuf> {
+        let loader = &self.host.loader;
+        let mut named: Vec<PathBuf> = loader
+            .live_libraries()
+            .into_iter()
+            .filter_map(|(id, source)| {
+                let entry = loader.live_entry(&id)?;
+                let path = named_library(&entry, loader.plugin_path())?;
+                (path != source).then_some(path)
+            })
+            .collect();
+        named.sort();
+        named.dedup();
+        named
+    }
+
     /// Where the library of an enabled entry that is not running could
     /// appear, so that it loads once built: the file a `./path` name points
     /// to, `lib<name>.so` in every folder of the plugin path for a bare
@@ -413,6 +434,14 @@ impl DevHost {
         }
     }
 
+    /// Whether live entry `id`, with row `entry`, would now load another
+    /// library file than the one it runs from.
+    fn resolves_elsewhere(&self, id: &str, entry: &Entry) -> bool {
+        let loader = &self.host.loader;
+        let Some(running) = loader.with_active(id, |a| a.library.source.clone()) else { return false };
+        named_library(entry, loader.plugin_path()).and_then(|named| named.canonicalize().ok()).is_some_and(|now| now != running)
+    }
+
     /// Applies the composition as it reads now; `edited` gets the ids of
     /// the running entries whose row is not the one they run.
     fn apply_composition(&self, edited: &mut HashSet<String>) -> Outcome {
@@ -449,7 +478,9 @@ impl DevHost {
             // only with a provider it reads, and the loader restarts the
             // consumers of a provider it swaps.
             match self.host.loader.live_entry(id) {
-                Some(current) if current.same_setup(entry) => continue,
+                // A row the same, but its name now resolving to another
+                // file (a symlink re-pointed), is a change.
+                Some(current) if current.same_setup(entry) && !self.resolves_elsewhere(id, entry) => continue,
                 Some(_) => {
                     edited.insert(id.clone());
                 }
@@ -805,6 +836,19 @@ fn collect_enabled(loader: &Loader, entries: &[Entry], parent_disabled: bool, ou
         } else if !disabled {
             out.insert(e.id.clone(), e.clone());
         }
+    }
+}
+
+/// The library file `entry`'s name points to, as named (not following a
+/// symlink at the end), its folder resolved; `None` for a builtin, a
+/// package name or a name that does not resolve.
+fn named_library(entry: &Entry, plugin_path: &crate::loader::resolve::PluginPath) -> Option<PathBuf> {
+    match resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
+        Ok(Target::Library { path, .. }) => {
+            let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            Some(folder.canonicalize().ok()?.join(path.file_name()?))
+        }
+        _ => None,
     }
 }
 

@@ -122,10 +122,13 @@ fn reload_finished_library(dev: &DevHost, path: &Path) -> bool {
 }
 
 
-fn handle(dev: &DevHost, changed: &HashSet<PathBuf>) {
-    let changed: HashSet<PathBuf> = changed.iter().map(|p| canonical(p)).collect();
+fn handle(dev: &DevHost, raw: &HashSet<PathBuf>) {
+    let changed: HashSet<PathBuf> = raw.iter().map(|p| canonical(p)).collect();
     let targets = targets(dev);
-    let mut composition = false;
+    // A symlink an entry names, created, re-pointed or removed: the entry
+    // may now resolve to another file, which a composition reload finds.
+    let named = dev.named_libraries();
+    let mut composition = raw.iter().any(|p| named.contains(p));
     let mut libraries = Vec::new();
     for (path, is_composition) in &targets {
         if changed.contains(path) {
@@ -140,7 +143,8 @@ fn handle(dev: &DevHost, changed: &HashSet<PathBuf>) {
     // before it was first built): loading it is a composition reload.
     if !composition {
         let awaited = dev.awaited_libraries();
-        let appeared: Vec<&PathBuf> = changed.iter().filter(|p| awaited.iter().any(|a| a.matches(p))).collect();
+        // As named (a symlink made where an entry looks) or as resolved.
+        let appeared: HashSet<&PathBuf> = raw.iter().chain(&changed).filter(|p| awaited.iter().any(|a| a.matches(p))).collect();
         let mut ready = Vec::new();
         for path in appeared {
             match wait_until_complete(path, dev.options.debounce, dev.options.settle_timeout) {
@@ -187,7 +191,8 @@ fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched
     let mut added = Vec::new();
     let mut failed: HashSet<PathBuf> = HashSet::new();
     loop {
-        let mut wanted: HashSet<PathBuf> = targets(dev).into_keys().filter_map(|path| path.parent().map(Path::to_path_buf)).collect();
+        let mut wanted: HashSet<PathBuf> =
+            targets(dev).into_keys().chain(dev.named_libraries()).filter_map(|path| path.parent().map(Path::to_path_buf)).collect();
         wanted.extend(dev.awaited_libraries().into_iter().map(|a| a.folder));
         let wanted: HashSet<PathBuf> = wanted.iter().filter_map(|f| f.ancestors().find(|a| a.is_dir()).map(canonical)).collect();
         let stale: Vec<PathBuf> =
