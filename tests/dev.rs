@@ -830,6 +830,18 @@ fn an_entry_that_is_not_running_is_in_status_and_its_problem_is_told_once() {
     scratch.composition(&rows("  config:\n    allowParallelInProgress: false\n", ""));
     dev.wait_until("bad never ran", |dev| dev.running().iter().any(|r| r == "bad"));
     assert_eq!(not_running(&mut dev), json!([]));
+    // A running entry's row broken, put back, then broken the same way
+    // again: told both times, each saying the running version is kept.
+    let broken = rows("  config:\n    allowParallelInProgress: maybe\n", "");
+    let fixed = "- id: bad\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: false\n";
+    let kept = |dev: &Dev| dev.stderr().iter().filter(|l| l.contains("got the string") && l.ends_with("(the running version is kept)")).count();
+    scratch.composition(&broken);
+    dev.wait_until("the broken row was not told", |dev| kept(dev) == 1);
+    scratch.composition(fixed);
+    dev.expect_notice("composition reloaded: removed v");
+    scratch.composition(&broken);
+    dev.wait_until("the row broken again was not told", |dev| kept(dev) == 2);
+    assert!(dev.running().iter().any(|r| r == "bad"));
 }
 
 #[test]

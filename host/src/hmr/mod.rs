@@ -480,7 +480,12 @@ impl DevHost {
             match self.host.loader.live_entry(id) {
                 // A row the same, but its name now resolving to another
                 // file (a symlink re-pointed), is a change.
-                Some(current) if current.same_setup(entry) && !self.resolves_elsewhere(id, entry) => continue,
+                Some(current) if current.same_setup(entry) && !self.resolves_elsewhere(id, entry) => {
+                    // Back to the row it runs: a problem found before is
+                    // told again if the row breaks again.
+                    known.remove(id);
+                    continue;
+                }
                 Some(_) => {
                     edited.insert(id.clone());
                 }
