@@ -28,7 +28,9 @@ use crate::ffi::{
     ToolBox, ToolOutcome, Tool_TO, TurnEndHook, TurnEndHookBox, TurnEndHook_TO,
 };
 use crate::json::{JsonStr, JsonText};
-use crate::schema::{self, Checker};
+use crate::schema;
+#[cfg(feature = "checker")]
+use crate::schema::Checker;
 use crate::tape::{self, ArgToken};
 
 /// Everything a plugin crate usually needs.
@@ -757,13 +759,15 @@ pub const MAX_ARGUMENT_DEPTH: usize = 127;
 pub const MAX_LISTED_VIOLATIONS: usize = 20;
 
 /// Parses a call's raw argument text and checks it against the tool's
-/// schema: the shared first steps of every SDK tool's `execute`.
+/// schema: what the host does with every call before the tool runs (feature
+/// `checker`).
 ///
 /// # Errors
 /// A one-line message starting with `invalid arguments:` when the text is
 /// not JSON (with the line and column, and [`MAX_ARGUMENT_DEPTH`] when it
 /// nests too deeply), not an object, or violates the schema (the first
 /// [`MAX_LISTED_VIOLATIONS`] violations listed, the rest counted).
+#[cfg(feature = "checker")]
 pub fn parse_arguments(arguments: &str, checker: &Checker) -> Result<Value, String> {
     let value: Value = serde_json::from_str(arguments).map_err(|e| format!("invalid arguments: not valid JSON ({})", json_error(&e)))?;
     if !value.is_object() {
@@ -1007,7 +1011,7 @@ macro_rules! export_library {
     };
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "checker"))]
 mod tests {
     use super::*;
     use serde_json::json;
