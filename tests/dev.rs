@@ -942,3 +942,109 @@ fn a_symlinked_library_follows_its_link_when_it_is_made_or_re_pointed() {
     dev.wait_until("the release build never served", |dev| dev.version() == "A");
     assert!(dev.expect_notice("composition reloaded: changed v").contains("changed v"));
 }
+
+#[test]
+fn links_that_point_nowhere_yet_removed_links_and_linked_folders_are_followed() {
+    let scratch = Scratch::new();
+    let root = scratch.path();
+    let plugins = root.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::create_dir_all(root.join("dbg")).unwrap();
+    std::fs::write(root.join("dbg/libversioned.so"), build_bytes('A')).unwrap();
+    let link = plugins.join("libversioned.so");
+    let repoint = |link: &Path, to: &str| {
+        let tmp = link.with_extension("new");
+        std::os::unix::fs::symlink(to, &tmp).unwrap();
+        std::fs::rename(&tmp, link).unwrap();
+    };
+    // w, another plugin, is named through a linked folder `build`.
+    for dir in ["dbg", "new"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        std::fs::copy(library("tool-todo"), root.join(dir).join("libtool_todo.so")).unwrap();
+    }
+    scratch.composition("- id: v\n  name: ./plugins/libversioned.so\n- id: w\n  name: ./build/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n");
+    let mut dev = Dev::start(root, &[]);
+    let library_of = |dev: &mut Dev, id: &str| {
+        let status = dev.send("status");
+        status["entries"].as_array().unwrap().iter().find(|e| e["id"] == id).map(|e| e["library"].as_str().unwrap().to_string())
+    };
+    // A link made before what it points to exists: the entry loads when
+    // the file lands there.
+    std::os::unix::fs::symlink("../new/libversioned.so", &link).unwrap();
+    dev.expect_notice("which is not there yet");
+    std::fs::create_dir_all(root.join("new")).unwrap();
+    std::fs::write(root.join("new/libversioned.so"), build_bytes('B')).unwrap();
+    dev.wait_until("v never loaded through the link", |dev| library_of(dev, "v").is_some_and(|l| l.ends_with("new/libversioned.so")));
+    // A running link re-pointed where nothing is yet: the running version
+    // is kept, and the entry moves when the file lands.
+    repoint(&link, "../rel/libversioned.so");
+    assert!(dev.expect_notice("rel/libversioned.so").contains("the running version is kept"), "{:?}", dev.stderr());
+    std::fs::create_dir_all(root.join("rel")).unwrap();
+    std::fs::write(root.join("rel/libversioned.so"), build_bytes('A')).unwrap();
+    dev.wait_until("v never moved to rel", |dev| library_of(dev, "v").is_some_and(|l| l.ends_with("rel/libversioned.so")));
+    // The link removed, then made again later, pointing elsewhere.
+    std::fs::remove_file(&link).unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(library_of(&mut dev, "v").is_some_and(|l| l.ends_with("rel/libversioned.so")));
+    std::os::unix::fs::symlink("../dbg/libversioned.so", &link).unwrap();
+    dev.wait_until("v never followed the link made again", |dev| library_of(dev, "v").is_some_and(|l| l.ends_with("dbg/libversioned.so")));
+    // A linked folder re-pointed.
+    std::os::unix::fs::symlink("dbg", root.join("build")).unwrap();
+    dev.wait_until("w never loaded through the linked folder", |dev| library_of(dev, "w").is_some_and(|l| l.ends_with("dbg/libtool_todo.so")));
+    repoint(&root.join("build"), "new");
+    dev.wait_until("w never followed its re-pointed folder", |dev| library_of(dev, "w").is_some_and(|l| l.ends_with("new/libtool_todo.so")));
+    assert!(dev.child.try_wait().unwrap().is_none());
+}
+
+#[test]
+fn an_entry_renamed_to_a_library_not_built_yet_moves_when_it_lands() {
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(dev.version(), "A");
+    scratch.composition("- id: v\n  name: ./plugins/libnext.so\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n");
+    assert!(dev.expect_notice("libnext.so").contains("the running version is kept"));
+    assert_eq!(dev.version(), "A");
+    std::fs::write(lib.with_file_name("libnext.so"), build_bytes('B')).unwrap();
+    dev.wait_until("v never moved to libnext.so", |dev| dev.version() == "B");
+}
+
+#[test]
+fn an_entry_enabled_again_after_a_rebuild_runs_the_new_build() {
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(dev.version(), "A");
+    let todo = "- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n";
+    scratch.composition(&format!("- id: v\n  name: ./plugins/libversioned.so\n  disabled: true\n{todo}"));
+    dev.expect_notice("removed v");
+    std::fs::copy(library("fixture-versioned-b"), &lib).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    // Enabled again with a key only build B takes: B starts with it.
+    scratch.composition(&format!("- id: v\n  name: ./plugins/libversioned.so\n  config:\n    label: z\n{todo}"));
+    dev.wait_until("v never ran again", |dev| dev.running().iter().any(|r| r == "v"));
+    assert_eq!(dev.version(), "B", "{:?}", dev.stderr());
+    assert_eq!(dev.reloads(), 2);
+}
+
+#[test]
+fn an_entry_whose_apply_fails_is_left_out_and_the_rest_of_the_edit_applies() {
+    let scratch = Scratch::new();
+    setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    // v2 runs the same plugin as v, whose event type v owns: its `apply`
+    // fails. The same save changes todo's config.
+    let edit = "- id: v\n  name: ./plugins/libversioned.so\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: false\n- id: v2\n  name: ./plugins/libversioned.so\n";
+    scratch.composition(edit);
+    let notice = dev.expect_notice("entry v2");
+    assert!(notice.contains("already owned") && notice.ends_with("(the entry is not running)"), "{notice}");
+    dev.expect_notice("composition reloaded: changed todo");
+    let status = dev.send("status");
+    assert_eq!(status["notRunning"][0]["id"], "v2", "{status}");
+    let todo = status["entries"].as_array().unwrap().iter().find(|e| e["id"] == "todo").unwrap().clone();
+    assert_eq!(todo["config"]["allowParallelInProgress"], false);
+    // A later save that leaves v2 as it was does not tell it again.
+    scratch.composition(&format!("{edit}# a comment\n"));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(dev.stderr().iter().filter(|l| l.contains("entry v2")).count(), 1, "{:?}", dev.stderr());
+}

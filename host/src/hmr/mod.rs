@@ -344,21 +344,23 @@ impl DevHost {
         sources
     }
 
-    /// The library paths live entries name that are not the files they run
-    /// from: a symlink (`plugins/libx.so -> ../target/debug/libx.so`), or a
-    /// path through a symlinked folder. Each is the path as named, its
-    /// folder resolved, so it compares with file events; re-pointing one
-    /// is a change of the entries that use it.
+    /// The symlinks on the way from the library names of live entries to
+    /// the files they run from (`plugins/libx.so -> ../target/debug/libx.so`,
+    /// a linked folder, a link to a link), each as its folder resolved and
+    /// its name, so it compares with file events; also a named path whose
+    /// file is gone. Making, re-pointing or removing one is a change of
+    /// the entries that use it.
     pub fn named_libraries(&self) -> Vec<PathBuf> {
         let loader = &self.host.loader;
         let mut named: Vec<PathBuf> = loader
             .live_libraries()
             .into_iter()
             .filter_map(|(id, source)| {
-                let entry = loader.live_entry(&id)?;
-                let path = named_library(&entry, loader.plugin_path())?;
-                (path != source).then_some(path)
+                let lead = lead(&loader.live_entry(&id)?, loader.plugin_path())?;
+                let renamed = (lead.named != source).then_some(lead.named);
+                Some(lead.links.into_iter().chain(renamed))
             })
+            .flatten()
             .collect();
         named.sort();
         named.dedup();
@@ -367,32 +369,46 @@ impl DevHost {
 
     /// Where the library of an enabled entry that is not running could
     /// appear, so that it loads once built: the file a `./path` name points
-    /// to, `lib<name>.so` in every folder of the plugin path for a bare
-    /// name, or any library there for a package name. Empty when every
-    /// enabled entry is running or waits on something other than a file (a
-    /// service, a bad config).
+    /// to (and, through a symlink that points nowhere yet, the file it
+    /// points to), `lib<name>.so` in every folder of the plugin path for a
+    /// bare name, or any library there for a package name. A running entry
+    /// whose row or link now names another file than the one it runs
+    /// waits for that file the same way. Empty when every enabled entry runs as its row says
+    /// or waits on something other than a file (a service, a bad config).
     pub fn awaited_libraries(&self) -> Vec<Awaited> {
         let entries = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
         let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
         collect_enabled(&self.host.loader, &entries, false, &mut wanted, &mut Vec::new());
-        let live: HashSet<String> = self.host.loader.active_ids().into_iter().chain(self.host.loader.pending_ids()).collect();
-        let plugin_path = self.host.loader.plugin_path();
+        let loader = &self.host.loader;
+        let pending: HashSet<String> = loader.pending_ids().into_iter().collect();
+        let plugin_path = loader.plugin_path();
         let mut awaited = BTreeSet::new();
-        for entry in wanted.values().filter(|e| !live.contains(&e.id)) {
-            match resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
+        for entry in wanted.values().filter(|e| !pending.contains(&e.id)) {
+            let lead = lead(entry, plugin_path);
+            if loader.live_entry(&entry.id).is_some() {
+                // Running: awaited only when its row or a link now names
+                // another file (one not there yet, or refused), which the
+                // library watch does not cover.
+                if let Some(lead) = lead.filter(|_| self.resolves_elsewhere(&entry.id, entry)) {
+                    awaited.extend(Awaited::file(&lead.named));
+                    awaited.extend(Awaited::file(&lead.target));
+                }
+                continue;
+            }
+            if let Some(lead) = lead {
                 // A file not there yet, or there but not loaded (a build
                 // that failed to load is retried when the next one lands).
-                Err(ResolveError::NoSuchFile { path, .. }) => awaited.extend(Awaited::file(Path::new(&path))),
-                Ok(Target::Library { path, .. }) => awaited.extend(Awaited::file(&path)),
-                Ok(Target::Package { name }) | Err(ResolveError::NotFound { name, .. }) => {
-                    // A bare name is looked for as its file first; a
-                    // package name can be declared by any library.
-                    let file = (!name.starts_with('@')).then(|| resolve::library_file_name(name.split('/').next().unwrap_or(&name)));
-                    for (folder, _) in &plugin_path.dirs {
-                        awaited.insert(Awaited::new(folder, file.clone()));
-                    }
+                awaited.extend(Awaited::file(&lead.named));
+                awaited.extend(Awaited::file(&lead.target));
+                continue;
+            }
+            if let Ok(Target::Package { name }) | Err(ResolveError::NotFound { name, .. }) = resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
+                // A bare name is looked for as its file first; a package
+                // name can be declared by any library.
+                let file = (!name.starts_with('@')).then(|| resolve::library_file_name(name.split('/').next().unwrap_or(&name)));
+                for (folder, _) in &plugin_path.dirs {
+                    awaited.insert(Awaited::new(folder, file.clone()));
                 }
-                _ => {}
             }
         }
         awaited.into_iter().collect()
@@ -434,12 +450,37 @@ impl DevHost {
         }
     }
 
+    /// Makes sure the library `entry` names is loaded as its file is now,
+    /// when no running entry uses it (a library a disabled or refused entry
+    /// used stays loaded, and the watcher reloads only libraries in use):
+    /// an entry enabled again after a rebuild runs the new build.
+    ///
+    /// # Errors
+    /// Why the current file does not load; the entry is not started on the
+    /// build loaded before.
+    fn refresh_library(&self, entry: &Entry) -> Result<(), String> {
+        let loader = &self.host.loader;
+        let Some(source) = lead(entry, loader.plugin_path()).and_then(|l| l.target.canonicalize().ok()) else { return Ok(()) };
+        if loader.libraries().get(&source).is_none() || loader.live_libraries().iter().any(|(_, p)| *p == source) {
+            return Ok(());
+        }
+        let sealed = match loader.libraries().changed_copy(&source) {
+            Ok(None) => return Ok(()),
+            Ok(Some(sealed)) => sealed,
+            Err(e) => return Err(format!("entry {}: {e}", entry.id)),
+        };
+        let len = sealed.len();
+        let loaded = loader.libraries().load_copy(&source, sealed);
+        self.kept.fetch_add(len, Ordering::SeqCst);
+        loaded.map(|_| ()).map_err(|e| format!("entry {}: {e}", entry.id))
+    }
+
     /// Whether live entry `id`, with row `entry`, would now load another
     /// library file than the one it runs from.
     fn resolves_elsewhere(&self, id: &str, entry: &Entry) -> bool {
         let loader = &self.host.loader;
         let Some(running) = loader.with_active(id, |a| a.library.source.clone()) else { return false };
-        named_library(entry, loader.plugin_path()).and_then(|named| named.canonicalize().ok()).is_some_and(|now| now != running)
+        lead(entry, loader.plugin_path()).is_some_and(|lead| lead.target != running)
     }
 
     /// Applies the composition as it reads now; `edited` gets the ids of
@@ -462,97 +503,122 @@ impl DevHost {
         collect_enabled(&self.host.loader, &next.entries, false, &mut wanted, &mut problems);
         let live: Vec<String> = self.host.loader.active_ids();
         let remove: Vec<String> = live.iter().filter(|id| !wanted.contains_key(*id)).cloned().collect();
-        let mut prepared: Vec<(Entry, Prepared)> = Vec::new();
-        let mut waiting: Vec<String> = Vec::new();
         for id in self.host.loader.pending_ids() {
             if !wanted.contains_key(&id) {
                 self.host.loader.forget_pending(&id);
             }
         }
-        let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
-        known.retain(|id, _| wanted.contains_key(id));
+        self.problems.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| wanted.contains_key(id));
         // Expressions in `disabled` that failed to evaluate.
-        let mut notes: Vec<String> = problems.iter().map(|p| format!("{p} (the running version is kept)")).collect();
-        for (id, entry) in &wanted {
-            // Unchanged rows keep running: an expression's value can change
-            // only with a provider it reads, and the loader restarts the
-            // consumers of a provider it swaps.
-            match self.host.loader.live_entry(id) {
-                // A row the same, but its name now resolving to another
-                // file (a symlink re-pointed), is a change.
-                Some(current) if current.same_setup(entry) && !self.resolves_elsewhere(id, entry) => {
-                    // Back to the row it runs: a problem found before is
-                    // told again if the row breaks again.
-                    known.remove(id);
-                    continue;
-                }
-                Some(_) => {
-                    edited.insert(id.clone());
-                }
-                None => {}
-            }
-            let found = if !entry.problems.is_empty() {
-                entry.problems.clone()
-            } else {
-                match self.host.loader.prepare(entry, None) {
-                    Ok(p) => {
-                        prepared.push((entry.clone(), p));
+        for p in &problems {
+            self.note(format!("{p} (the running version is kept)"));
+        }
+        // Entries whose `apply` failed in an earlier try of this change: the
+        // rest of the change is tried again without them.
+        let mut failed: HashMap<String, String> = HashMap::new();
+        loop {
+            let mut problems = problems.clone();
+            let mut prepared: Vec<(Entry, Prepared)> = Vec::new();
+            let mut waiting: Vec<String> = Vec::new();
+            let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+            let mut notes = Vec::new();
+            for (id, entry) in &wanted {
+                // Unchanged rows keep running: an expression's value can change
+                // only with a provider it reads, and the loader restarts the
+                // consumers of a provider it swaps.
+                match self.host.loader.live_entry(id) {
+                    // A row the same, but its name now resolving to another
+                    // file (a symlink re-pointed), is a change.
+                    Some(current) if current.same_setup(entry) && !self.resolves_elsewhere(id, entry) => {
+                        // Back to the row it runs: a problem found before is
+                        // told again if the row breaks again.
                         known.remove(id);
                         continue;
                     }
-                    // Its service may come with this very change: it starts
-                    // once the swap is done, if it can.
-                    Err(EntryState::Waiting(m)) if self.host.loader.live_entry(id).is_none() => {
-                        self.host.loader.wait(entry.clone());
-                        waiting.extend(m);
-                        continue;
+                    Some(_) => {
+                        edited.insert(id.clone());
                     }
-                    Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => m,
-                    Err(_) => continue,
+                    None => {}
                 }
-            };
-            let reason = found.join("; ");
-            if known.get(id) != Some(&reason) {
-                let outcome = if self.host.loader.live_entry(id).is_some() { "the running version is kept" } else { "the entry is not running" };
-                notes.extend(found.iter().map(|p| format!("{p} ({outcome})")));
-                known.insert(id.clone(), reason);
+                let found = if let Some(message) = failed.get(id) {
+                    vec![message.clone()]
+                } else if !entry.problems.is_empty() {
+                    entry.problems.clone()
+                } else if let Err(e) = self.refresh_library(entry) {
+                    vec![e]
+                } else {
+                    match self.host.loader.prepare(entry, None) {
+                        Ok(p) => {
+                            prepared.push((entry.clone(), p));
+                            continue;
+                        }
+                        // Its service may come with this very change: it starts
+                        // once the swap is done, if it can.
+                        Err(EntryState::Waiting(m)) if self.host.loader.live_entry(id).is_none() => {
+                            self.host.loader.wait(entry.clone());
+                            waiting.extend(m);
+                            continue;
+                        }
+                        Err(EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m)) => m,
+                        Err(_) => continue,
+                    }
+                };
+                let reason = found.join("; ");
+                if known.get(id) != Some(&reason) {
+                    let outcome = if self.host.loader.live_entry(id).is_some() { "the running version is kept" } else { "the entry is not running" };
+                    notes.extend(found.iter().map(|p| format!("{p} ({outcome})")));
+                    known.insert(id.clone(), reason);
+                }
+                problems.extend(found);
             }
-            problems.extend(found);
-        }
-        drop(known);
-        for n in notes {
-            self.note(n);
-        }
-        if prepared.is_empty() && remove.is_empty() {
-            for m in &waiting {
-                self.note(m.clone());
+            drop(known);
+            for n in notes {
+                self.note(n);
             }
-            *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
-            return if problems.is_empty() { Outcome::Unchanged } else { Outcome::Refused(problems.join("\n")) };
-        }
-        let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
-        let (changed, added): (Vec<String>, Vec<String>) =
-            prepared.iter().map(|(e, _)| e.id.clone()).partition(|id| self.host.loader.live_entry(id).is_some());
-        match self.host.loader.swap(prepared, &remove) {
-            Ok(restarted) => {
-                let what = [("added", &added), ("changed", &changed), ("removed", &remove), ("restarted", &restarted)]
-                    .iter()
-                    .filter(|(_, ids)| !ids.is_empty())
-                    .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                let touched: Vec<String> = touched.into_iter().chain(restarted).collect();
-                let pending = self.host.loader.pending_ids();
-                for m in waiting.iter().filter(|m| pending.iter().any(|w| m.contains(&format!("entry {w}:")))) {
+            if prepared.is_empty() && remove.is_empty() {
+                for m in &waiting {
                     self.note(m.clone());
                 }
                 *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
-                self.reloads.fetch_add(1, Ordering::SeqCst);
-                self.note(format!("composition reloaded: {what}"));
-                self.reloaded();
-                Outcome::Reloaded(touched)
+                return if problems.is_empty() { Outcome::Unchanged } else { Outcome::Refused(problems.join("\n")) };
             }
-            Err(e) => self.refuse(format!("the composition change was not applied ({e}); the running version is kept")),
+            let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
+            let (changed, added): (Vec<String>, Vec<String>) =
+                prepared.iter().map(|(e, _)| e.id.clone()).partition(|id| self.host.loader.live_entry(id).is_some());
+            match self.host.loader.swap(prepared, &remove) {
+                Ok(restarted) => {
+                    let what = [("added", &added), ("changed", &changed), ("removed", &remove), ("restarted", &restarted)]
+                        .iter()
+                        .filter(|(_, ids)| !ids.is_empty())
+                        .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    let touched: Vec<String> = touched.into_iter().chain(restarted).collect();
+                    let pending = self.host.loader.pending_ids();
+                    for m in waiting.iter().filter(|m| pending.iter().any(|w| m.contains(&format!("entry {w}:")))) {
+                        self.note(m.clone());
+                    }
+                    // Applied: what was found wrong with these rows before
+                    // is over.
+                    let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+                    for id in added.iter().chain(&changed) {
+                        known.remove(id);
+                    }
+                    drop(known);
+                    *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
+                    self.reloads.fetch_add(1, Ordering::SeqCst);
+                    self.note(format!("composition reloaded: {what}"));
+                    self.reloaded();
+                    return Outcome::Reloaded(touched);
+                }
+                // One entry's `apply` failed: that entry is left as it was,
+                // as one whose row does not validate, and the rest is
+                // tried again.
+                Err(f) if touched.contains(&f.id) && !failed.contains_key(&f.id) => {
+                    failed.insert(f.id, f.message);
+                }
+                Err(e) => return self.refuse(format!("the composition change was not applied ({e}); the running version is kept")),
+            }
         }
     }
 
@@ -844,17 +910,71 @@ fn collect_enabled(loader: &Loader, entries: &[Entry], parent_disabled: bool, ou
     }
 }
 
-/// The library file `entry`'s name points to, as named (not following a
-/// symlink at the end), its folder resolved; `None` for a builtin, a
-/// package name or a name that does not resolve.
-fn named_library(entry: &Entry, plugin_path: &crate::loader::resolve::PluginPath) -> Option<PathBuf> {
-    match resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
-        Ok(Target::Library { path, .. }) => {
-            let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            Some(folder.canonicalize().ok()?.join(path.file_name()?))
+/// Where an entry's library name leads, followed on disk.
+struct Lead {
+    /// The file as named, its folder resolved (a symlink at the end not
+    /// followed), so it compares with file events.
+    named: PathBuf,
+    /// The file it leads to, every symlink followed, also through ones
+    /// that point nowhere yet: the library's source path once it exists.
+    target: PathBuf,
+    /// Every symlink met on the way (a linked folder, a link to a link),
+    /// each as its folder resolved and its name: re-pointing any of them
+    /// changes `target`.
+    links: Vec<PathBuf>,
+}
+
+/// How many symlinks [`lead`] follows, as Linux's path walk does (40).
+const MAX_LINKS_FOLLOWED: usize = 40;
+
+/// Where `entry`'s name leads (see [`Lead`]), whether or not the file
+/// exists; `None` for a builtin, a package name or a name not found.
+fn lead(entry: &Entry, plugin_path: &crate::loader::resolve::PluginPath) -> Option<Lead> {
+    use std::ffi::OsString;
+    use std::path::Component;
+    let path = match resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
+        Ok(Target::Library { path, .. }) => path,
+        Err(ResolveError::NoSuchFile { path, .. }) => PathBuf::from(path),
+        _ => return None,
+    };
+    let path = std::path::absolute(&path).ok()?;
+    let push_parts = |todo: &mut Vec<OsString>, p: &Path| {
+        for c in p.components().rev() {
+            match c {
+                Component::Normal(n) => todo.push(n.to_os_string()),
+                Component::ParentDir => todo.push(OsString::from("..")),
+                _ => {}
+            }
         }
-        _ => None,
+    };
+    let mut todo = Vec::new();
+    push_parts(&mut todo, &path);
+    // `at` is the path walked so far, never through a symlink.
+    let mut at = PathBuf::from("/");
+    let mut links = Vec::new();
+    while let Some(part) = todo.pop() {
+        if part == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&part);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() && links.len() < MAX_LINKS_FOLLOWED => {
+                let to = std::fs::read_link(&next).ok()?;
+                links.push(next);
+                if to.is_absolute() {
+                    at = PathBuf::from("/");
+                }
+                push_parts(&mut todo, &to);
+            }
+            _ => at = next,
+        }
     }
+    let named = match (path.parent().and_then(|p| p.canonicalize().ok()), path.file_name()) {
+        (Some(folder), Some(name)) => folder.join(name),
+        _ => path.clone(),
+    };
+    Some(Lead { named, target: at, links })
 }
 
 /// Removes the on-disk library copies an earlier version of `cordis dev`

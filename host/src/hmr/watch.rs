@@ -10,14 +10,14 @@
 //! change waits for the debounce on our own thread: the file must stop
 //! changing first.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
 
 use notify::{RecursiveMode, Watcher};
 
-use super::{canonical_even_if_gone as canonical, targets, wait_until_complete, DevHost};
+use super::{canonical_even_if_gone as canonical, targets, wait_until_complete, Awaited, DevHost};
 
 /// Starts watching the composition and every loaded library; changes are
 /// handled on a background thread until the process exits.
@@ -48,6 +48,9 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
     .map_err(|e| format!("cannot watch files: {e}"))?;
     let mut watched = Watched::new();
     sync_watches(&dev, &mut watcher, &mut watched);
+    // What was awaited after the last batch: a file awaited anew (a row or
+    // a link now names it) may be there already, with no event to come.
+    let mut awaited: BTreeSet<Awaited> = dev.awaited_libraries().into_iter().collect();
     dev.hold_sources();
     std::thread::Builder::new()
         .name("cordis-dev-watch".into())
@@ -65,13 +68,19 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
                     next = rx.recv_timeout(debounce).ok();
                 }
                 handle(&dev, &changed);
-                let newly = sync_watches(&dev, &mut watcher, &mut watched);
-                if !newly.is_empty() {
-                    let unseen = landed_unseen(&dev, &newly);
-                    if !unseen.is_empty() {
-                        handle(&dev, &unseen);
-                        sync_watches(&dev, &mut watcher, &mut watched);
+                // Each awaited set is checked for files already in place
+                // once it is computed, before it becomes `awaited`; a
+                // check that finds some handles them and looks again
+                // (bounded: handling one can await another).
+                for _ in 0..8 {
+                    let newly = sync_watches(&dev, &mut watcher, &mut watched);
+                    let now: BTreeSet<Awaited> = dev.awaited_libraries().into_iter().collect();
+                    let unseen = landed_unseen(&dev, &newly, &now, &awaited);
+                    awaited = now;
+                    if unseen.is_empty() {
+                        break;
                     }
+                    handle(&dev, &unseen);
                 }
                 dev.hold_sources();
                 dev.release_replaced();
@@ -144,9 +153,18 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>) {
     if !composition {
         let awaited = dev.awaited_libraries();
         // As named (a symlink made where an entry looks) or as resolved.
-        let appeared: HashSet<&PathBuf> = raw.iter().chain(&changed).filter(|p| awaited.iter().any(|a| a.matches(p))).collect();
+        // Each file once, as resolved.
+        let appeared: HashSet<PathBuf> = raw.iter().chain(&changed).filter(|p| awaited.iter().any(|a| a.matches(p))).map(|p| canonical(p)).collect();
         let mut ready = Vec::new();
-        for path in appeared {
+        for path in &appeared {
+            if std::fs::metadata(path).is_err() {
+                // A symlink pointing where nothing is yet (what it points to
+                // is awaited too), or a file gone again.
+                if let Ok(to) = std::fs::read_link(path) {
+                    dev.note(format!("{} links to {}, which is not there yet; the entries waiting for it load when it is", path.display(), to.display()));
+                }
+                continue;
+            }
             match wait_until_complete(path, dev.options.debounce, dev.options.settle_timeout) {
                 Ok(()) => ready.push(path.display().to_string()),
                 Err(e) => dev.note(format!("{e}; the entries waiting for it stay unloaded")),
@@ -226,14 +244,15 @@ fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched
     }
 }
 
-/// The files that may have landed unseen in the folders just watched:
+/// The files that may have landed unseen: in the folders just watched,
 /// awaited libraries (one can land in a folder in the moment between the
-/// folder appearing and its watch being added), and watched files (a
-/// library rebuilt into a re-created `target`).
-fn landed_unseen(dev: &DevHost, newly_watched: &[PathBuf]) -> HashSet<PathBuf> {
+/// folder appearing and its watch being added) and watched files (a
+/// library rebuilt into a re-created `target`); and libraries awaited
+/// anew (`now` but not `before`) that are already there.
+fn landed_unseen(dev: &DevHost, newly_watched: &[PathBuf], now: &BTreeSet<Awaited>, before: &BTreeSet<Awaited>) -> HashSet<PathBuf> {
     let is_new = |folder: &Path| newly_watched.iter().any(|n| n == folder);
     let mut found: HashSet<PathBuf> = targets(dev).into_keys().filter(|p| p.parent().is_some_and(is_new) && p.is_file()).collect();
-    for awaited in dev.awaited_libraries().into_iter().filter(|a| is_new(&a.folder)) {
+    for awaited in now.iter().filter(|a| is_new(&a.folder) || !before.contains(*a)) {
         match &awaited.file {
             Some(file) => found.extend(Some(awaited.folder.join(file)).filter(|p| p.is_file())),
             None => {

@@ -91,6 +91,16 @@ impl EntryState {
     }
 }
 
+/// Why [`Loader::swap`] changed nothing: the entry whose `apply` failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SwapFailure {
+    /// The entry's id.
+    pub id: String,
+    /// What failed, naming the file, line and entry.
+    pub message: String,
+}
+
 /// The outcome for one entry.
 #[derive(Debug, Clone)]
 pub struct EntryReport {
@@ -533,7 +543,7 @@ impl Loader {
     ///
     /// # Errors
     /// The first failure, naming the entry; nothing changed.
-    pub fn swap(&self, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<Vec<String>, String> {
+    pub fn swap(&self, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<Vec<String>, SwapFailure> {
         let _calls = self.services.tools.exclusive();
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         let swapping: Vec<String> = new.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
@@ -589,10 +599,11 @@ impl Loader {
             match self.apply_prepared(&entry, prepared) {
                 Ok(a) => applied.push(a),
                 Err(state) => {
-                    failure = Some(match state {
+                    let message = match state {
                         EntryState::Failed(m) | EntryState::Waiting(m) | EntryState::Missing(m) => m.join("; "),
                         other => format!("entry {}: {}", entry.id, other.label()),
-                    });
+                    };
+                    failure = Some(SwapFailure { id: entry.id.clone(), message });
                     break;
                 }
             }

@@ -46,7 +46,7 @@ pub enum ResolveError {
     #[error("there is no builtin plugin `{0}` (builtins: {list})", list = BUILTINS.join(", "))]
     UnknownBuiltin(String),
     /// A path that names no file.
-    #[error("no plugin library at {path} (resolved from `{name}` against {base})")]
+    #[error("no plugin library at {path} (resolved from `{name}` against {base}){dangling}")]
     NoSuchFile {
         /// The name as written.
         name: String,
@@ -54,6 +54,9 @@ pub enum ResolveError {
         path: String,
         /// The folder it was resolved against.
         base: String,
+        /// Empty, or, when `path` is a symlink that points where no file
+        /// is: `; it links to <target>, where no file is yet`.
+        dangling: String,
     },
     /// A bare name found nowhere in the plugin path.
     #[error("no library on the plugin path provides `{name}` (looked for {file}){hint}; searched {searched}. Build it (`cargo build --release`), pass --plugin-dir, or name the file with a ./relative path")]
@@ -251,11 +254,16 @@ fn resolve_path(name: &str, composition_dir: &Path) -> Result<Target, ResolveErr
                 (composition_dir.join(lib), Some(export.to_string()))
             }
             _ => {
+                let dangling = match std::fs::read_link(&full) {
+                    Ok(to) => format!("; it links to {}, where no file is yet", to.display()),
+                    Err(_) => String::new(),
+                };
                 return Err(ResolveError::NoSuchFile {
                     name: name.to_string(),
                     path: full.display().to_string(),
                     base: composition_dir.display().to_string(),
-                })
+                    dangling,
+                });
             }
         }
     };
