@@ -665,6 +665,13 @@ impl DevHost {
         let sealed = match loader.libraries().changed_copy(source) {
             Ok(None) => return Outcome::Unchanged,
             Ok(Some(sealed)) => sealed,
+            // Being written as it was copied: the writing brings more file
+            // events, and a file that stays cut short is told by the
+            // debounced check (after its grace), not at each write.
+            Err(e @ library::LoadError::Incomplete { .. }) => {
+                tracing::debug!("{e}");
+                return Outcome::Unchanged;
+            }
             Err(e) => return self.refuse(format!("{e}; the previous version keeps serving")),
         };
         if !retry {

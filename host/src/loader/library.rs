@@ -67,9 +67,9 @@ pub enum LoadError {
         /// What is wrong.
         detail: String,
     },
-    /// An ELF shared object cut short: empty, or a header, table or
-    /// segment ending past the end of the file (truncated, or a build
-    /// still writing it).
+    /// An ELF shared object cut short (empty, or a header, table or
+    /// segment ending past the end of the file), or one that changed while
+    /// it was copied: truncated, or a build still writing it.
     #[error("{path} is not a loadable shared library: {detail}")]
     Incomplete {
         /// The file.
@@ -479,7 +479,7 @@ impl LibraryCache {
         // and the writer's next close brings the file back.
         let after = input.metadata().map_err(unreadable)?;
         if changed_since(&meta, &after) {
-            return Err(LoadError::Unreadable {
+            return Err(LoadError::Incomplete {
                 path: shown,
                 detail: "it changed while the private copy was being made (a build still writing it?); the next complete write is loaded".into(),
             });
