@@ -169,3 +169,20 @@ pub fn describe_value(value: &Value) -> String {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_cut_at_grapheme_cluster_boundaries() {
+        let family = "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}";
+        let flag = "\u{1F1EB}\u{1F1F7}";
+        let accent = "e\u{301}";
+        for cluster in [family, flag, accent] {
+            let s = format!("{}{cluster}{cluster}", "x".repeat(39));
+            assert_eq!(describe_value(&Value::String(s)), format!("the string \"{}{cluster}\"…", "x".repeat(39)));
+        }
+        let key = format!("{}{flag}tail", "k".repeat(39));
+        assert_eq!(quoted_preview(&key), format!("\"{}{flag}…\"", "k".repeat(39)));
+    }
+}

