@@ -1017,7 +1017,7 @@ fn an_entry_enabled_again_after_a_rebuild_runs_the_new_build() {
     assert_eq!(dev.version(), "A");
     let todo = "- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n";
     scratch.composition(&format!("- id: v\n  name: ./plugins/libversioned.so\n  disabled: true\n{todo}"));
-    dev.expect_notice("removed v");
+    dev.expect_notice("composition reloaded: disabled v");
     std::fs::copy(library("fixture-versioned-b"), &lib).unwrap();
     std::thread::sleep(Duration::from_millis(400));
     // Enabled again with a key only build B takes: B starts with it.

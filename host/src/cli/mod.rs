@@ -564,7 +564,7 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_m
             eprintln!(
                 "cordis dev: watching {} and {}; session {}; commands on stdin (`help`)",
                 dev.composition_path().display(),
-                libraries(dev.library_sources().len()),
+                libraries(&dev),
                 session.id()
             );
             Vec::new()
@@ -657,7 +657,7 @@ fn mcp(
             eprintln!(
                 "cordis mcp: watching {} and {}",
                 dev.composition_path().display(),
-                libraries(dev.library_sources().len())
+                libraries(&dev)
             );
         }
         match http {
@@ -1026,10 +1026,13 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
 }
 
 /// `1 plugin library`, `N plugin libraries`.
-fn libraries(n: usize) -> String {
-    if n == 1 {
-        "1 plugin library".into()
-    } else {
-        format!("{n} plugin libraries")
+/// `1 plugin library`, `3 plugin libraries`, and `, waiting for 2 more`
+/// when entries wait for libraries not there yet (or refused).
+fn libraries(dev: &crate::hmr::DevHost) -> String {
+    let n = dev.library_sources().len();
+    let loaded = if n == 1 { "1 plugin library".to_string() } else { format!("{n} plugin libraries") };
+    match dev.awaited_libraries().len() {
+        0 => loaded,
+        m => format!("{loaded}, waiting for {m} more"),
     }
 }

@@ -587,7 +587,10 @@ impl DevHost {
                 prepared.iter().map(|(e, _)| e.id.clone()).partition(|id| self.host.loader.live_entry(id).is_some());
             match self.host.loader.swap(prepared, &remove) {
                 Ok(restarted) => {
-                    let what = [("added", &added), ("changed", &changed), ("removed", &remove), ("restarted", &restarted)]
+                    // Rows still there were disabled rather than removed.
+                    let rows: HashSet<String> = next.walk().into_iter().filter(|e| !e.is_container()).map(|e| e.id.clone()).collect();
+                    let (disabled, removed): (Vec<String>, Vec<String>) = remove.iter().cloned().partition(|id| rows.contains(id));
+                    let what = [("added", &added), ("changed", &changed), ("removed", &removed), ("disabled", &disabled), ("restarted", &restarted)]
                         .iter()
                         .filter(|(_, ids)| !ids.is_empty())
                         .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
