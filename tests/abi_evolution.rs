@@ -49,8 +49,26 @@ fn future_build() -> (PathBuf, PathBuf) {
     let dep = |name: &str| {
         workspace.lines().find(|l| l.starts_with(&format!("{name} = "))).unwrap_or_else(|| panic!("no workspace dependency {name}")).to_string()
     };
+    // `name = { workspace = true, optional = true }`: the workspace's
+    // entry with the line's other keys added.
+    let inherited = |line: &str| -> Option<String> {
+        let (name, rest) = line.split_once(" = { workspace = true")?;
+        let rest = rest.trim_end_matches('}').trim_start_matches(',').trim();
+        let shared = dep(name);
+        let value = shared.split_once(" = ").map(|(_, v)| v.trim()).unwrap_or_default();
+        let keys = match value.strip_prefix('{').and_then(|v| v.strip_suffix('}')) {
+            Some(table) => table.trim().to_string(),
+            None => format!("version = {value}"),
+        };
+        Some(if rest.is_empty() { format!("{name} = {{ {keys} }}") } else { format!("{name} = {{ {keys}, {rest} }}") })
+    };
     let mut abi_manifest = String::new();
     for line in manifest.lines() {
+        if let Some(line) = inherited(line) {
+            abi_manifest.push_str(&line);
+            abi_manifest.push('\n');
+            continue;
+        }
         let line = match line.split_once(".workspace = true") {
             Some((key, _)) if ["version", "edition", "rust-version", "publish"].contains(&key) => match key {
                 "version" => "version = \"0.1.0\"".to_string(),
