@@ -1048,3 +1048,35 @@ fn an_entry_whose_apply_fails_is_left_out_and_the_rest_of_the_edit_applies() {
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(dev.stderr().iter().filter(|l| l.contains("entry v2")).count(), 1, "{:?}", dev.stderr());
 }
+
+#[test]
+fn a_provider_whose_apply_fails_in_an_edit_leaves_its_consumers_applied_once() {
+    // The consumer's row and its provider's change in one edit, and the
+    // provider's apply fails: the edit goes on without the provider, which
+    // keeps its version; the consumer's new row is applied once, and
+    // nothing is left waiting.
+    let scratch = Scratch::new();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(library("fixture-counter"), plugins.join("libfixture_counter.so")).unwrap();
+    let composition = |tool: &str, fail: bool| {
+        format!("- id: a-user\n  name: fixture-counter-user\n  config: {{tool: {tool}}}\n- id: counter\n  name: ./plugins/libfixture_counter.so\n  config: {{label: a, fail: {fail}}}\n")
+    };
+    scratch.composition(&composition("next", false));
+    let mut dev = Dev::start(scratch.path(), &[]);
+    assert_eq!(dev.call("next", "{}")["isError"], false);
+    scratch.composition(&composition("next2", true));
+    assert!(dev.expect_notice("told to fail").ends_with("(the running version is kept)"));
+    dev.expect_notice("composition reloaded: changed a-user");
+    std::thread::sleep(Duration::from_millis(300));
+    let status = dev.send("status");
+    let counter = status["entries"].as_array().unwrap().iter().find(|e| e["id"] == "counter").unwrap().clone();
+    assert_eq!(counter["config"]["fail"], false, "the provider keeps its version: {status}");
+    let tools = dev.send("tools");
+    let names: Vec<String> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(names.iter().filter(|n| n.starts_with("next")).collect::<Vec<_>>(), ["next2"], "{tools}");
+    let reply = dev.call("next2", "{}");
+    assert_eq!(reply["isError"], false, "{reply}");
+    assert_eq!(dev.send("status")["waiting"], json!([]));
+    assert!(!dev.stderr().iter().any(|l| l.contains("could not start again")), "{:?}", dev.stderr());
+}

@@ -1026,13 +1026,16 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
 }
 
 /// `1 plugin library`, `N plugin libraries`.
-/// `1 plugin library`, `3 plugin libraries`, and `, waiting for 2 more`
-/// when entries wait for libraries not there yet (or refused).
+/// `1 plugin library`, `3 plugin libraries`, and `; 2 entries wait for
+/// theirs` when entries wait for a library not there yet (or refused).
 fn libraries(dev: &crate::hmr::DevHost) -> String {
     let n = dev.library_sources().len();
     let loaded = if n == 1 { "1 plugin library".to_string() } else { format!("{n} plugin libraries") };
-    match dev.awaited_libraries().len() {
+    let mut waiting: Vec<String> = dev.awaited_entries().into_iter().map(|(id, _)| id).collect();
+    waiting.dedup();
+    match waiting.len() {
         0 => loaded,
-        m => format!("{loaded}, waiting for {m} more"),
+        1 => format!("{loaded}; 1 entry waits for its library"),
+        m => format!("{loaded}; {m} entries wait for theirs"),
     }
 }

@@ -87,6 +87,10 @@ pub enum Outcome {
     /// Loading the change would pass the memory budget: the host restarts
     /// in place (between console commands) and handles it then.
     Restarting,
+    /// The library was being written while it was copied (cut short, or
+    /// changed during the copy): nothing changed; try again once the file
+    /// has settled.
+    Unsettled,
 }
 
 /// A host that reloads its composition and libraries while it runs.
@@ -116,6 +120,10 @@ pub struct DevHost {
     /// The copy of the last build refused per library, so one broken
     /// build is reported once, however many events it causes.
     refused: Mutex<HashMap<PathBuf, library::SealedCopy>>,
+    /// Per library no running entry uses, the last build that did not
+    /// load when an entry was about to start on it, and why: the same
+    /// build is not loaded (and mapped) again at every edit.
+    refresh_refused: Mutex<HashMap<PathBuf, (library::SealedCopy, String)>>,
     /// The libraries whose last build loaded but was refused with the rows
     /// it would run with (its config schema or its `apply` rejected them):
     /// tried again when those rows are edited.
@@ -220,6 +228,7 @@ impl DevHost {
             refused: Mutex::new(HashMap::new()),
             refused_files: Mutex::new(HashMap::new()),
             refused_rows: Mutex::new(HashSet::new()),
+            refresh_refused: Mutex::new(HashMap::new()),
             listeners: Mutex::new(Vec::new()),
             problems: Mutex::new(problems),
             held: Mutex::new(HashMap::new()),
@@ -376,13 +385,20 @@ impl DevHost {
     /// waits for that file the same way. Empty when every enabled entry runs as its row says
     /// or waits on something other than a file (a service, a bad config).
     pub fn awaited_libraries(&self) -> Vec<Awaited> {
+        let awaited: BTreeSet<Awaited> = self.awaited_entries().into_iter().map(|(_, a)| a).collect();
+        awaited.into_iter().collect()
+    }
+
+    /// [`DevHost::awaited_libraries`], each with the id of the entry
+    /// waiting for it.
+    pub fn awaited_entries(&self) -> Vec<(String, Awaited)> {
         let entries = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
         let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
         collect_enabled(&self.host.loader, &entries, false, &mut wanted, &mut Vec::new());
         let loader = &self.host.loader;
         let pending: HashSet<String> = loader.pending_ids().into_iter().collect();
         let plugin_path = loader.plugin_path();
-        let mut awaited = BTreeSet::new();
+        let mut awaited: Vec<(String, Awaited)> = Vec::new();
         for entry in wanted.values().filter(|e| !pending.contains(&e.id)) {
             let lead = lead(entry, plugin_path);
             if loader.live_entry(&entry.id).is_some() {
@@ -390,16 +406,14 @@ impl DevHost {
                 // another file (one not there yet, or refused), which the
                 // library watch does not cover.
                 if let Some(lead) = lead.filter(|_| self.resolves_elsewhere(&entry.id, entry)) {
-                    awaited.extend(Awaited::file(&lead.named));
-                    awaited.extend(Awaited::file(&lead.target));
+                    awaited.extend([&lead.named, &lead.target].into_iter().filter_map(|p| Awaited::file(p)).map(|a| (entry.id.clone(), a)));
                 }
                 continue;
             }
             if let Some(lead) = lead {
                 // A file not there yet, or there but not loaded (a build
                 // that failed to load is retried when the next one lands).
-                awaited.extend(Awaited::file(&lead.named));
-                awaited.extend(Awaited::file(&lead.target));
+                awaited.extend([&lead.named, &lead.target].into_iter().filter_map(|p| Awaited::file(p)).map(|a| (entry.id.clone(), a)));
                 continue;
             }
             if let Ok(Target::Package { name }) | Err(ResolveError::NotFound { name, .. }) = resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
@@ -407,11 +421,23 @@ impl DevHost {
                 // name can be declared by any library.
                 let file = (!name.starts_with('@')).then(|| resolve::library_file_name(name.split('/').next().unwrap_or(&name)));
                 for (folder, _) in &plugin_path.dirs {
-                    awaited.insert(Awaited::new(folder, file.clone()));
+                    awaited.push((entry.id.clone(), Awaited::new(folder, file.clone())));
                 }
             }
         }
-        awaited.into_iter().collect()
+        awaited.sort();
+        awaited.dedup();
+        awaited
+    }
+
+    /// Forgets the problems found for entries `ids`, so that what happens
+    /// to them next is told even if it is the same (a new build landed for
+    /// them).
+    pub fn forget_problems(&self, ids: &[String]) {
+        let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids {
+            known.remove(id);
+        }
     }
 
     /// Re-reads the composition and applies what changed. A build of a
@@ -469,10 +495,21 @@ impl DevHost {
             Ok(Some(sealed)) => sealed,
             Err(e) => return Err(format!("entry {}: {e}", entry.id)),
         };
-        let len = sealed.len();
-        let loaded = loader.libraries().load_copy(&source, sealed);
-        self.kept.fetch_add(len, Ordering::SeqCst);
-        loaded.map(|_| ()).map_err(|e| format!("entry {}: {e}", entry.id))
+        let mut refused = self.refresh_refused.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, why)) = refused.get(&source).filter(|(copy, _)| copy.same_content(&sealed)) {
+            return Err(format!("entry {}: {why}", entry.id));
+        }
+        self.kept.fetch_add(sealed.len(), Ordering::SeqCst);
+        match loader.libraries().load_copy(&source, sealed.clone()) {
+            Ok(_) => {
+                refused.remove(&source);
+                Ok(())
+            }
+            Err(e) => {
+                refused.insert(source, (sealed, e.to_string()));
+                Err(format!("entry {}: {e}", entry.id))
+            }
+        }
     }
 
     /// Whether live entry `id`, with row `entry`, would now load another
@@ -484,8 +521,18 @@ impl DevHost {
     }
 
     /// Applies the composition as it reads now; `edited` gets the ids of
-    /// the running entries whose row is not the one they run.
+    /// the running entries whose row changed in this edit and is not the
+    /// one they run.
     fn apply_composition(&self, edited: &mut HashSet<String>) -> Outcome {
+        let previous: HashMap<String, Entry> = self
+            .composition
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .walk()
+            .into_iter()
+            .filter(|e| !e.is_container())
+            .map(|e| (e.id.clone(), e.clone()))
+            .collect();
         let path = self.composition_path();
         let next = match Composition::compose(&path, &self.layers) {
             Ok(c) => c,
@@ -536,7 +583,9 @@ impl DevHost {
                         continue;
                     }
                     Some(_) => {
-                        edited.insert(id.clone());
+                        if previous.get(id).is_none_or(|before| !before.same_setup(entry)) {
+                            edited.insert(id.clone());
+                        }
                     }
                     None => {}
                 }
@@ -673,7 +722,7 @@ impl DevHost {
             // debounced check (after its grace), not at each write.
             Err(e @ library::LoadError::Incomplete { .. }) => {
                 tracing::debug!("{e}");
-                return Outcome::Unchanged;
+                return Outcome::Unsettled;
             }
             Err(e) => return self.refuse(format!("{e}; the previous version keeps serving")),
         };

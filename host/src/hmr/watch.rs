@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use notify::{RecursiveMode, Watcher};
 
-use super::{canonical_even_if_gone as canonical, targets, wait_until_complete, Awaited, DevHost};
+use super::{canonical_even_if_gone as canonical, targets, wait_until_complete, Awaited, DevHost, Outcome};
 
 /// Starts watching the composition and every loaded library; changes are
 /// handled on a background thread until the process exits.
@@ -67,7 +67,7 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
                     }
                     next = rx.recv_timeout(debounce).ok();
                 }
-                handle(&dev, &changed);
+                handle(&dev, &changed, true);
                 // Each awaited set is checked for files already in place
                 // once it is computed, before it becomes `awaited`; a
                 // check that finds some handles them and looks again
@@ -75,12 +75,17 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
                 for _ in 0..8 {
                     let newly = sync_watches(&dev, &mut watcher, &mut watched);
                     let now: BTreeSet<Awaited> = dev.awaited_libraries().into_iter().collect();
-                    let unseen = landed_unseen(&dev, &newly, &now, &awaited);
+                    let (landed, present) = landed_unseen(&dev, &newly, &now, &awaited);
                     awaited = now;
-                    if unseen.is_empty() {
+                    if landed.is_empty() && present.is_empty() {
                         break;
                     }
-                    handle(&dev, &unseen);
+                    if !landed.is_empty() {
+                        handle(&dev, &landed, true);
+                    }
+                    if !present.is_empty() {
+                        handle(&dev, &present, false);
+                    }
                 }
                 dev.hold_sources();
                 dev.release_replaced();
@@ -118,6 +123,12 @@ fn writer_finished(kind: &notify::EventKind) -> bool {
 fn reload_finished_library(dev: &DevHost, path: &Path) -> bool {
     // The watched folders are canonical, so an event's path usually is
     // too: resolving it again is skipped when it names a library as is.
+    // A symlink made or re-pointed is a change of the entries naming it,
+    // which the debounced check finds; here it would read as the file it
+    // points to, which may be another entry's library and unchanged.
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return false;
+    }
     let sources = dev.library_sources();
     let path = if sources.iter().any(|s| s == path) { path.to_path_buf() } else { canonical(path) };
     if !sources.contains(&path) {
@@ -126,12 +137,16 @@ fn reload_finished_library(dev: &DevHost, path: &Path) -> bool {
     if crate::loader::library::check_elf(&path).is_err() {
         return false;
     }
-    dev.library_changed(&path);
-    true
+    // Being written still (or its times set just after, `cp -p`): the
+    // debounced check takes it once it has settled.
+    !matches!(dev.library_changed(&path), Outcome::Unsettled)
 }
 
 
-fn handle(dev: &DevHost, raw: &HashSet<PathBuf>) {
+/// Handles the files of one batch: `raw` as the events named them. `seen`:
+/// they come from file events (not from a look for files that may have
+/// landed unseen), so a library an entry waits for is told as appeared.
+fn handle(dev: &DevHost, raw: &HashSet<PathBuf>, seen: bool) {
     let changed: HashSet<PathBuf> = raw.iter().map(|p| canonical(p)).collect();
     let targets = targets(dev);
     // A symlink an entry names, created, re-pointed or removed: the entry
@@ -151,7 +166,8 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>) {
     // A library an entry waits for has appeared (the entry named it
     // before it was first built): loading it is a composition reload.
     if !composition {
-        let awaited = dev.awaited_libraries();
+        let awaited_by = dev.awaited_entries();
+        let awaited: Vec<&Awaited> = awaited_by.iter().map(|(_, a)| a).collect();
         // As named (a symlink made where an entry looks) or as resolved.
         // Each file once, as resolved.
         let appeared: HashSet<PathBuf> = raw.iter().chain(&changed).filter(|p| awaited.iter().any(|a| a.matches(p))).map(|p| canonical(p)).collect();
@@ -171,7 +187,13 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>) {
             }
         }
         if !ready.is_empty() {
-            dev.note(format!("{} appeared; loading the entries waiting for it", ready.join(", ")));
+            if seen {
+                dev.note(format!("{} appeared; loading the entries waiting for it", ready.join(", ")));
+                // A new build: what comes of it is told, even if the last
+                // one failed the same way.
+                let ids: Vec<String> = awaited_by.iter().filter(|(_, a)| appeared.iter().any(|p| a.matches(p))).map(|(id, _)| id.clone()).collect();
+                dev.forget_problems(&ids);
+            }
             composition = true;
         }
     }
@@ -179,11 +201,15 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>) {
         dev.composition_changed();
     }
     for lib in libraries {
-        match wait_until_complete(&lib, dev.options.debounce, dev.options.settle_timeout) {
-            Ok(()) => {
-                dev.library_changed(&lib);
+        // A file still moving as it is copied is waited on again, a few
+        // times; a writer that goes on brings more events.
+        for _ in 0..3 {
+            match wait_until_complete(&lib, dev.options.debounce, dev.options.settle_timeout) {
+                Ok(()) if matches!(dev.library_changed(&lib), Outcome::Unsettled) => continue,
+                Ok(()) => {}
+                Err(e) => dev.note(format!("{e}; the previous version keeps serving")),
             }
-            Err(e) => dev.note(format!("{e}; the previous version keeps serving")),
+            break;
         }
     }
 }
@@ -244,22 +270,33 @@ fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched
     }
 }
 
-/// The files that may have landed unseen: in the folders just watched,
-/// awaited libraries (one can land in a folder in the moment between the
-/// folder appearing and its watch being added) and watched files (a
-/// library rebuilt into a re-created `target`); and libraries awaited
-/// anew (`now` but not `before`) that are already there.
-fn landed_unseen(dev: &DevHost, newly_watched: &[PathBuf], now: &BTreeSet<Awaited>, before: &BTreeSet<Awaited>) -> HashSet<PathBuf> {
+/// The files that may have landed unseen: (in the folders just watched,
+/// awaited libraries, which can land in a folder in the moment between the
+/// folder appearing and its watch being added, and watched files, a
+/// library rebuilt into a re-created `target`; libraries awaited anew,
+/// `now` but not `before`, that were there already).
+fn landed_unseen(
+    dev: &DevHost,
+    newly_watched: &[PathBuf],
+    now: &BTreeSet<Awaited>,
+    before: &BTreeSet<Awaited>,
+) -> (HashSet<PathBuf>, HashSet<PathBuf>) {
     let is_new = |folder: &Path| newly_watched.iter().any(|n| n == folder);
-    let mut found: HashSet<PathBuf> = targets(dev).into_keys().filter(|p| p.parent().is_some_and(is_new) && p.is_file()).collect();
+    let mut landed: HashSet<PathBuf> = targets(dev).into_keys().filter(|p| p.parent().is_some_and(is_new) && p.is_file()).collect();
+    let mut present = HashSet::new();
     for awaited in now.iter().filter(|a| is_new(&a.folder) || !before.contains(*a)) {
-        match &awaited.file {
-            Some(file) => found.extend(Some(awaited.folder.join(file)).filter(|p| p.is_file())),
+        let found: Vec<PathBuf> = match &awaited.file {
+            Some(file) => Some(awaited.folder.join(file)).filter(|p| p.is_file()).into_iter().collect(),
             None => {
                 let Ok(list) = std::fs::read_dir(&awaited.folder) else { continue };
-                found.extend(list.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && awaited.matches(&canonical(p))));
+                list.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && awaited.matches(&canonical(p))).collect()
             }
+        };
+        if is_new(&awaited.folder) {
+            landed.extend(found);
+        } else {
+            present.extend(found);
         }
     }
-    found
+    (landed, present)
 }

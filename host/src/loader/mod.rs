@@ -589,10 +589,13 @@ impl Loader {
         }
         let mut applied: Vec<Active> = Vec::new();
         let mut failure = None;
+        // Entries this swap set waiting: a swap undone takes them back.
+        let mut queued: Vec<String> = Vec::new();
         for (entry, prepared) in new {
             // Its services may have gone with this very swap: then it waits.
             if let Some(absent) = self.absent_services(&entry, &prepared.inject) {
                 tracing::warn!("entry {}: waiting for service `{absent}`", entry.id);
+                queued.push(entry.id.clone());
                 self.wait(entry.clone());
                 continue;
             }
@@ -609,6 +612,9 @@ impl Loader {
             }
         }
         if let Some(failure) = failure {
+            for id in &queued {
+                self.forget_pending(id);
+            }
             for a in applied.into_iter().rev() {
                 a.fiber.dispose();
             }
