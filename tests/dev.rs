@@ -1005,6 +1005,9 @@ fn an_entry_renamed_to_a_library_not_built_yet_moves_when_it_lands() {
     scratch.composition("- id: v\n  name: ./plugins/libnext.so\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n");
     assert!(dev.expect_notice("libnext.so").contains("the running version is kept"));
     assert_eq!(dev.version(), "A");
+    // status shows the change held back on the running entry.
+    let status = dev.send("status");
+    assert!(status["entries"].as_array().unwrap().iter().any(|e| e["id"] == "v" && e["heldBack"].as_str().is_some_and(|w| w.contains("libnext.so"))), "{status}");
     std::fs::write(lib.with_file_name("libnext.so"), build_bytes('B')).unwrap();
     dev.wait_until("v never moved to libnext.so", |dev| dev.version() == "B");
 }
@@ -1079,4 +1082,46 @@ fn a_provider_whose_apply_fails_in_an_edit_leaves_its_consumers_applied_once() {
     assert_eq!(reply["isError"], false, "{reply}");
     assert_eq!(dev.send("status")["waiting"], json!([]));
     assert!(!dev.stderr().iter().any(|l| l.contains("could not start again")), "{:?}", dev.stderr());
+}
+
+#[test]
+fn entries_added_in_one_edit_start_in_the_files_order() {
+    // Two new entries that cannot both run (one plugin, one event type):
+    // the one written first runs, as at a fresh start, whatever the ids.
+    let scratch = Scratch::new();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::write(plugins.join("liba.so"), build_bytes('A')).unwrap();
+    std::fs::write(plugins.join("libb.so"), build_bytes('B')).unwrap();
+    std::fs::copy(library("tool-todo"), plugins.join("libtool_todo.so")).unwrap();
+    let todo = "- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n";
+    scratch.composition(todo);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    scratch.composition(&format!("{todo}- id: zz\n  name: ./plugins/liba.so\n- id: aa\n  name: ./plugins/libb.so\n"));
+    dev.expect_notice("composition reloaded: added zz");
+    assert_eq!(dev.version(), "A");
+    let status = dev.send("status");
+    assert_eq!(status["notRunning"][0]["id"], "aa", "{status}");
+    // Told once, and no file is said to have appeared.
+    std::thread::sleep(Duration::from_millis(500));
+    let told: Vec<String> = dev.stderr().into_iter().filter(|l| l.contains("entry aa") || l.contains("appeared")).collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+}
+
+#[test]
+fn a_build_refused_for_its_permissions_loads_once_they_are_fixed() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    let lib = setup(&scratch, true);
+    let mut dev = Dev::start(scratch.path(), &[]);
+    // `install -m 666`: a new build that every user may write.
+    let tmp = lib.with_extension("new");
+    std::fs::write(&tmp, build_bytes('B')).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::rename(&tmp, &lib).unwrap();
+    dev.expect_notice("writable by every user");
+    assert_eq!(dev.version(), "A");
+    // chmod 644: no write, only the mode changes.
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o644)).unwrap();
+    dev.wait_until("build B never served after its mode was fixed", |dev| dev.version() == "B");
 }

@@ -1026,16 +1026,14 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
 }
 
 /// `1 plugin library`, `N plugin libraries`.
-/// `1 plugin library`, `3 plugin libraries`, and `; 2 entries wait for
-/// theirs` when entries wait for a library not there yet (or refused).
+/// `1 plugin library`, `3 plugin libraries`, and `; 2 entries not running`
+/// when enabled entries are not running (`status` lists them and why).
 fn libraries(dev: &crate::hmr::DevHost) -> String {
     let n = dev.library_sources().len();
     let loaded = if n == 1 { "1 plugin library".to_string() } else { format!("{n} plugin libraries") };
-    let mut waiting: Vec<String> = dev.awaited_entries().into_iter().map(|(id, _)| id).collect();
-    waiting.dedup();
-    match waiting.len() {
+    match dev.status()["notRunning"].as_array().map_or(0, Vec::len) {
         0 => loaded,
-        1 => format!("{loaded}; 1 entry waits for its library"),
-        m => format!("{loaded}; {m} entries wait for theirs"),
+        1 => format!("{loaded}; 1 entry not running (`status` says why)"),
+        m => format!("{loaded}; {m} entries not running (`status` says why)"),
     }
 }

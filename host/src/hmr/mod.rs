@@ -416,13 +416,18 @@ impl DevHost {
                 awaited.extend([&lead.named, &lead.target].into_iter().filter_map(|p| Awaited::file(p)).map(|a| (entry.id.clone(), a)));
                 continue;
             }
-            if let Ok(Target::Package { name }) | Err(ResolveError::NotFound { name, .. }) = resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
-                // A bare name is looked for as its file first; a package
-                // name can be declared by any library.
-                let file = (!name.starts_with('@')).then(|| resolve::library_file_name(name.split('/').next().unwrap_or(&name)));
-                for (folder, _) in &plugin_path.dirs {
-                    awaited.push((entry.id.clone(), Awaited::new(folder, file.clone())));
+            match resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
+                // A bare name found, but not loaded.
+                Ok(Target::Library { path, .. }) => awaited.extend(Awaited::file(&path).map(|a| (entry.id.clone(), a))),
+                Ok(Target::Package { name }) | Err(ResolveError::NotFound { name, .. }) => {
+                    // A bare name is looked for as its file first; a package
+                    // name can be declared by any library.
+                    let file = (!name.starts_with('@')).then(|| resolve::library_file_name(name.split('/').next().unwrap_or(&name)));
+                    for (folder, _) in &plugin_path.dirs {
+                        awaited.push((entry.id.clone(), Awaited::new(folder, file.clone())));
+                    }
                 }
+                _ => {}
             }
         }
         awaited.sort();
@@ -569,7 +574,12 @@ impl DevHost {
             let mut waiting: Vec<String> = Vec::new();
             let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
             let mut notes = Vec::new();
-            for (id, entry) in &wanted {
+            // In the file's order, as a fresh start applies them: of two
+            // new entries that conflict, the first one written runs.
+            let order: Vec<&Entry> = next.walk().into_iter().filter_map(|e| wanted.get(&e.id)).collect();
+            let mut seen_ids = HashSet::new();
+            for entry in order.into_iter().filter(|e| seen_ids.insert(e.id.clone())) {
+                let id = &entry.id;
                 // Unchanged rows keep running: an expression's value can change
                 // only with a provider it reads, and the loader restarts the
                 // consumers of a provider it swaps.
@@ -903,8 +913,9 @@ impl DevHost {
 
     /// The live entries, their plugin and library, as JSON:
     /// `{"reloads", "restarts", "entries": [{"id", "plugin", "fiber",
-    /// "library", "copy", "config"}], "waiting": [id], "notRunning": [{"id",
-    /// "name", "reason"}]}`, where `waiting` lists the entries waiting for
+    /// "library", "copy", "config", "heldBack"?}], "waiting": [id],
+    /// "notRunning": [{"id", "name", "reason"}]}`, where `heldBack` says why
+    /// an entry's changed row was not applied, `waiting` lists the entries waiting for
     /// a service and `notRunning` the other enabled entries that are not
     /// running (a library missing or refused, a config refused), each with
     /// the reason last found.
@@ -915,26 +926,36 @@ impl DevHost {
     pub fn status(&self) -> Value {
         let reloads = self.reloads();
         let loader = &self.host.loader;
+        let rows = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
+        let mut enabled = BTreeMap::new();
+        collect_enabled(loader, &rows, false, &mut enabled, &mut Vec::new());
+        let mut held = self.problems.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // Only rows that are not the ones running are held back.
+        held.retain(|id, _| {
+            enabled.get(id).is_some_and(|row| loader.live_entry(id).is_some_and(|live| !live.same_setup(row) || self.resolves_elsewhere(id, row)))
+        });
         let entries: Vec<Value> = loader
             .active_ids()
             .into_iter()
             .filter_map(|id| {
                 loader.with_active(&id, |a| {
-                    serde_json::json!({
+                    let mut entry = serde_json::json!({
                         "id": id,
                         "plugin": a.picked.decl.name.as_str(),
                         "fiber": a.fiber.owner().fiber,
                         "library": a.library.source.display().to_string(),
                         "copy": a.library.path.display().to_string(),
                         "config": a.config,
-                    })
+                    });
+                    // Its row in cordis.yml was changed, but not applied.
+                    if let Some(why) = held.get(&id) {
+                        entry["heldBack"] = Value::String(why.clone());
+                    }
+                    entry
                 })
             })
             .collect();
         let pending = loader.pending_ids();
-        let rows = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
-        let mut enabled = BTreeMap::new();
-        collect_enabled(loader, &rows, false, &mut enabled, &mut Vec::new());
         let reasons = self.problems.lock().unwrap_or_else(|e| e.into_inner());
         let not_running: Vec<Value> = enabled
             .values()
@@ -991,6 +1012,12 @@ const MAX_LINKS_FOLLOWED: usize = 40;
 fn lead(entry: &Entry, plugin_path: &crate::loader::resolve::PluginPath) -> Option<Lead> {
     use std::ffi::OsString;
     use std::path::Component;
+    // Only a path names a file; a bare name is looked up on the plugin
+    // path when its entry starts, and keeps that file while it runs.
+    let is_path = entry.name.starts_with("./") || entry.name.starts_with("../") || Path::new(&entry.name).is_absolute();
+    if !is_path {
+        return None;
+    }
     let path = match resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
         Ok(Target::Library { path, .. }) => path,
         Err(ResolveError::NoSuchFile { path, .. }) => PathBuf::from(path),

@@ -95,14 +95,16 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether an event can change a file's content or presence.
+/// Whether an event can change a file's content, presence or whether it
+/// may be loaded.
 fn is_change(kind: &notify::EventKind) -> bool {
     use notify::event::{AccessKind, AccessMode};
     use notify::EventKind;
     match kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) => false,
-        EventKind::Modify(notify::event::ModifyKind::Metadata(_)) => false,
+        // Metadata counts: a library's permissions (or its folder's)
+        // decide whether it may be loaded.
         _ => true,
     }
 }
@@ -155,7 +157,8 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>, seen: bool) {
     let mut composition = raw.iter().any(|p| named.contains(p));
     let mut libraries = Vec::new();
     for (path, is_composition) in &targets {
-        if changed.contains(path) {
+        // A file changed, or its folder's metadata (permissions fixed).
+        if changed.contains(path) || path.parent().is_some_and(|folder| changed.contains(folder)) {
             if *is_composition {
                 composition = true;
             } else {
@@ -271,10 +274,10 @@ fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched
 }
 
 /// The files that may have landed unseen: (in the folders just watched,
-/// awaited libraries, which can land in a folder in the moment between the
-/// folder appearing and its watch being added, and watched files, a
-/// library rebuilt into a re-created `target`; libraries awaited anew,
-/// `now` but not `before`, that were there already).
+/// libraries awaited already, which can land in a folder in the moment
+/// between the folder appearing and its watch being added, and watched
+/// files, a library rebuilt into a re-created `target`; libraries awaited
+/// anew, `now` but not `before`, that are there already).
 fn landed_unseen(
     dev: &DevHost,
     newly_watched: &[PathBuf],
@@ -292,7 +295,9 @@ fn landed_unseen(
                 list.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && awaited.matches(&canonical(p))).collect()
             }
         };
-        if is_new(&awaited.folder) {
+        // Awaited before, in a folder just watched: it landed in the
+        // moment the folder had no watch. Awaited only now: it was there.
+        if before.contains(awaited) {
             landed.extend(found);
         } else {
             present.extend(found);

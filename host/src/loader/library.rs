@@ -820,9 +820,10 @@ pub enum UnwrapError {
     },
 }
 
-/// Device, inode, size and modification time (seconds, nanoseconds): a
-/// file's content may have changed when any of them did.
-pub type FileIdentity = (u64, u64, u64, i64, i64);
+/// Device, inode, size, modification time (seconds, nanoseconds) and
+/// mode: a file's content, or whether it may be loaded (a library writable
+/// by every user is refused), may have changed when any of them did.
+pub type FileIdentity = (u64, u64, u64, i64, i64, u32);
 
 /// Whether a file's size or its modification or change time differ between
 /// two reads of its metadata. The kernel stamps times from a coarse clock
@@ -839,7 +840,7 @@ fn changed_since(before: &std::fs::Metadata, after: &std::fs::Metadata) -> bool 
 pub fn file_identity(path: &Path) -> Option<FileIdentity> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).ok()?;
-    Some((meta.dev(), meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec()))
+    Some((meta.dev(), meta.ino(), meta.len(), meta.mtime(), meta.mtime_nsec(), meta.mode()))
 }
 
 /// A declaration picked from a library, with its parsed config schema.
