@@ -1125,3 +1125,19 @@ fn a_build_refused_for_its_permissions_loads_once_they_are_fixed() {
     std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o644)).unwrap();
     dev.wait_until("build B never served after its mode was fixed", |dev| dev.version() == "B");
 }
+
+#[test]
+fn a_link_to_a_link_pointing_nowhere_names_the_missing_end() {
+    let scratch = Scratch::new();
+    let root = scratch.path();
+    std::fs::create_dir_all(root.join("plugins")).unwrap();
+    std::fs::create_dir_all(root.join("builds")).unwrap();
+    std::os::unix::fs::symlink("d.so", root.join("builds/cur.so")).unwrap();
+    std::os::unix::fs::symlink("../builds/cur.so", root.join("plugins/libv.so")).unwrap();
+    scratch.composition("- id: v\n  name: ./plugins/libv.so\n");
+    let mut dev = Dev::start(root, &[]);
+    let reason = dev.send("status")["notRunning"][0]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("builds/d.so, where no file is yet"), "{reason}");
+    std::fs::write(root.join("builds/d.so"), build_bytes('A')).unwrap();
+    dev.wait_until("v never loaded when the end of the chain landed", |dev| dev.running() == ["v"]);
+}

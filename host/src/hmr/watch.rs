@@ -179,7 +179,7 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>, seen: bool) {
             if std::fs::metadata(path).is_err() {
                 // A symlink pointing where nothing is yet (what it points to
                 // is awaited too), or a file gone again.
-                if let Ok(to) = std::fs::read_link(path) {
+                if let Some(to) = crate::loader::resolve::dangling_end(path) {
                     dev.note(format!("{} links to {}, which is not there yet; the entries waiting for it load when it is", path.display(), to.display()));
                 }
                 continue;

@@ -254,9 +254,9 @@ fn resolve_path(name: &str, composition_dir: &Path) -> Result<Target, ResolveErr
                 (composition_dir.join(lib), Some(export.to_string()))
             }
             _ => {
-                let dangling = match std::fs::read_link(&full) {
-                    Ok(to) => format!("; it links to {}, where no file is yet", to.display()),
-                    Err(_) => String::new(),
+                let dangling = match dangling_end(&full) {
+                    Some(end) => format!("; it links to {}, where no file is yet", end.display()),
+                    None => String::new(),
                 };
                 return Err(ResolveError::NoSuchFile {
                     name: name.to_string(),
@@ -269,6 +269,26 @@ fn resolve_path(name: &str, composition_dir: &Path) -> Result<Target, ResolveErr
     };
     let library = library_name_of(&path);
     Ok(Target::Library { path, export, library })
+}
+
+/// Where the chain of symlinks starting at `path` ends, when `path` is a
+/// symlink: the first path in it that is not a symlink (and does not
+/// exist, for a `path` that names no file). `None` for a path that is not
+/// a symlink. Follows at most 40 links, as Linux does.
+pub fn dangling_end(path: &Path) -> Option<PathBuf> {
+    let mut at = path.to_path_buf();
+    let mut followed = 0;
+    while let Ok(to) = std::fs::read_link(&at) {
+        if followed == 40 {
+            break;
+        }
+        at = match at.parent() {
+            Some(folder) if to.is_relative() => folder.join(to),
+            _ => to,
+        };
+        followed += 1;
+    }
+    (followed > 0).then_some(at)
 }
 
 /// The library files in `dir` (`lib*.so`), sorted by name; none when the
