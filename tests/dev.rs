@@ -1027,6 +1027,7 @@ fn an_entry_enabled_again_after_a_rebuild_runs_the_new_build() {
     scratch.composition(&format!("- id: v\n  name: ./plugins/libversioned.so\n  config:\n    label: z\n{todo}"));
     dev.wait_until("v never ran again", |dev| dev.running().iter().any(|r| r == "v"));
     assert_eq!(dev.version(), "B", "{:?}", dev.stderr());
+    dev.expect_notice("composition reloaded: enabled v");
     assert_eq!(dev.reloads(), 2);
 }
 
@@ -1140,4 +1141,24 @@ fn a_link_to_a_link_pointing_nowhere_names_the_missing_end() {
     assert!(reason.contains("builds/d.so, where no file is yet"), "{reason}");
     std::fs::write(root.join("builds/d.so"), build_bytes('A')).unwrap();
     dev.wait_until("v never loaded when the end of the chain landed", |dev| dev.running() == ["v"]);
+}
+
+#[test]
+fn a_composition_that_stops_reading_is_told_once_and_again_when_it_reads() {
+    let scratch = Scratch::new();
+    setup(&scratch, true);
+    let good = std::fs::read_to_string(scratch.path().join("cordis.yml")).unwrap();
+    let mut dev = Dev::start(scratch.path(), &[]);
+    let refusals = |dev: &Dev| dev.stderr().iter().filter(|l| l.contains("the composition was not reloaded")).count();
+    scratch.composition("- id: v\n  name: [unclosed\n");
+    dev.wait_until("the broken file was not told", |dev| refusals(dev) == 1);
+    // Saved again, still broken the same way: not told again.
+    scratch.composition("- id: v\n  name: [unclosed\n");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(refusals(&dev), 1, "{:?}", dev.stderr());
+    // Fixed: said so, and the running entries are untouched.
+    scratch.composition(&good);
+    dev.expect_notice("reads again");
+    assert_eq!(dev.version(), "A");
+    assert_eq!(dev.reloads(), 0);
 }

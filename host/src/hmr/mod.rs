@@ -124,6 +124,8 @@ pub struct DevHost {
     /// load when an entry was about to start on it, and why: the same
     /// build is not loaded (and mapped) again at every edit.
     refresh_refused: Mutex<HashMap<PathBuf, (library::SealedCopy, String)>>,
+    /// Why the composition last did not read or compose, until it does.
+    unreadable: Mutex<Option<String>>,
     /// The libraries whose last build loaded but was refused with the rows
     /// it would run with (its config schema or its `apply` rejected them):
     /// tried again when those rows are edited.
@@ -229,6 +231,7 @@ impl DevHost {
             refused_files: Mutex::new(HashMap::new()),
             refused_rows: Mutex::new(HashSet::new()),
             refresh_refused: Mutex::new(HashMap::new()),
+            unreadable: Mutex::new(None),
             listeners: Mutex::new(Vec::new()),
             problems: Mutex::new(problems),
             held: Mutex::new(HashMap::new()),
@@ -529,27 +532,39 @@ impl DevHost {
     /// the running entries whose row changed in this edit and is not the
     /// one they run.
     fn apply_composition(&self, edited: &mut HashSet<String>) -> Outcome {
-        let previous: HashMap<String, Entry> = self
-            .composition
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .walk()
-            .into_iter()
-            .filter(|e| !e.is_container())
-            .map(|e| (e.id.clone(), e.clone()))
-            .collect();
-        let path = self.composition_path();
-        let next = match Composition::compose(&path, &self.layers) {
-            Ok(c) => c,
-            Err(e) => return self.refuse(format!("the composition was not reloaded: {e}; the running version is kept")),
+        let (previous, was_enabled) = {
+            let composition = self.composition.lock().unwrap_or_else(|e| e.into_inner());
+            let rows: HashMap<String, Entry> =
+                composition.walk().into_iter().filter(|e| !e.is_container()).map(|e| (e.id.clone(), e.clone())).collect();
+            let mut enabled = BTreeMap::new();
+            collect_enabled(&self.host.loader, &composition.entries, false, &mut enabled, &mut Vec::new());
+            (rows, enabled)
         };
-        // An include whose file does not read would drop every entry it
-        // mounted: keep the last good tree instead.
-        let broken: Vec<String> =
-            next.walk().into_iter().filter(|e| e.is_container() && !e.problems.is_empty()).flat_map(|e| e.problems.clone()).collect();
-        if !broken.is_empty() {
-            return self.refuse(format!("the composition was not reloaded: {}; the running version is kept", broken.join("; ")));
-        }
+        let path = self.composition_path();
+        let composed = Composition::compose(&path, &self.layers).map_err(|e| e.to_string()).and_then(|next| {
+            // An include whose file does not read would drop every entry it
+            // mounted: keep the last good tree instead.
+            let broken: Vec<String> =
+                next.walk().into_iter().filter(|e| e.is_container() && !e.problems.is_empty()).flat_map(|e| e.problems.clone()).collect();
+            if broken.is_empty() { Ok(next) } else { Err(broken.join("; ")) }
+        });
+        let mut unreadable = self.unreadable.lock().unwrap_or_else(|e| e.into_inner());
+        let next = match composed {
+            Ok(next) => {
+                if unreadable.take().is_some() {
+                    self.note(format!("{} reads again", path.display()));
+                }
+                next
+            }
+            // The same fault again (a save that did not fix it) is not
+            // told again.
+            Err(e) if unreadable.as_deref() == Some(e.as_str()) => return Outcome::Refused(e),
+            Err(e) => {
+                *unreadable = Some(e.clone());
+                return self.refuse(format!("the composition was not reloaded: {e}; the running version is kept"));
+            }
+        };
+        drop(unreadable);
         let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
         let mut problems = Vec::new();
         collect_enabled(&self.host.loader, &next.entries, false, &mut wanted, &mut problems);
@@ -649,7 +664,10 @@ impl DevHost {
                     // Rows still there were disabled rather than removed.
                     let rows: HashSet<String> = next.walk().into_iter().filter(|e| !e.is_container()).map(|e| e.id.clone()).collect();
                     let (disabled, removed): (Vec<String>, Vec<String>) = remove.iter().cloned().partition(|id| rows.contains(id));
-                    let what = [("added", &added), ("changed", &changed), ("removed", &removed), ("disabled", &disabled), ("restarted", &restarted)]
+                    // Rows there before, disabled, that now start were enabled.
+                    let (enabled, added): (Vec<String>, Vec<String>) =
+                        added.iter().cloned().partition(|id| previous.contains_key(id) && !was_enabled.contains_key(id));
+                    let what = [("added", &added), ("enabled", &enabled), ("changed", &changed), ("removed", &removed), ("disabled", &disabled), ("restarted", &restarted)]
                         .iter()
                         .filter(|(_, ids)| !ids.is_empty())
                         .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
