@@ -395,28 +395,25 @@ impl DevHost {
     /// [`DevHost::awaited_libraries`], each with the id of the entry
     /// waiting for it.
     pub fn awaited_entries(&self) -> Vec<(String, Awaited)> {
-        let entries = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
-        let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
-        collect_enabled(&self.host.loader, &entries, false, &mut wanted, &mut Vec::new());
         let loader = &self.host.loader;
+        let wanted = enabled_rows(loader, &self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone());
         let pending: HashSet<String> = loader.pending_ids().into_iter().collect();
         let plugin_path = loader.plugin_path();
         let mut awaited: Vec<(String, Awaited)> = Vec::new();
         for entry in wanted.values().filter(|e| !pending.contains(&e.id)) {
-            let lead = lead(entry, plugin_path);
-            if loader.live_entry(&entry.id).is_some() {
-                // Running: awaited only when its row or a link now names
-                // another file (one not there yet, or refused), which the
-                // library watch does not cover.
-                if let Some(lead) = lead.filter(|_| self.resolves_elsewhere(&entry.id, entry)) {
+            let running = loader.with_active(&entry.id, |a| a.library.source.clone());
+            if let Some(lead) = lead(entry, plugin_path) {
+                // Not running: a file not there yet, or there but not
+                // loaded (a build that failed to load is retried when the
+                // next one lands). Running: only when its row or a link now
+                // names another file, which the library watch does not
+                // cover.
+                if running.is_none_or(|source| lead.target != source) {
                     awaited.extend([&lead.named, &lead.target].into_iter().filter_map(|p| Awaited::file(p)).map(|a| (entry.id.clone(), a)));
                 }
                 continue;
             }
-            if let Some(lead) = lead {
-                // A file not there yet, or there but not loaded (a build
-                // that failed to load is retried when the next one lands).
-                awaited.extend([&lead.named, &lead.target].into_iter().filter_map(|p| Awaited::file(p)).map(|a| (entry.id.clone(), a)));
+            if running.is_some() {
                 continue;
             }
             match resolve::resolve(&entry.name, &entry.base_dir, plugin_path) {
@@ -534,11 +531,8 @@ impl DevHost {
     fn apply_composition(&self, edited: &mut HashSet<String>) -> Outcome {
         let (previous, was_enabled) = {
             let composition = self.composition.lock().unwrap_or_else(|e| e.into_inner());
-            let rows: HashMap<String, Entry> =
-                composition.walk().into_iter().filter(|e| !e.is_container()).map(|e| (e.id.clone(), e.clone())).collect();
-            let mut enabled = BTreeMap::new();
-            collect_enabled(&self.host.loader, &composition.entries, false, &mut enabled, &mut Vec::new());
-            (rows, enabled)
+            let rows: HashMap<String, Entry> = leaves(&composition).map(|e| (e.id.clone(), e.clone())).collect();
+            (rows, enabled_rows(&self.host.loader, &composition.entries))
         };
         let path = self.composition_path();
         let composed = Composition::compose(&path, &self.layers).map_err(|e| e.to_string()).and_then(|next| {
@@ -583,17 +577,18 @@ impl DevHost {
         // Entries whose `apply` failed in an earlier try of this change: the
         // rest of the change is tried again without them.
         let mut failed: HashMap<String, String> = HashMap::new();
+        // In the file's order, as a fresh start applies them: of two new
+        // entries that conflict, the first one written runs.
+        // (Each id once: a duplicate id is a problem of its row.)
+        let mut seen = HashSet::new();
+        let order: Vec<&Entry> = leaves(&next).filter(|e| seen.insert(&e.id)).filter_map(|e| wanted.get(&e.id)).collect();
         loop {
             let mut problems = problems.clone();
             let mut prepared: Vec<(Entry, Prepared)> = Vec::new();
             let mut waiting: Vec<String> = Vec::new();
             let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
             let mut notes = Vec::new();
-            // In the file's order, as a fresh start applies them: of two
-            // new entries that conflict, the first one written runs.
-            let order: Vec<&Entry> = next.walk().into_iter().filter_map(|e| wanted.get(&e.id)).collect();
-            let mut seen_ids = HashSet::new();
-            for entry in order.into_iter().filter(|e| seen_ids.insert(e.id.clone())) {
+            for &entry in &order {
                 let id = &entry.id;
                 // Unchanged rows keep running: an expression's value can change
                 // only with a provider it reads, and the loader restarts the
@@ -662,7 +657,7 @@ impl DevHost {
             match self.host.loader.swap(prepared, &remove) {
                 Ok(restarted) => {
                     // Rows still there were disabled rather than removed.
-                    let rows: HashSet<String> = next.walk().into_iter().filter(|e| !e.is_container()).map(|e| e.id.clone()).collect();
+                    let rows: HashSet<&String> = leaves(&next).map(|e| &e.id).collect();
                     let (disabled, removed): (Vec<String>, Vec<String>) = remove.iter().cloned().partition(|id| rows.contains(id));
                     // Rows there before, disabled, that now start were enabled.
                     let (enabled, added): (Vec<String>, Vec<String>) =
@@ -797,9 +792,7 @@ impl DevHost {
                 return self.refuse(format!("the new build of {} was not loaded: {found}; the previous version keeps serving", source.display()));
             }
         }
-        let mut wanted: BTreeMap<String, Entry> = BTreeMap::new();
-        let rows = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
-        collect_enabled(loader, &rows, false, &mut wanted, &mut Vec::new());
+        let mut wanted = enabled_rows(loader, &self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone());
         let mut prepared = Vec::new();
         let mut applied_rows = Vec::new();
         for id in &users {
@@ -944,9 +937,7 @@ impl DevHost {
     pub fn status(&self) -> Value {
         let reloads = self.reloads();
         let loader = &self.host.loader;
-        let rows = self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone();
-        let mut enabled = BTreeMap::new();
-        collect_enabled(loader, &rows, false, &mut enabled, &mut Vec::new());
+        let enabled = enabled_rows(loader, &self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone());
         let mut held = self.problems.lock().unwrap_or_else(|e| e.into_inner()).clone();
         // Only rows that are not the ones running are held back.
         held.retain(|id, _| {
@@ -990,6 +981,20 @@ impl DevHost {
 /// Enabled, problem-free or not, non-container entries by id (a disabled
 /// group disables its children; `!!js` switches are evaluated now, as at
 /// every mount decision, and one that fails is reported in `problems`).
+/// The entries of `composition` that are not groups or includes, in the
+/// file's order.
+fn leaves(composition: &Composition) -> impl Iterator<Item = &Entry> {
+    composition.walk().into_iter().filter(|e| !e.is_container())
+}
+
+/// The enabled leaf entries of `entries` by id (see [`collect_enabled`]);
+/// a `disabled` expression that fails leaves its entry out.
+fn enabled_rows(loader: &Loader, entries: &[Entry]) -> BTreeMap<String, Entry> {
+    let mut out = BTreeMap::new();
+    collect_enabled(loader, entries, false, &mut out, &mut Vec::new());
+    out
+}
+
 fn collect_enabled(loader: &Loader, entries: &[Entry], parent_disabled: bool, out: &mut BTreeMap<String, Entry>, problems: &mut Vec<String>) {
     for e in entries {
         let own = match loader.disabled(e) {

@@ -47,10 +47,9 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
     })
     .map_err(|e| format!("cannot watch files: {e}"))?;
     let mut watched = Watched::new();
-    sync_watches(&dev, &mut watcher, &mut watched);
     // What was awaited after the last batch: a file awaited anew (a row or
     // a link now names it) may be there already, with no event to come.
-    let mut awaited: BTreeSet<Awaited> = dev.awaited_libraries().into_iter().collect();
+    let (_, mut awaited) = sync_watches(&dev, &mut watcher, &mut watched);
     dev.hold_sources();
     std::thread::Builder::new()
         .name("cordis-dev-watch".into())
@@ -73,8 +72,7 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
                 // check that finds some handles them and looks again
                 // (bounded: handling one can await another).
                 for _ in 0..8 {
-                    let newly = sync_watches(&dev, &mut watcher, &mut watched);
-                    let now: BTreeSet<Awaited> = dev.awaited_libraries().into_iter().collect();
+                    let (newly, now) = sync_watches(&dev, &mut watcher, &mut watched);
                     let (landed, present) = landed_unseen(&dev, &newly, &now, &awaited);
                     awaited = now;
                     if landed.is_empty() && present.is_empty() {
@@ -233,14 +231,16 @@ fn folder_identity(dir: &Path) -> Option<(u64, u64)> {
 /// that the folders below it are watched as they come back. Folders that
 /// are gone, were replaced, or are no longer needed lose their watch.
 /// Repeats until nothing changes, since a folder can appear between a
-/// look and its watch. Returns the folders newly watched.
-fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched: &mut Watched) -> Vec<PathBuf> {
+/// look and its watch. Returns the folders newly watched, and the
+/// awaited libraries as the last look found them.
+fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched: &mut Watched) -> (Vec<PathBuf>, BTreeSet<Awaited>) {
     let mut added = Vec::new();
     let mut failed: HashSet<PathBuf> = HashSet::new();
     loop {
+        let awaited: BTreeSet<Awaited> = dev.awaited_libraries().into_iter().collect();
         let mut wanted: HashSet<PathBuf> =
             targets(dev).into_keys().chain(dev.named_libraries()).filter_map(|path| path.parent().map(Path::to_path_buf)).collect();
-        wanted.extend(dev.awaited_libraries().into_iter().map(|a| a.folder));
+        wanted.extend(awaited.iter().map(|a| a.folder.clone()));
         let wanted: HashSet<PathBuf> = wanted.iter().filter_map(|f| f.ancestors().find(|a| a.is_dir()).map(canonical)).collect();
         let stale: Vec<PathBuf> =
             watched.iter().filter(|(dir, id)| !wanted.contains(*dir) || folder_identity(dir) != Some(**id)).map(|(dir, _)| dir.clone()).collect();
@@ -268,7 +268,7 @@ fn sync_watches(dev: &DevHost, watcher: &mut notify::RecommendedWatcher, watched
             }
         }
         if !more {
-            return added;
+            return (added, awaited);
         }
     }
 }
