@@ -77,8 +77,13 @@ impl Dev {
     }
 
     fn fiber(&mut self, id: &str) -> u64 {
+        self.entry(id).unwrap()["fiber"].as_u64().unwrap()
+    }
+
+    /// Running entry `id` as `status` shows it, if it runs.
+    fn entry(&mut self, id: &str) -> Option<Value> {
         let status = self.send("status");
-        status["entries"].as_array().unwrap().iter().find(|e| e["id"] == id).unwrap()["fiber"].as_u64().unwrap()
+        status["entries"].as_array().unwrap().iter().find(|e| e["id"] == id).cloned()
     }
 
     fn stderr(&self) -> Vec<String> {
@@ -850,7 +855,7 @@ fn a_config_change_and_a_schema_change_reload_in_either_order() {
     // key to the composition and rebuilds: whichever lands first is
     // refused by the version running, and the second must bring both in.
     let labelled = "- id: v\n  name: ./plugins/libversioned.so\n  config:\n    label: x\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n";
-    let config = |dev: &mut Dev| dev.send("status")["entries"].as_array().unwrap().iter().find(|e| e["id"] == "v").unwrap()["config"].clone();
+    let config = |dev: &mut Dev| dev.entry("v").unwrap()["config"].clone();
 
     // The composition first, then the build.
     let scratch = Scratch::new();
@@ -964,10 +969,7 @@ fn links_that_point_nowhere_yet_removed_links_and_linked_folders_are_followed() 
     }
     scratch.composition("- id: v\n  name: ./plugins/libversioned.so\n- id: w\n  name: ./build/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n");
     let mut dev = Dev::start(root, &[]);
-    let library_of = |dev: &mut Dev, id: &str| {
-        let status = dev.send("status");
-        status["entries"].as_array().unwrap().iter().find(|e| e["id"] == id).map(|e| e["library"].as_str().unwrap().to_string())
-    };
+    let library_of = |dev: &mut Dev, id: &str| dev.entry(id).map(|e| e["library"].as_str().unwrap().to_string());
     // A link made before what it points to exists: the entry loads when
     // the file lands there.
     std::os::unix::fs::symlink("../new/libversioned.so", &link).unwrap();
@@ -1006,8 +1008,8 @@ fn an_entry_renamed_to_a_library_not_built_yet_moves_when_it_lands() {
     assert!(dev.expect_notice("libnext.so").contains("the running version is kept"));
     assert_eq!(dev.version(), "A");
     // status shows the change held back on the running entry.
-    let status = dev.send("status");
-    assert!(status["entries"].as_array().unwrap().iter().any(|e| e["id"] == "v" && e["heldBack"].as_str().is_some_and(|w| w.contains("libnext.so"))), "{status}");
+    let v = dev.entry("v").unwrap();
+    assert!(v["heldBack"].as_str().is_some_and(|w| w.contains("libnext.so")), "{v}");
     std::fs::write(lib.with_file_name("libnext.so"), build_bytes('B')).unwrap();
     dev.wait_until("v never moved to libnext.so", |dev| dev.version() == "B");
 }
@@ -1045,8 +1047,7 @@ fn an_entry_whose_apply_fails_is_left_out_and_the_rest_of_the_edit_applies() {
     dev.expect_notice("composition reloaded: changed todo");
     let status = dev.send("status");
     assert_eq!(status["notRunning"][0]["id"], "v2", "{status}");
-    let todo = status["entries"].as_array().unwrap().iter().find(|e| e["id"] == "todo").unwrap().clone();
-    assert_eq!(todo["config"]["allowParallelInProgress"], false);
+    assert_eq!(dev.entry("todo").unwrap()["config"]["allowParallelInProgress"], false);
     // A later save that leaves v2 as it was does not tell it again.
     scratch.composition(&format!("{edit}# a comment\n"));
     std::thread::sleep(Duration::from_millis(600));
@@ -1073,9 +1074,8 @@ fn a_provider_whose_apply_fails_in_an_edit_leaves_its_consumers_applied_once() {
     assert!(dev.expect_notice("told to fail").ends_with("(the running version is kept)"));
     dev.expect_notice("composition reloaded: changed a-user");
     std::thread::sleep(Duration::from_millis(300));
-    let status = dev.send("status");
-    let counter = status["entries"].as_array().unwrap().iter().find(|e| e["id"] == "counter").unwrap().clone();
-    assert_eq!(counter["config"]["fail"], false, "the provider keeps its version: {status}");
+    let counter = dev.entry("counter").unwrap();
+    assert_eq!(counter["config"]["fail"], false, "the provider keeps its version: {counter}");
     let tools = dev.send("tools");
     let names: Vec<String> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(names.iter().filter(|n| n.starts_with("next")).collect::<Vec<_>>(), ["next2"], "{tools}");
