@@ -36,8 +36,8 @@ use crate::tape::{self, ArgToken};
 /// Everything a plugin crate usually needs.
 pub mod prelude {
     pub use super::{
-        Context, EncodedReply, EventInvariant, Fold, Plugin, PluginError, ServiceError, ServiceHandle, ServiceProvider, ToolContext,
-        ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
+        Context, EncodedReply, EventInvariant, Fold, ParsedArgs, Plugin, PluginError, ServiceError, ServiceHandle, ServiceProvider,
+        ToolContext, ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
     };
     pub use crate::ffi::LogLevel;
     pub use crate::json::{JsonStr, JsonText};
@@ -599,6 +599,24 @@ pub trait TypedTool: Send + Sync + 'static {
         };
         Ok(EncodedReply { text: reply.text, value })
     }
+    /// Runs one call from the host's parse of its arguments (already
+    /// checked against the schema), like [`TypedTool::execute_encoded`].
+    /// The default builds [`TypedTool::Args`] from it, which copies every
+    /// string of the arguments, and calls `execute_encoded`.
+    ///
+    /// A tool on a hot path may override it to deserialize, with
+    /// [`ParsedArgs::deserialize`], a type that borrows its strings
+    /// (`&'a str`, or `Cow<'a, str>` with `#[serde(borrow)]`) for the
+    /// length of the call instead. It must answer exactly as
+    /// `execute_encoded` would for the same arguments: a host that passes
+    /// the argument text rather than its parse calls `execute_encoded`.
+    ///
+    /// # Errors
+    /// As [`TypedTool::execute`]; `invalid arguments: ...` when the parse
+    /// does not have the shape of the arguments type.
+    fn execute_parsed(&self, args: ParsedArgs<'_>, cx: &ToolContext<'_>) -> Result<EncodedReply, ToolError> {
+        self.execute_encoded(args.deserialize()?, cx)
+    }
     /// A card describing a call for interactive hosts. The default is a
     /// generic card titled with the tool's name carrying the arguments.
     fn present_call(&self, args: &Value) -> Value {
@@ -609,6 +627,32 @@ pub trait TypedTool: Send + Sync + 'static {
     /// declares nothing. Use [`schema::schema_for`] on the value's type.
     fn output_schema(&self) -> Option<Value> {
         None
+    }
+}
+
+/// A call's arguments as the host parsed them and checked them against the
+/// tool's schema, handed to [`TypedTool::execute_parsed`]: a list of
+/// [`ArgToken`]s (see [`crate::tape`]) whose strings live in the host for
+/// the length of the call.
+#[derive(Debug, Clone, Copy)]
+pub struct ParsedArgs<'a> {
+    tokens: &'a [ArgToken<'a>],
+}
+
+impl<'a> ParsedArgs<'a> {
+    /// The arguments of a call, from the host's tokens.
+    pub fn new(tokens: &'a [ArgToken<'a>]) -> Self {
+        ParsedArgs { tokens }
+    }
+
+    /// Deserializes the arguments into `T`, whose strings may borrow from
+    /// the host's parse for `'a` (see [`tape::from_tokens`]).
+    ///
+    /// # Errors
+    /// `invalid arguments: <serde's message>` when the value does not have
+    /// `T`'s shape.
+    pub fn deserialize<T: Deserialize<'a>>(&self) -> Result<T, ToolError> {
+        tape::from_tokens(self.tokens).map_err(|e| ToolError(format!("invalid arguments: {e}")))
     }
 }
 
@@ -829,8 +873,8 @@ impl<T: TypedTool> Tool for ToolAdapter<T> {
             || {
                 // The host's parse, checked against the schema: no text to
                 // parse again, only the typed arguments to build.
-                let args: T::Args = tape::from_tokens(tokens.as_slice()).map_err(|e| format!("invalid arguments: {e}"))?;
-                self.run_args(args, &cx)
+                let context = ToolContext { raw: &cx };
+                self.tool.execute_parsed(ParsedArgs::new(tokens.as_slice()), &context).map_err(|e| e.0)
             },
         ))
     }

@@ -17,7 +17,7 @@ use std::fmt;
 
 use abi_stable::std_types::RStr;
 use abi_stable::StableAbi;
-use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, IntoDeserializer, Visitor};
 use serde_json::Value;
 
 /// One token of a parsed JSON value (see the [module](self) docs for the
@@ -52,40 +52,49 @@ pub fn token_count(value: &Value) -> usize {
     }
 }
 
-/// Appends the tokens of `value` to `out`, borrowing its strings.
-pub fn write_tokens<'a>(value: &'a Value, out: &mut Vec<ArgToken<'a>>) {
-    match value {
-        Value::Null => out.push(ArgToken::Null),
-        Value::Bool(b) => out.push(ArgToken::Bool(*b)),
-        Value::Number(n) => out.push(match (n.as_u64(), n.as_i64()) {
+/// Appends the tokens of `value` to `out` (a `Vec`, or any collection
+/// that can be extended, such as a small vector on the stack), borrowing
+/// its strings.
+pub fn write_tokens<'a>(value: &'a Value, out: &mut impl Extend<ArgToken<'a>>) {
+    let token = match value {
+        Value::Null => ArgToken::Null,
+        Value::Bool(b) => ArgToken::Bool(*b),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
             (Some(u), _) => ArgToken::U64(u),
             (None, Some(i)) => ArgToken::I64(i),
             _ => ArgToken::F64(n.as_f64().unwrap_or(f64::NAN)),
-        }),
-        Value::String(s) => out.push(ArgToken::Str(s.as_str().into())),
+        },
+        Value::String(s) => ArgToken::Str(s.as_str().into()),
         Value::Array(items) => {
-            out.push(ArgToken::Seq(items.len() as u64));
+            out.extend(Some(ArgToken::Seq(items.len() as u64)));
             for item in items {
                 write_tokens(item, out);
             }
+            return;
         }
         Value::Object(map) => {
-            out.push(ArgToken::Map(map.len() as u64));
+            out.extend(Some(ArgToken::Map(map.len() as u64)));
             for (key, item) in map {
-                out.push(ArgToken::Str(key.as_str().into()));
+                out.extend(Some(ArgToken::Str(key.as_str().into())));
                 write_tokens(item, out);
             }
+            return;
         }
-    }
+    };
+    out.extend(Some(token));
 }
 
 /// Deserializes a `T` from `tokens`, which must hold exactly one value.
+///
+/// `T` may borrow its strings from the tokens (a `&'a str` or, with
+/// `#[serde(borrow)]`, a `Cow<'a, str>` field): every string is handed to
+/// the visitor borrowed, so such a field copies nothing.
 ///
 /// # Errors
 /// `serde`'s message when the value does not have `T`'s shape (for
 /// example `invalid type: string "x", expected u32`), or when the tokens
 /// are cut short or hold more than one value.
-pub fn from_tokens<T: DeserializeOwned>(tokens: &[ArgToken<'_>]) -> Result<T, TapeError> {
+pub fn from_tokens<'a, T: Deserialize<'a>>(tokens: &[ArgToken<'a>]) -> Result<T, TapeError> {
     let mut reader = Reader { tokens, at: 0 };
     let value = T::deserialize(&mut reader)?;
     if reader.at != tokens.len() {
@@ -357,7 +366,7 @@ mod tests {
     }
 
     /// What `serde_json` gives from the same value, we give from its tokens.
-    fn same<T: DeserializeOwned + PartialEq + fmt::Debug>(value: Value) {
+    fn same<T: serde::de::DeserializeOwned + PartialEq + fmt::Debug>(value: Value) {
         let mut tokens = Vec::new();
         write_tokens(&value, &mut tokens);
         assert_eq!(tokens.len(), token_count(&value));
@@ -388,6 +397,27 @@ mod tests {
         same::<(u8, u8)>(json!([1, 2, 3]));
         same::<Option<Vec<u8>>>(json!(null));
         same::<Value>(json!({"todos": [{"content": "x", "status": "pending"}]}));
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Borrowing<'a> {
+        plain: &'a str,
+        #[serde(borrow)]
+        cow: std::borrow::Cow<'a, str>,
+        #[serde(borrow)]
+        list: Vec<&'a str>,
+    }
+
+    #[test]
+    fn borrowed_fields_point_into_the_parsed_value() {
+        let value = json!({"plain": "a \"quoted\" text", "cow": "ü\n", "list": ["x", "y"]});
+        let mut tokens = Vec::new();
+        write_tokens(&value, &mut tokens);
+        let got: Borrowing<'_> = from_tokens(&tokens).unwrap();
+        assert_eq!((got.plain, got.cow.as_ref(), got.list.as_slice()), ("a \"quoted\" text", "ü\n", ["x", "y"].as_slice()));
+        assert!(std::ptr::eq(got.plain, value["plain"].as_str().unwrap()), "copied, not borrowed");
+        assert!(matches!(got.cow, std::borrow::Cow::Borrowed(_)), "a Cow field is borrowed");
+        assert!(std::ptr::eq(got.list[1], value["list"][1].as_str().unwrap()));
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! is one less thing the model has to produce per call). The list is always
 //! sent and stored whole, so items need no identity of their own.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use cordis_abi::sdk::prelude::JsonSchema;
@@ -70,6 +72,30 @@ impl Todo {
     }
 }
 
+/// A [`Todo`] as a call's arguments give it, with its `content` borrowed
+/// from the host's parse of the arguments instead of copied: the tool's
+/// call path deserializes these (see `TypedTool::execute_parsed`).
+///
+/// Same JSON as [`Todo`] both ways: the keys `content` and `status`, and
+/// no other key. A `content` with escapes
+/// that serde has to unescape from JSON text comes out owned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TodoRef<'a> {
+    /// The task itself.
+    #[serde(borrow)]
+    pub content: Cow<'a, str>,
+    /// Where it stands.
+    pub status: Status,
+}
+
+impl TodoRef<'_> {
+    /// The same todo with its content owned.
+    pub fn to_todo(&self) -> Todo {
+        Todo::new(self.content.as_ref(), self.status)
+    }
+}
+
 /// Removes the `description` a type's doc comment gives its schema: these doc
 /// comments are written for Rust readers, while the model-facing schema
 /// carries only the field descriptions.
@@ -105,9 +131,14 @@ pub struct Counts {
 impl Counts {
     /// Counts the statuses of `todos`.
     pub fn of(todos: &[Todo]) -> Counts {
+        Counts::of_statuses(todos.iter().map(|t| t.status))
+    }
+
+    /// Counts `statuses`.
+    pub fn of_statuses(statuses: impl IntoIterator<Item = Status>) -> Counts {
         let mut counts = Counts::default();
-        for todo in todos {
-            match todo.status {
+        for status in statuses {
+            match status {
                 Status::Pending => counts.pending += 1,
                 Status::InProgress => counts.in_progress += 1,
                 Status::Completed => counts.completed += 1,

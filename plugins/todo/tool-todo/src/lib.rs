@@ -37,10 +37,11 @@ pub mod view;
 use cordis_abi::sdk::prelude::*;
 
 pub use invariant::{check_todo_write, TodoWriteInvariant};
-pub use item::{Counts, Status, Todo, TodoWrite};
+pub use item::{Counts, Status, Todo, TodoRef, TodoWrite};
 pub use projection::{TodosProjection, TodosState};
 pub use tool::{
-    encoded_reply, execute_call, execute_call_encoded, validate_call, Policy, TodoArgs, TodoSink, TodoWriteTool, TodoWriteValue,
+    encoded_reply, execute_call, execute_call_encoded, execute_call_parsed, validate_borrowed, validate_call, Policy, TodoArgs,
+    TodoArgsRef, TodoSink, TodoWriteTool, TodoWriteValue,
     TODO_WRITE, TOOL_NAME,
 };
 pub use trim::js_trim;

@@ -24,17 +24,23 @@
 //! 5. the reply: text `Updated todo list: P pending, I in progress, C completed.`
 //!    and value `{"todos": [...], "counts": {"pending", "inProgress", "completed"}}`.
 //!
-//! Steps 2–5 are [`execute_call`]; the SDK entry point runs
-//! [`execute_call_encoded`], the same steps with the event data encoded
-//! straight to JSON text once and the reply value made from it (the data
-//! plus the counts). [`validate_call`] is step 2 alone.
+//! Steps 2–5 are [`execute_call`]. [`execute_call_encoded`] runs the same
+//! steps with the event data encoded straight to JSON text once and the
+//! reply value made from it (the data plus the counts): the SDK runs it for
+//! a call that arrives as text. A call through the host arrives as the
+//! host's parse, and runs [`execute_call_parsed`]: the same again, with each
+//! todo's content borrowed from that parse instead of copied.
+//! [`validate_call`] is step 2 alone ([`validate_borrowed`] on borrowed
+//! arguments).
 
 use std::collections::HashMap;
 
 use cordis_abi::sdk::prelude::*;
 use cordis_abi::sdk::ToolContext;
 
-use crate::item::{Counts, Status, Todo};
+use std::borrow::Cow;
+
+use crate::item::{Counts, Status, Todo, TodoRef};
 use crate::trim::js_trim;
 
 /// The tool's name, as the model calls it.
@@ -53,6 +59,17 @@ pub const TODO_WRITE: &str = "todo/write";
 pub struct TodoArgs {
     /// The whole task list. It replaces the list sent before, so include every task each time.
     pub todos: Vec<Todo>,
+}
+
+/// [`TodoArgs`] with each todo's content borrowed from the host's parse of
+/// the arguments ([`TodoRef`]): what the tool deserializes on the host's
+/// call path, where copying the contents would only make garbage. The same
+/// JSON shape.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TodoArgsRef<'a> {
+    /// The whole task list.
+    #[serde(borrow)]
+    pub todos: Vec<TodoRef<'a>>,
 }
 
 /// How many todos may be `in_progress` at once: the deployment's choice,
@@ -136,16 +153,70 @@ pub fn parameters() -> Value {
 /// `$.todos[1].content "deploy" repeats $.todos[0].content ...`, or
 /// `at most one todo may be in_progress at a time ...; this list marks 2`.
 pub fn validate_call(args: TodoArgs, policy: Policy) -> Result<Vec<Todo>, String> {
-    let mut todos = args.todos;
-    for todo in &mut todos {
-        let trimmed = js_trim(&todo.content);
-        if trimmed.len() != todo.content.len() {
-            todo.content = trimmed.to_string();
+    validate_list(args.todos, policy)
+}
+
+/// [`validate_call`] on borrowed arguments: the same checks and messages,
+/// and each trimmed `content` still borrowed where it was.
+///
+/// # Errors
+/// As [`validate_call`].
+pub fn validate_borrowed(args: TodoArgsRef<'_>, policy: Policy) -> Result<Vec<TodoRef<'_>>, String> {
+    validate_list(args.todos, policy)
+}
+
+/// A todo the call pipeline handles: owned ([`Todo`]) or borrowed
+/// ([`TodoRef`]), encoded the same way.
+trait ListItem: Serialize {
+    fn content(&self) -> &str;
+    fn status(&self) -> Status;
+    /// Trims the content with [`js_trim`].
+    fn trim(&mut self);
+}
+
+impl ListItem for Todo {
+    fn content(&self) -> &str {
+        &self.content
+    }
+    fn status(&self) -> Status {
+        self.status
+    }
+    fn trim(&mut self) {
+        let trimmed = js_trim(&self.content);
+        if trimmed.len() != self.content.len() {
+            self.content = trimmed.to_string();
         }
+    }
+}
+
+impl ListItem for TodoRef<'_> {
+    fn content(&self) -> &str {
+        &self.content
+    }
+    fn status(&self) -> Status {
+        self.status
+    }
+    fn trim(&mut self) {
+        match &mut self.content {
+            Cow::Borrowed(text) => *text = js_trim(text),
+            Cow::Owned(text) => {
+                let trimmed = js_trim(text);
+                if trimmed.len() != text.len() {
+                    *text = trimmed.to_string();
+                }
+            }
+        }
+    }
+}
+
+/// The checks of [`validate_call`], on either kind of todo.
+fn validate_list<T: ListItem>(mut todos: Vec<T>, policy: Policy) -> Result<Vec<T>, String> {
+    for todo in &mut todos {
+        todo.trim();
     }
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(todos.len());
     for (index, todo) in todos.iter().enumerate() {
-        let content = todo.content.as_str();
+        let content = todo.content();
         if content.is_empty() {
             return Err(format!(
                 "$.todos[{index}].content must not be empty: it has no text once surrounding whitespace is removed"
@@ -161,7 +232,7 @@ pub fn validate_call(args: TodoArgs, policy: Policy) -> Result<Vec<Todo>, String
     if policy == Policy::Single {
         let active = todos
             .iter()
-            .filter(|t| t.status == Status::InProgress)
+            .filter(|t| t.status() == Status::InProgress)
             .count();
         if active > 1 {
             return Err(format!(
@@ -223,24 +294,24 @@ pub fn encoded_reply(todos: Vec<Todo>) -> Result<EncodedReply, ToolError> {
 /// The `todo/write` data `{"todos":[...]}` for `todos`, byte for byte what
 /// encoding a [`TodoWrite`](crate::TodoWrite) gives, into a buffer sized
 /// for it up front.
-fn encode_data(todos: &[Todo]) -> Result<JsonText, ToolError> {
+fn encode_data<T: ListItem>(todos: &[T]) -> Result<JsonText, ToolError> {
     // `{"content":"","status":"in_progress"},` is 39 bytes around the
     // content; a content with characters to escape grows the buffer once.
-    let size = 12 + todos.iter().map(|t| t.content.len() + 39).sum::<usize>();
+    let size = 12 + todos.iter().map(|t| t.content().len() + 39).sum::<usize>();
     JsonText::encode_with_capacity(&TodoWriteData { todos }, size).map_err(|e| ToolError(format!("cannot encode the todo list: {e}")))
 }
 
 /// What the `todo/write` data is made from, borrowed.
 #[derive(Serialize)]
-struct TodoWriteData<'a> {
-    todos: &'a [Todo],
+struct TodoWriteData<'a, T> {
+    todos: &'a [T],
 }
 
 /// The reply for `todos`, whose `todo/write` data is `data`: the value is
 /// that object with the counts added after the list, byte for byte what
 /// encoding a [`TodoWriteValue`] gives, without encoding the list again.
-fn encoded_reply_of(todos: &[Todo], data: &JsonText) -> Result<EncodedReply, ToolError> {
-    let counts = Counts::of(todos);
+fn encoded_reply_of<T: ListItem>(todos: &[T], data: &JsonText) -> Result<EncodedReply, ToolError> {
+    let counts = Counts::of_statuses(todos.iter().map(ListItem::status));
     let value = data.with_member("counts", &counts).map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
     Ok(EncodedReply {
         text: reply_text(&counts),
@@ -285,7 +356,8 @@ pub fn execute_call(
     policy: Policy,
     sink: &dyn TodoSink,
 ) -> Result<ToolReply, ToolError> {
-    record(args, policy, sink).map(|(todos, _)| reply(todos))
+    let todos = validate_call(args, policy).map_err(ToolError)?;
+    record(todos, sink).map(|(todos, _)| reply(todos))
 }
 
 /// [`execute_call`] with the reply's value as JSON text: what the tool's
@@ -299,19 +371,40 @@ pub fn execute_call_encoded(
     policy: Policy,
     sink: &dyn TodoSink,
 ) -> Result<EncodedReply, ToolError> {
-    let (todos, data) = record(args, policy, sink)?;
+    let todos = validate_call(args, policy).map_err(ToolError)?;
+    let (todos, data) = record(todos, sink)?;
     encoded_reply_of(&todos, &data)
 }
 
-/// Steps 2–4 of the [module](self) pipeline: validates the list, requires
-/// an agent session and appends the list to it; returns the list as stored
-/// and the event data appended.
-fn record(
-    args: TodoArgs,
+/// [`execute_call_encoded`] on the host's parse of the arguments: what the
+/// tool's `execute_parsed` (the host's call path) runs. The contents are
+/// borrowed ([`TodoArgsRef`], [`validate_borrowed`]), not copied; the event
+/// data appended and the reply are those of `execute_call_encoded` on the
+/// same arguments.
+///
+/// # Errors
+/// As [`execute_call`]. Arguments of the wrong shape (which the host's
+/// schema check keeps out) get the message deserializing [`TodoArgs`]
+/// gives, as on the text path.
+pub fn execute_call_parsed(
+    args: ParsedArgs<'_>,
     policy: Policy,
     sink: &dyn TodoSink,
-) -> Result<(Vec<Todo>, JsonText), ToolError> {
-    let todos = validate_call(args, policy).map_err(ToolError)?;
+) -> Result<EncodedReply, ToolError> {
+    let Ok(borrowed) = args.deserialize::<TodoArgsRef<'_>>() else {
+        // serde names the type it was building in its message: build the
+        // owned one to say what the text path says.
+        return execute_call_encoded(args.deserialize()?, policy, sink);
+    };
+    let todos = validate_borrowed(borrowed, policy).map_err(ToolError)?;
+    let (todos, data) = record(todos, sink)?;
+    encoded_reply_of(&todos, &data)
+}
+
+/// Steps 3–4 of the [module](self) pipeline for a validated list: requires
+/// an agent session and appends the list to it; returns the list and the
+/// event data appended.
+fn record<T: ListItem>(todos: Vec<T>, sink: &dyn TodoSink) -> Result<(Vec<T>, JsonText), ToolError> {
     if !sink.has_session() {
         return Err(ToolError::new(
             "todo_write needs an agent session that owns the call, and this call was not made by an agent; \
@@ -384,6 +477,14 @@ impl TypedTool for TodoWriteTool {
         cx: &ToolContext<'_>,
     ) -> Result<EncodedReply, ToolError> {
         execute_call_encoded(args, self.policy, cx)
+    }
+
+    fn execute_parsed(
+        &self,
+        args: ParsedArgs<'_>,
+        cx: &ToolContext<'_>,
+    ) -> Result<EncodedReply, ToolError> {
+        execute_call_parsed(args, self.policy, cx)
     }
 
     fn present_call(&self, args: &Value) -> Value {
@@ -487,6 +588,58 @@ mod tests {
         );
         assert_eq!(encoded.text, plain.text);
         assert_eq!(encoded.value.as_ref().map(JsonText::as_str), plain.value.map(|v| v.to_string()).as_deref());
+    }
+
+    /// The host's parse of `value`, as the tool's `execute_parsed` gets it.
+    fn parsed<'a>(value: &'a Value, tokens: &'a mut Vec<cordis_abi::tape::ArgToken<'a>>) -> ParsedArgs<'a> {
+        cordis_abi::tape::write_tokens(value, tokens);
+        ParsedArgs::new(tokens)
+    }
+
+    #[test]
+    fn the_parsed_path_appends_replies_and_refuses_like_the_encoded_one() {
+        let calls = [
+            json!({"todos": [{"content": "  a \"quoted\" one ", "status": "completed"}, {"content": "\u{FEFF}b\u{2028}", "status": "in_progress"}]}),
+            json!({"todos": [{"content": "ü ✓ 𝄞", "status": "pending"}, {"content": "\\ \u{0}", "status": "in_progress"}], "merge": true}),
+            json!({"todos": []}),
+            json!({"todos": [{"content": " x ", "status": "pending"}, {"content": "x", "status": "pending"}]}),
+            json!({"todos": [{"content": "\t", "status": "pending"}]}),
+            json!({"todos": [{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}]}),
+            json!({"todos": [{"content": "a", "status": "done"}]}),
+            json!({"todos": [{"content": "a", "status": "pending", "id": 1}]}),
+            json!({"todos": [{"status": "pending"}]}),
+            json!({"todos": {"content": "a"}}),
+            json!([]),
+        ];
+        for policy in [Policy::Single, Policy::Parallel] {
+            for call in &calls {
+                let (encoded_sink, parsed_sink) = (Recorder::agent(), Recorder::agent());
+                let encoded = serde_json::from_value::<TodoArgs>(call.clone())
+                    .map_err(|e| ToolError(format!("invalid arguments: {e}")))
+                    .and_then(|args| execute_call_encoded(args, policy, &encoded_sink));
+                let mut tokens = Vec::new();
+                let through_parse = execute_call_parsed(parsed(call, &mut tokens), policy, &parsed_sink);
+                assert_eq!(through_parse, encoded, "{call} under {policy:?}");
+                assert_eq!(*parsed_sink.written.borrow(), *encoded_sink.written.borrow(), "{call}");
+            }
+        }
+    }
+
+    #[test]
+    fn borrowed_contents_stay_in_the_hosts_parse() {
+        let call = json!({"todos": [{"content": "  spaced  ", "status": "pending"}, {"content": "plain", "status": "completed"}]});
+        let mut tokens = Vec::new();
+        let args: TodoArgsRef<'_> = parsed(&call, &mut tokens).deserialize().unwrap();
+        let list = validate_borrowed(args, Policy::Parallel).unwrap();
+        let given = call["todos"][0]["content"].as_str().unwrap();
+        assert_eq!(list[0].content, "spaced");
+        assert!(matches!(list[0].content, Cow::Borrowed(text) if std::ptr::eq(text, &given[2..8])), "trimmed in place, not copied");
+        assert!(matches!(list[1].content, Cow::Borrowed(_)));
+        assert_eq!(list.iter().map(TodoRef::to_todo).collect::<Vec<_>>(), [Todo::new("spaced", Status::Pending), Todo::new("plain", Status::Completed)]);
+        // Parsed from text with an escape, the content is owned, and trims the same.
+        let from_text: TodoArgsRef<'_> = serde_json::from_str(r#"{"todos": [{"content": " \u0041 ", "status": "pending"}]}"#).unwrap();
+        let list = validate_borrowed(from_text, Policy::Single).unwrap();
+        assert_eq!(list[0].content, "A");
     }
 
     #[test]
