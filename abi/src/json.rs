@@ -102,26 +102,24 @@ impl JsonText {
         let text = self.as_str().trim_end();
         let open = text.strip_suffix('}').ok_or_else(not_object)?;
         let inner = open.trim_start().strip_prefix('{').ok_or_else(not_object)?;
-        // Room for the key and a small value, so that one does not grow
-        // the buffer.
-        let mut member = Buffer(Vec::with_capacity(key.len() + 80));
+        // The object without its `}`, then the member, into one buffer
+        // with room for the key and a small value, so that neither grows it.
+        let mut out = Buffer(Vec::with_capacity(open.len() + key.len() + 80));
+        out.0.extend_from_slice(open.as_bytes());
         if !inner.trim().is_empty() {
-            member.0.push(b',');
+            out.0.push(b',');
         }
-        serde_json::to_writer(&mut member, key)?;
-        member.0.push(b':');
-        let value_at = member.0.len();
-        serde_json::to_writer(&mut member, value)?;
-        let value_end = member.0.len();
-        member.0.push(b'}');
-        let member = std::str::from_utf8(&member.0).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
+        serde_json::to_writer(&mut out, key)?;
+        out.0.push(b':');
+        let value_at = out.0.len();
+        serde_json::to_writer(&mut out, value)?;
+        let value_end = out.0.len();
+        out.0.push(b'}');
+        let out = String::from_utf8(out.0).map_err(<serde_json::Error as serde::ser::Error>::custom)?;
         // This object reads back already (every way of making a `JsonText`
         // sees to that), so only the new value can nest too deep, one level
         // below the object.
-        readable_depth(&member[value_at..value_end], 1)?;
-        let mut out = String::with_capacity(open.len() + member.len());
-        out.push_str(open);
-        out.push_str(member);
+        readable_depth(&out[value_at..value_end], 1)?;
         Ok(JsonText { text: out.into() })
     }
 
