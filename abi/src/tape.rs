@@ -52,36 +52,31 @@ pub fn token_count(value: &Value) -> usize {
     }
 }
 
-/// Appends the tokens of `value` to `out` (a `Vec`, or any collection
-/// that can be extended, such as a small vector on the stack), borrowing
-/// its strings.
-pub fn write_tokens<'a>(value: &'a Value, out: &mut impl Extend<ArgToken<'a>>) {
-    let token = match value {
-        Value::Null => ArgToken::Null,
-        Value::Bool(b) => ArgToken::Bool(*b),
-        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+/// Appends the tokens of `value` to `out`, borrowing its strings.
+pub fn write_tokens<'a>(value: &'a Value, out: &mut Vec<ArgToken<'a>>) {
+    match value {
+        Value::Null => out.push(ArgToken::Null),
+        Value::Bool(b) => out.push(ArgToken::Bool(*b)),
+        Value::Number(n) => out.push(match (n.as_u64(), n.as_i64()) {
             (Some(u), _) => ArgToken::U64(u),
             (None, Some(i)) => ArgToken::I64(i),
             _ => ArgToken::F64(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Value::String(s) => ArgToken::Str(s.as_str().into()),
+        }),
+        Value::String(s) => out.push(ArgToken::Str(s.as_str().into())),
         Value::Array(items) => {
-            out.extend(Some(ArgToken::Seq(items.len() as u64)));
+            out.push(ArgToken::Seq(items.len() as u64));
             for item in items {
                 write_tokens(item, out);
             }
-            return;
         }
         Value::Object(map) => {
-            out.extend(Some(ArgToken::Map(map.len() as u64)));
+            out.push(ArgToken::Map(map.len() as u64));
             for (key, item) in map {
-                out.extend(Some(ArgToken::Str(key.as_str().into())));
+                out.push(ArgToken::Str(key.as_str().into()));
                 write_tokens(item, out);
             }
-            return;
         }
-    };
-    out.extend(Some(token));
+    }
 }
 
 /// Deserializes a `T` from `tokens`, which must hold exactly one value.

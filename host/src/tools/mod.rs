@@ -17,7 +17,6 @@ use std::sync::{Arc, RwLock};
 
 use abi_stable::{sabi_trait::TD_Opaque, std_types::{RErr, ROk, RResult, RStr, RString}};
 use cordis_abi::ffi::{ExecContext, ExecContext_TO, ToolBox};
-use cordis_abi::tape::ArgToken;
 use serde::Serialize;
 use cordis_abi::JsonStr;
 
@@ -30,11 +29,6 @@ use crate::session::{Appender, Session};
 /// The largest argument text a tool call may carry, in bytes (1 MiB). Larger
 /// calls are rejected before any plugin code runs.
 pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
-
-/// How many tokens of a call's arguments are kept on the stack (24 bytes
-/// each, under a page) before they move to the heap: enough for a list of
-/// 25 todos.
-const TOKENS_ON_STACK: usize = 128;
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -234,14 +228,10 @@ impl ToolRegistry {
         };
         // The plugin builds its typed arguments from this parse (borrowed,
         // token by token) rather than parsing the text again.
-        // On the stack up to TOKENS_ON_STACK tokens (a todo item is 5);
-        // past that, room for one token per 8 bytes of text (a todo item
-        // is about 9): sized from the text, not by walking the value to
-        // count them, which cost more than the buffer growing now and then.
-        let mut tokens = smallvec::SmallVec::<[ArgToken<'_>; TOKENS_ON_STACK]>::new();
-        if call.arguments.len() / 8 > TOKENS_ON_STACK {
-            tokens.reserve_exact(call.arguments.len() / 8 + 8);
-        }
+        // Room for one token per 8 bytes of text (a todo item is about
+        // 9): sized from the text, not by walking the value to count them,
+        // which cost more than the buffer growing now and then.
+        let mut tokens = Vec::with_capacity(call.arguments.len() / 8 + 8);
         cordis_abi::tape::write_tokens(&parsed, &mut tokens);
         let scope = CallScope { call_id: call.id, session, owner: &tool.owner };
         let outcome = tool.tool.execute_tokens(call.arguments.into(), tokens.as_slice().into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
