@@ -997,7 +997,7 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         format_value(rss("reload/per_reload_file"), Unit::Bytes),
     ));
 
-    out.push_str("\nTool call by list size (`direct + encode/reply` is the tool's whole `execute_call_encoded`, what its `execute_encoded` runs, without registry, ABI or session).\n\n");
+    out.push_str("\nTool call by list size (`direct + encode/reply` is the tool's whole `execute_call_encoded`, what it runs for a call given as text, without registry, ABI or session; through the host it runs `execute_call_parsed`, the same work on contents borrowed from the host's parse).\n\n");
     out.push_str("| items | ours | direct validation | ratio | direct + encode/reply | ratio to that |\n| --- | --- | --- | --- | --- | --- |\n");
     for n in ITEMS {
         let ours = t(&format!("tool_call/ours/{n}"));
