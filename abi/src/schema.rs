@@ -164,6 +164,7 @@ pub fn describe_value(value: &Value) -> String {
             None => format!("the string {}", Value::String(s.clone())),
             Some(end) => format!("the string {}…", Value::String(s[..end].to_string())),
         },
+        Value::Array(items) if items.len() == 1 => "an array of 1 item".into(),
         Value::Array(items) => format!("an array of {} items", items.len()),
         Value::Object(_) => "an object".into(),
     }
@@ -184,5 +185,12 @@ mod tests {
         }
         let key = format!("{}{flag}tail", "k".repeat(39));
         assert_eq!(quoted_preview(&key), format!("\"{}{flag}…\"", "k".repeat(39)));
+    }
+
+    #[test]
+    fn arrays_are_counted_in_words() {
+        assert_eq!(describe_value(&serde_json::json!([])), "an array of 0 items");
+        assert_eq!(describe_value(&serde_json::json!(["Ada"])), "an array of 1 item");
+        assert_eq!(describe_value(&serde_json::json!([1, 2])), "an array of 2 items");
     }
 }
