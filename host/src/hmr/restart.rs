@@ -124,10 +124,10 @@ pub fn exec(mut handover: Handover, copies: &[(PathBuf, SealedCopy)], input: &[u
 
 /// `bytes` in a sealed memfd that survives `exec`.
 fn input_file(bytes: &[u8]) -> std::io::Result<File> {
-    use rustix::fs::{fcntl_add_seals, memfd_create, MemfdFlags, SealFlags};
+    use rustix::fs::{memfd_create, MemfdFlags};
     let mut file = File::from(memfd_create(c"cordis-dev-input", MemfdFlags::ALLOW_SEALING)?);
     file.write_all(bytes)?;
-    fcntl_add_seals(&file, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    crate::loader::library::seal_for_good(&file)?;
     Ok(file)
 }
 

@@ -444,7 +444,6 @@ impl LibraryCache {
     /// copy is a complete shared object: the bytes checked are the bytes
     /// loaded, whatever happens to `source` meanwhile.
     fn seal(&self, source: &Path) -> Result<SealedCopy, LoadError> {
-        use rustix::fs::{fcntl_add_seals, SealFlags};
         if !self.allow_writable {
             check_not_writable_by_all(source)?;
         }
@@ -485,7 +484,7 @@ impl LibraryCache {
             });
         }
         copy.set_len(size).map_err(|e| failed("size", e))?;
-        fcntl_add_seals(&copy, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL).map_err(|e| failed("seal", e.into()))?;
+        seal_for_good(&copy).map_err(|e| failed("seal", e))?;
         let len = copy.metadata().map_err(|e| failed("size", e))?.len();
         let sealed = SealedCopy { file: Arc::new(copy), len };
         check_elf(&sealed.path()).map_err(|e| e.shown_as(&shown))?;
@@ -522,6 +521,33 @@ pub fn open_without_waiting(path: &Path) -> std::io::Result<File> {
 }
 
 /// A new empty memfd that can be sealed, closed on `exec`.
+/// Seals `file` (a memfd made with `ALLOW_SEALING`) against writing,
+/// shrinking, growing and further seals.
+///
+/// The kernel refuses the write seal with `EBUSY` while something holds a
+/// page of the file beyond its mappings (memory compaction or migration
+/// moving it, a huge-page collapse, I/O in flight), after waiting about
+/// 75 ms for the holder to let go: seen once during a `cordis dev` restart
+/// in place. Such holds are brief, so the seal is tried again, 5 times at
+/// most, 10 ms then 20, 40 and 80 ms later.
+///
+/// # Errors
+/// The last error; `EBUSY` after the fifth try, or any other error at once.
+pub fn seal_for_good(file: &File) -> std::io::Result<()> {
+    use rustix::fs::{fcntl_add_seals, SealFlags};
+    let mut wait = std::time::Duration::from_millis(10);
+    for _ in 1..5 {
+        match fcntl_add_seals(file, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL) {
+            Err(rustix::io::Errno::BUSY) => {
+                std::thread::sleep(wait);
+                wait *= 2;
+            }
+            other => return other.map_err(Into::into),
+        }
+    }
+    fcntl_add_seals(file, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL).map_err(Into::into)
+}
+
 fn new_memfd() -> std::io::Result<File> {
     use rustix::fs::{memfd_create, MemfdFlags};
     Ok(File::from(memfd_create(c"cordis-plugin", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?))
@@ -898,6 +924,43 @@ pub fn unwrap_export(library: &Library, export: Option<&str>) -> Result<Picked, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A memfd with one page written, and that page mapped shared and
+    /// writable: while the mapping lasts, the kernel refuses the write seal
+    /// with `EBUSY`, as it does while a page is held elsewhere.
+    fn memfd_mapped_writable() -> (File, usize) {
+        use std::io::Write;
+        let mut file = new_memfd().unwrap();
+        file.write_all(&[7u8; 4096]).unwrap();
+        let map = unsafe {
+            rustix::mm::mmap(std::ptr::null_mut(), 4096, rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE, rustix::mm::MapFlags::SHARED, &file, 0)
+        }
+        .unwrap();
+        (file, map as usize)
+    }
+
+    #[test]
+    fn a_busy_seal_is_tried_again_until_the_hold_ends() {
+        let (file, map) = memfd_mapped_writable();
+        let unmapper = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(25));
+            unsafe { rustix::mm::munmap(map as *mut std::ffi::c_void, 4096) }.unwrap();
+        });
+        seal_for_good(&file).unwrap();
+        unmapper.join().unwrap();
+        let seals = rustix::fs::fcntl_get_seals(&file).unwrap();
+        assert!(seals.contains(rustix::fs::SealFlags::WRITE | rustix::fs::SealFlags::SEAL), "{seals:?}");
+    }
+
+    #[test]
+    fn a_seal_busy_for_good_is_an_error_not_a_hang() {
+        let (file, map) = memfd_mapped_writable();
+        let started = std::time::Instant::now();
+        let error = seal_for_good(&file).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(rustix::io::Errno::BUSY.raw_os_error()), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        unsafe { rustix::mm::munmap(map as *mut std::ffi::c_void, 4096) }.unwrap();
+    }
 
     #[test]
     fn elf_checks_reject_non_libraries() {
