@@ -524,28 +524,26 @@ pub fn open_without_waiting(path: &Path) -> std::io::Result<File> {
 /// Seals `file` (a memfd made with `ALLOW_SEALING`) against writing,
 /// shrinking, growing and further seals.
 ///
-/// The kernel refuses the write seal with `EBUSY` while something holds a
-/// page of the file beyond its mappings (memory compaction or migration
-/// moving it, a huge-page collapse, I/O in flight), after waiting about
-/// 75 ms for the holder to let go: seen once during a `cordis dev` restart
-/// in place. Such holds are brief, so the seal is tried again, 5 times at
-/// most, 10 ms then 20, 40 and 80 ms later.
+/// The kernel refuses the write seal with `EBUSY` while a page of the
+/// file is held beyond its mappings; seen once during a `cordis dev`
+/// restart in place. Such holds are brief, so the seal is tried again, 5
+/// times at most, 10 ms then 20, 40 and 80 ms later.
 ///
 /// # Errors
 /// The last error; `EBUSY` after the fifth try, or any other error at once.
 pub fn seal_for_good(file: &File) -> std::io::Result<()> {
     use rustix::fs::{fcntl_add_seals, SealFlags};
+    const LAST_WAIT: std::time::Duration = std::time::Duration::from_millis(80);
     let mut wait = std::time::Duration::from_millis(10);
-    for _ in 1..5 {
+    loop {
         match fcntl_add_seals(file, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL) {
-            Err(rustix::io::Errno::BUSY) => {
+            Err(rustix::io::Errno::BUSY) if wait <= LAST_WAIT => {
                 std::thread::sleep(wait);
                 wait *= 2;
             }
             other => return other.map_err(Into::into),
         }
     }
-    fcntl_add_seals(file, SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL).map_err(Into::into)
 }
 
 fn new_memfd() -> std::io::Result<File> {

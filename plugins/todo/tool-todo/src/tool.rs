@@ -182,10 +182,7 @@ impl ListItem for Todo {
         self.status
     }
     fn trim(&mut self) {
-        let trimmed = js_trim(&self.content);
-        if trimmed.len() != self.content.len() {
-            self.content = trimmed.to_string();
-        }
+        trim_owned(&mut self.content);
     }
 }
 
@@ -199,13 +196,17 @@ impl ListItem for TodoRef<'_> {
     fn trim(&mut self) {
         match &mut self.content {
             Cow::Borrowed(text) => *text = js_trim(text),
-            Cow::Owned(text) => {
-                let trimmed = js_trim(text);
-                if trimmed.len() != text.len() {
-                    *text = trimmed.to_string();
-                }
-            }
+            Cow::Owned(text) => trim_owned(text),
         }
+    }
+}
+
+/// Trims `text` with [`js_trim`], reallocating only when there was
+/// whitespace to remove.
+fn trim_owned(text: &mut String) {
+    let trimmed = js_trim(text);
+    if trimmed.len() != text.len() {
+        *text = trimmed.to_string();
     }
 }
 
