@@ -1,6 +1,6 @@
 //! The TypeScript harness's session store, both ways, checked by its
-//! published backend (`shared/oracle/persist.sh`, installed into
-//! `target/oracle-persist` on first use):
+//! published backend (installed pinned into `target/store-backend` by
+//! `tests/store-backend/setup.sh` on first use):
 //!
 //! - every root the backend wrote (`tests/fixtures/dsh-store/`: zstd, plain,
 //!   a torn last frame, a corrupted middle frame) reads here as the backend
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, PersistOracle, Rng, Scratch};
+use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, StoreBackend, Rng, Scratch};
 use serde_json::Value;
 
 fn store_fixture(part: &str) -> PathBuf {
@@ -36,7 +36,7 @@ fn header_id(file: &Path) -> String {
 /// What the reference backend loads for session `id` in `root`, without
 /// repairing anything: the header, then every event.
 fn reference_read(root: &Path, id: &str, compression: &str) -> Vec<Value> {
-    let out = PersistOracle::get().run(&["read", "--inspect", "--root", &root.display().to_string(), "--id", id, "--compression", compression]);
+    let out = StoreBackend::get().run(&["read", "--inspect", "--root", &root.display().to_string(), "--id", id, "--compression", compression]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "the reference refused {id} in {}: {stdout}{stderr}", root.display());
     values(&stdout)
@@ -193,7 +193,7 @@ fn a_reference_session_continued_by_cordis_loads_in_the_reference() {
     persistence_composition(&scratch, "zstd");
     let root = scratch.path().join(".sessions");
     let source = repo_root().join("tests/data/upstream-sessions/multi-turn.session.jsonl");
-    let mut write = PersistOracle::get()
+    let mut write = StoreBackend::get()
         .command(&["write", "--root", &root.display().to_string(), "--batch", "5", "--cwd", &scratch.path().display().to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

