@@ -1,5 +1,5 @@
-//! Reference conformance: every call of `tests/data/oracle/calls.jsonl` (a
-//! copy of `shared/oracle/cases/`) replayed through the compiled tool-todo
+//! Reference conformance: every call of `tests/data/oracle/calls.jsonl` (the
+//! reference implementation's recorded cases) replayed through the compiled tool-todo
 //! library loaded from cordis.yml, under both policies. `isError`, the logged
 //! `todo/write` data and the structured value must match the reference
 //! TypeScript implementation's output on every line; error texts must name

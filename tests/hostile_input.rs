@@ -1,4 +1,4 @@
-//! Hostile tool input (DESIGN §10): whatever text a model sends as
+//! Hostile tool input: whatever text a model sends as
 //! `todo_write` arguments, the real compiled tool-todo library, called
 //! through the host's tool registry, answers with a clear error naming the
 //! limit or the JSON path at fault, never panics or overflows its stack, and
@@ -148,9 +148,8 @@ fn deep_nesting_is_a_clear_error_not_a_stack_overflow() {
     assert!(message.contains("$.todos[0].content must be a string, got an array"), "{message}");
 }
 
-/// The reference's `todo_write` (shared/oracle) accepts a list of 1 001
-/// todos and a todo of 5 000 characters with the usual reply; so does ours
-/// (issue 11, kind 8). The expected values are the oracle's output for the
+/// The reference's `todo_write` accepts a list of 1 001 todos and a todo of
+/// 5 000 characters with the usual reply; so does ours. The expected values are the oracle's output for the
 /// same calls.
 #[test]
 fn long_lists_and_long_todos_are_accepted_as_the_reference_accepts_them() {

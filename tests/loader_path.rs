@@ -1,7 +1,8 @@
 //! The real compiled `tool-todo` library through the real loader: the
 //! unwrapped export still carries its name, `inject` and config schema, and
 //! `apply` works. A library whose exports include a stripped decoy is refused,
-//! never half-used (shared/reference/postmortem-0001 is why this test exists).
+//! never half-used: a re-export that drops `inject` once loaded a plugin
+//! without its services, and this test keeps that from coming back.
 
 use cordis_host::loader::{library, EntryState};
 use cordis_tests::{library as lib_path, Scratch};

@@ -1,5 +1,5 @@
 //! Session logs written by the TypeScript harness
-//! (`tests/data/upstream-sessions/`, copied from shared/fixtures): each loads,
+//! (`tests/data/upstream-sessions/`, real files of that harness): each loads,
 //! derives the history and plan the file records, survives an import and a
 //! re-export byte for byte, and its recorded todo_write calls replay through
 //! our tool to the same data and text. Expected values below were read from

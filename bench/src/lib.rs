@@ -3,7 +3,7 @@
 //! Every figure is paired with a baseline that does the least work the figure
 //! could possibly cost, measured by the same command on the same machine a
 //! moment before or after: the ratio is what we report, not the absolute
-//! time (DESIGN §11). `bench/run.sh` runs everything and prints one table.
+//! time. `bench/run.sh` runs everything and prints one table.
 //!
 //! - [`paths`]: where the compiled libraries, binaries and scratch files are;
 //! - [`workload`]: the inputs (tool arguments, session logs, compositions);

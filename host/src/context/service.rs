@@ -7,8 +7,8 @@
 //! never reaches a disposed provider: withdrawing waits for the calls in
 //! flight, then later calls fail with a clear message.
 //!
-//! Realms follow the cordis loader's `isolate` (see
-//! `shared/reference/cordis-composition-dialect.md`): an entry whose
+//! Realms follow the cordis loader's `isolate` (docs/guide/composition.md):
+//! an entry whose
 //! `isolate` lists a name with `true` gives itself and its descendants a
 //! private realm for that name; a label joins the realm of every entry using
 //! the same label; names not listed resolve in the realm of the parent, up

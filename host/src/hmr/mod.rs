@@ -1,4 +1,4 @@
-//! Hot reload for `cordis dev` (DESIGN §9).
+//! Hot reload for `cordis dev`.
 //!
 //! - The composition is watched: entries are diffed by `id`, and only
 //!   entries whose `name`, `config` or `disabled` changed are applied again;

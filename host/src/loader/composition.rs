@@ -8,8 +8,8 @@
 //! with `config: {path, patches}`. Patch layers (the user's
 //! `cordis.patch.yml`, then `--patch` files) are lists of patches applied to
 //! the root list before anything is read as an entry. See
-//! `shared/reference/cordis-composition-dialect.md` for the dialect and
-//! [`super::patch`] for the patch rules.
+//! docs/guide/composition.md for the dialect and [`super::patch`] for the
+//! patch rules.
 //!
 //! Problems with a file as a whole (not YAML, empty, not a list, too large)
 //! fail the whole composition with a line and column; problems with one

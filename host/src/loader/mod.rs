@@ -1,6 +1,6 @@
 //! The loader: from a composition to applied fibers.
 //!
-//! For each entry (DESIGN §5): resolve its `name` → load the library through
+//! For each entry: resolve its `name` → load the library through
 //! the stable ABI → unwrap the library's exports to the named plugin →
 //! validate `config` against the plugin's JSON Schema (every violation with
 //! its `$.path` and YAML line) → check `inject` → run `apply` in a fresh

@@ -3,8 +3,8 @@
 //!
 //! Patch semantics follow the include plugin of the cordis loader the
 //! TypeScript harness ships (`applyEntryPatches` in
-//! `@deepseek-ai/cordis-plugin-include` 1.0.x; see
-//! `shared/reference/cordis-composition-dialect.md`):
+//! `@deepseek-ai/cordis-plugin-include` 1.0.x; the user's view is in
+//! docs/guide/composition.md):
 //!
 //! - `{insert: [rows]}` appends the rows to the list; `{id, insert}` appends
 //!   them to the list of the group with that id (it must be a group);

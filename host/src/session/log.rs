@@ -1,7 +1,7 @@
 //! One session: its events in memory, the append pipeline, and the
 //! projection states folded from it.
 //!
-//! Append pipeline (DESIGN §7): who may append the type (the host appends
+//! Append pipeline: who may append the type (the host appends
 //! core types, a plugin only the types it owns) → the owner's validator →
 //! turn enclosure (execution events only inside an open turn) → durable
 //! write → listeners (projection folds).

@@ -68,7 +68,7 @@ pub enum Message {
     },
 }
 
-/// Derives the LLM history from `events` (DESIGN §7): always well-formed
+/// Derives the LLM history from `events`: always well-formed
 /// (see the [module](self) notes).
 pub fn derive_messages(events: &[Event]) -> Vec<Message> {
     derive_history(events).0

@@ -1,7 +1,7 @@
 //! The `tools` service: the registry of model-facing tools and the execute
 //! pipeline.
 //!
-//! Pipeline for one call (DESIGN §6): look the tool up (an unknown name is an
+//! Pipeline for one call: look the tool up (an unknown name is an
 //! error result) → cap the argument text at [`MAX_ARGUMENT_BYTES`] → parse
 //! the text, require an object and check it against the parameter schema the
 //! tool declared (every violation, with its path, in one error; the schema is

@@ -1,6 +1,6 @@
 //! The durable-log invariant of `todo/write` events.
 //!
-//! The host runs it on every append and again on every replay (DESIGN §7), so
+//! The host runs it on every append and again on every replay, so
 //! it describes what a stored list may look like, independent of the
 //! deployment:
 //!
@@ -12,8 +12,7 @@
 //!
 //! It is deliberately **silent on how many items are `in_progress`**: a log
 //! written while a deployment allowed parallel work must still replay after
-//! the deployment tightens its policy (seed note "Allow several `in_progress`
-//! todos at once"; DESIGN §8). Like the tool, it bounds neither the number
+//! the deployment tightens its policy. Like the tool, it bounds neither the number
 //! of todos nor their length: a log is never refused for its size.
 
 use std::borrow::Cow;

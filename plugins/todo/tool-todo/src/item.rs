@@ -1,6 +1,6 @@
 //! The todo item, its status, and per-status counts.
 //!
-//! An item is exactly `{content, status}` (DESIGN §8; the seed note drops
+//! An item is exactly `{content, status}` (the design drops
 //! claude-code's `activeForm`, ids and priority on purpose: every dropped field
 //! is one less thing the model has to produce per call). The list is always
 //! sent and stored whole, so items need no identity of their own.
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use cordis_abi::sdk::prelude::JsonSchema;
 
 /// Where a todo stands: `pending`, `in_progress` or `completed` (the triple
-/// codex's `update_plan` uses; see the seed note on `todo_write`).
+/// codex's `update_plan` uses).
 ///
 /// Serialized in snake case. The variants deliberately carry no doc comments:
 /// `schemars` would turn documented unit variants into a `oneOf`, while the
@@ -49,8 +49,7 @@ impl Status {
 
 /// One task of the plan: `{"content": "...", "status": "..."}`.
 ///
-/// As a tool argument the schema rejects any other key (DESIGN §8: "items
-/// accept no other key"); in a stored `todo/write` event, `content` is already
+/// As a tool argument the schema rejects any other key; in a stored `todo/write` event, `content` is already
 /// trimmed, non-empty and unique within its list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -104,7 +103,7 @@ pub(crate) fn drop_description(schema: &mut schemars::Schema) {
 }
 
 /// The data of a `todo/write` event: the whole list after the write,
-/// `{"todos": [...]}` (DESIGN §7/§8; whole-list replace, last write wins).
+/// `{"todos": [...]}` (whole-list replace, last write wins).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TodoWrite {

@@ -1,14 +1,13 @@
 //! The todo family for cordis: the model-facing `todo_write` tool, the
 //! `todo/write` session event type it owns, and the `todos` projection with
-//! its plan view (DESIGN §8).
+//! its plan view.
 //!
 //! The model keeps a structured task list by sending the **whole** list on
 //! every call; the list is stored as a `todo/write` event on the calling
 //! agent's session log, so it is durable and replayable like the rest of the
-//! conversation, and the current plan is a fold of that log (seed note on
-//! `todo_write`). How many todos may be `in_progress` at once is a required
-//! deployment choice, `allowParallelInProgress` (seed note "Allow several
-//! `in_progress` todos at once"); the durable-log invariant does not follow
+//! conversation, and the current plan is a fold of that log. How many todos
+//! may be `in_progress` at once is a required deployment choice,
+//! `allowParallelInProgress`; the durable-log invariant does not follow
 //! it, so a log written under either policy replays under both.
 //!
 //! Modules, one per concept:
@@ -58,7 +57,7 @@ pub const PACKAGE_NAME: &str = "@deepseek-ai/dsh-tool-todo";
 ///
 /// The field is required and has no default, and unknown keys are errors: a
 /// deployment states its policy deliberately, and a misspelled key must not
-/// fall back silently (DESIGN §5, §8).
+/// fall back silently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(transform = item::drop_description)]

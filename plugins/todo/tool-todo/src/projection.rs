@@ -1,6 +1,5 @@
 //! The `todos` projection: the current plan of a session, folded from its
-//! log (DESIGN §8; seed note on `todo_write`: the log, not plugin memory, is
-//! the single source of truth).
+//! log (the log, not plugin memory, is the single source of truth).
 //!
 //! - `null` before any write;
 //! - `todo/write` sets the list (whole-list replace: the last write wins);

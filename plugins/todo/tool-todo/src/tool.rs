@@ -1,8 +1,7 @@
-//! The model-facing `todo_write` tool (DESIGN §8).
+//! The model-facing `todo_write` tool.
 //!
-//! A call sends the whole list; the list replaces the previous one (seed note
-//! on `todo_write`: whole-list replace, last write wins, no per-item ids, no
-//! delta protocol). The pipeline, in order:
+//! A call sends the whole list; the list replaces the previous one (whole-list
+//! replace, last write wins, no per-item ids, no delta protocol). The pipeline, in order:
 //!
 //! 1. the host checks the arguments against the schema generated from
 //!    [`TodoArgs`], then the SDK parses them into it (object, `todos` array, items with exactly
@@ -73,8 +72,7 @@ pub struct TodoArgsRef<'a> {
 }
 
 /// How many todos may be `in_progress` at once: the deployment's choice,
-/// from the required config field `allowParallelInProgress` (seed note
-/// "Allow several `in_progress` todos at once").
+/// from the required config field `allowParallelInProgress`.
 ///
 /// The policy moves the model-facing instruction and the accepted input
 /// together: [`description`] and [`validate_call`] both follow it.
@@ -119,7 +117,7 @@ Statuses: `pending` (not started yet), `in_progress` (being worked on now), `com
 
 /// The model-facing description of `todo_write` under `policy`.
 ///
-/// Our own text (DESIGN §8). Only the clause about how many todos may be
+/// Our own text. Only the clause about how many todos may be
 /// `in_progress` differs between the policies; everything before and after
 /// it is identical, because that clause is the only instruction the policy
 /// changes.

@@ -1,6 +1,6 @@
-//! The plan view: a multi-line rendering of the list and a one-line summary
-//! (DESIGN §8; seed note "Allow several `in_progress` todos at once", section
-//! "The display surfaces are part of the change").
+//! The plan view: a multi-line rendering of the list and a one-line summary.
+//! The display surfaces are part of the todo semantics: a plan with several
+//! items in progress must read right on every one of them.
 //!
 //! - The header counts every status, omits zero counts and joins the rest
 //!   with ` · ` in the order completed, in progress, pending:

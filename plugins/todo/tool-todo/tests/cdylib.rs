@@ -1,5 +1,5 @@
 //! The compiled plugin library, loaded the way the host loads it
-//! (`lib_header_from_path` + `init_root_module`, DESIGN §4/§5): its one
+//! (`lib_header_from_path` + `init_root_module`): its one
 //! export must still carry its name, `inject` and config schema.
 
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! Agreement with the reference TypeScript implementation.
 //!
-//! `tests/data/oracle/` (at the workspace root) holds a copy of `shared/oracle/cases/`: `calls.jsonl`
+//! `tests/data/oracle/` (at the workspace root) holds the reference's recorded cases: `calls.jsonl`
 //! (varied calls) and the reference's outputs under both policies. For every
 //! call we run the same pipeline as the tool's `execute` (the SDK's
 //! `parse_arguments` against our schema, then `execute_call`, whose first
