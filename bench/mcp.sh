@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 calls="${1:-1000}"
 runs="${2:-5}"
 
-cargo build --release -p cordis-host -p tool-todo -p cordis-bench >&2
+cargo build --release -p cordis -p tool-todo -p cordis-bench >&2
 bash tests/mcp/setup.sh target/mcp-peers >&2
 python=target/mcp-peers/python/bin/python
 cordis="$PWD/target/release/cordis"

@@ -154,7 +154,7 @@ pub const EVENTS: [usize; 3] = [10_000, 100_000, 1_000_000];
 fn replay_and_resume(c: &mut Criterion) {
     let todo = or_die(paths::library("tool-todo"));
     let dir = or_die(paths::scratch("replay", true));
-    let replay_host = or_die(inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None));
+    let replay_host = or_die(inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_session::Durability::None));
     let resume_dir = dir.join("resume");
     std::fs::create_dir_all(&resume_dir).unwrap_or_else(|e| panic!("{e}"));
     let mut logs = Vec::new();
@@ -251,8 +251,8 @@ fn harness_store(c: &mut Criterion) {
     let n = 100_000;
     let flat = dir.join("flat.jsonl");
     let facts = workload::write_session_log(&flat, "store-replay", n).unwrap_or_else(|e| panic!("{e}"));
-    let log = or_die(inproc::harness_copy(&flat, &dir.join("replay-root"), cordis_host::session::Compression::Zstd));
-    let host = or_die(inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None));
+    let log = or_die(inproc::harness_copy(&flat, &dir.join("replay-root"), cordis_session::Compression::Zstd));
+    let host = or_die(inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_session::Durability::None));
     let plan = or_die(inproc::replay_to_plan(&host, &log));
     assert_eq!(serde_json::from_str::<serde_json::Value>(&plan).ok(), Some(facts.plan), "replayed plan");
     let mut group = c.benchmark_group("store_replay");

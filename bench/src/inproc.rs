@@ -17,9 +17,9 @@ use std::sync::Arc;
 
 use cordis_abi::schema::Checker;
 use cordis_abi::sdk::parse_arguments;
-use cordis_host::session::{Appender, Durability, Session};
-use cordis_host::tools::{ToolCall, ToolResult};
-use cordis_host::{Host, HostOptions};
+use cordis_engine::tools::{ToolCall, ToolResult};
+use cordis_engine::{Host, HostOptions};
+use cordis_session::{Appender, Durability, Session};
 use serde_json::{json, Value};
 use tool_todo::{validate_call, Policy, Todo, TodoArgs, TodoSink};
 
@@ -52,10 +52,7 @@ pub fn boot(dir: &Path, composition: &str, in_memory: bool, durability: Durabili
 /// # Errors
 /// The append's error.
 pub fn open_turn(session: &Session) -> Result<(), String> {
-    session
-        .append_value("turn/start", &json!({"turn": session.next_turn()}), Appender::Host)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    session.append_value("turn/start", &json!({"turn": session.next_turn()}), Appender::Host).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// `todo_write` through the whole host: the tool registry, the ABI, the
@@ -328,9 +325,9 @@ pub fn zstd_parse_as_values(path: &Path) -> Result<usize, String> {
 ///
 /// # Errors
 /// A message when the log cannot be read or written.
-pub fn harness_copy(flat: &Path, root: &Path, compression: cordis_host::session::Compression) -> Result<PathBuf, String> {
-    use cordis_host::session::{HarnessStore, SessionStore};
-    let log = cordis_host::session::store::read_file(flat).map_err(|e| e.to_string())?;
+pub fn harness_copy(flat: &Path, root: &Path, compression: cordis_session::Compression) -> Result<PathBuf, String> {
+    use cordis_session::{HarnessStore, SessionStore};
+    let log = cordis_session::store::read_file(flat).map_err(|e| e.to_string())?;
     let mut header = log.header;
     header.extra.entry("delegationDepth").or_insert(Value::from(0));
     let store = HarnessStore::new(root, compression, true).map_err(|e| e.to_string())?;

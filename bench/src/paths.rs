@@ -24,12 +24,16 @@ pub fn target_dir() -> PathBuf {
 
 /// The compiled plugin library of crate `name` (`tool-todo` →
 /// `libtool_todo.so`): the newer of the copy in `target/<profile>` and the
-/// one in `deps/`.
+/// one in `deps/`. A test fixture (`fixture-*`) is built on first use by
+/// `cordis_tests::fixture_library`, which panics when that build fails.
 ///
 /// # Errors
 /// A message when neither exists.
 pub fn library(name: &str) -> Result<PathBuf, String> {
-    let file = cordis_host::loader::resolve::library_file_name(name);
+    if name.starts_with("fixture-") {
+        return Ok(cordis_tests::fixture_library(name, &target_dir()));
+    }
+    let file = cordis_engine::loader::resolve::library_file_name(name);
     let dir = target_dir();
     let candidates = [dir.join(&file), dir.join("deps").join(&file)];
     candidates

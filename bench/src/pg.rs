@@ -11,8 +11,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cordis_host::session::{Appender, Durability, Session};
-use cordis_host::Host;
+use cordis_engine::Host;
+use cordis_session::{Appender, Durability, Session};
 use cordis_tests::PgServer;
 use postgres::{Client, NoTls};
 
@@ -80,9 +80,8 @@ impl PgBench {
     /// A message when it cannot connect.
     pub fn plain(&self, line: &str) -> Result<PlainInsert, String> {
         let mut client = Client::connect(&self.server.url(), NoTls).map_err(|e| e.to_string())?;
-        let statement = client
-            .prepare("INSERT INTO plain_events (session_id, seq, time, type, line) VALUES ($1, $2, $3, $4, $5)")
-            .map_err(|e| e.to_string())?;
+        let statement =
+            client.prepare("INSERT INTO plain_events (session_id, seq, time, type, line) VALUES ($1, $2, $3, $4, $5)").map_err(|e| e.to_string())?;
         Ok(PlainInsert { client, statement, id: format!("plain-{}", uuid_like()), seq: 0, line: line.to_string() })
     }
 
@@ -126,9 +125,7 @@ impl PlainInsert {
     /// The database's error.
     pub fn insert(&mut self) -> Result<(), String> {
         let time = 1_760_000_000_000i64 + self.seq;
-        self.client
-            .execute(&self.statement, &[&self.id, &self.seq, &time, &"todo/write", &self.line])
-            .map_err(|e| e.to_string())?;
+        self.client.execute(&self.statement, &[&self.id, &self.seq, &time, &"todo/write", &self.line]).map_err(|e| e.to_string())?;
         self.seq += 1;
         Ok(())
     }

@@ -263,7 +263,7 @@ pub fn host_steps(bytes: &[u8], dir: &Path, n: u64) -> Result<Steps, String> {
     std::fs::write(&source, bytes).map_err(|e| format!("{}: {e}", source.display()))?;
     std::fs::write(&copy, bytes).map_err(|e| format!("{}: {e}", copy.display()))?;
     let source = source.canonicalize().map_err(|e| format!("{}: {e}", source.display()))?;
-    let cache = cordis_host::loader::LibraryCache::private_copies().allow_writable(true);
+    let cache = cordis_engine::loader::LibraryCache::private_copies().allow_writable(true);
     let start = Instant::now();
     let sealed = cache.changed_copy(&source).map_err(|e| e.to_string())?;
     let copied = start.elapsed().as_secs_f64();

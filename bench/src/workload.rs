@@ -115,7 +115,11 @@ impl<W: Write> Gen<W> {
         if self.limit - started == 1 {
             // No room for a turn: one user message, which needs no turn.
             let id = self.id();
-            return self.emit("user/message", &json!({"content": [{"type": "text", "text": "thanks"}], "source": {"kind": "user"}, "role": "user", "id": id}), true);
+            return self.emit(
+                "user/message",
+                &json!({"content": [{"type": "text", "text": "thanks"}], "source": {"kind": "user"}, "role": "user", "id": id}),
+                true,
+            );
         }
         let close_at = self.limit.min(started + EVENTS_PER_TURN) - 1;
         self.emit("turn/start", &json!({"turn": turn}), false)?;
@@ -125,13 +129,22 @@ impl<W: Write> Gen<W> {
             // turn ending inside it) and has exactly `limit` events.
             while (self.seq as usize) < close_at {
                 let id = self.id();
-                self.emit("user/message", &json!({"content": [{"type": "text", "text": "and one more thing"}], "source": {"kind": "user"}, "role": "user", "id": id}), true)?;
+                self.emit(
+                    "user/message",
+                    &json!({"content": [{"type": "text", "text": "and one more thing"}], "source": {"kind": "user"}, "role": "user", "id": id}),
+                    true,
+                )?;
             }
             return self.emit("turn/end", &json!({"turn": turn, "reason": {"kind": "completed"}}), false);
         }
         let prompt = format!("Turn {turn}: the parser test fails on nested lists; read the code, fix it and run the tests.");
         let id = self.id();
-        self.emit_open(close_at, "user/message", &json!({"content": [{"type": "text", "text": prompt}], "source": {"kind": "user"}, "role": "user", "id": id}), true)?;
+        self.emit_open(
+            close_at,
+            "user/message",
+            &json!({"content": [{"type": "text", "text": prompt}], "source": {"kind": "user"}, "role": "user", "id": id}),
+            true,
+        )?;
         let items: Vec<String> = ORACLE_TODOS.iter().map(|(c, _)| format!("{c} (turn {turn})")).collect();
         for step in 1..=4u64 {
             let statuses: Vec<&str> = (0..items.len())
@@ -147,34 +160,54 @@ impl<W: Write> Gen<W> {
             let call_id = format!("call_{turn}_{step}");
             self.emit_open(close_at, "step/start", &json!({"turn": turn, "step": step}), false)?;
             let id = self.id();
-            self.emit_open(close_at, "assistant/message", &json!({"turn": turn, "step": step, "message": {
-                "role": "assistant",
-                "content": [{"type": "text", "text": format!("Step {step}: updating the plan before I go on.")},
-                            {"type": "tool-call", "id": call_id, "name": "todo_write", "arguments": arguments}],
-                "source": {"kind": "model", "provider": "scripted", "model": "bench"},
-                "id": id,
-            }}), true)?;
-            self.emit_open(close_at, "tool/call", &json!({"turn": turn, "step": step, "callId": call_id, "name": "todo_write", "arguments": arguments}), false)?;
+            self.emit_open(
+                close_at,
+                "assistant/message",
+                &json!({"turn": turn, "step": step, "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": format!("Step {step}: updating the plan before I go on.")},
+                                {"type": "tool-call", "id": call_id, "name": "todo_write", "arguments": arguments}],
+                    "source": {"kind": "model", "provider": "scripted", "model": "bench"},
+                    "id": id,
+                }}),
+                true,
+            )?;
+            self.emit_open(
+                close_at,
+                "tool/call",
+                &json!({"turn": turn, "step": step, "callId": call_id, "name": "todo_write", "arguments": arguments}),
+                false,
+            )?;
             self.emit_open(close_at, "todo/write", &todos, false)?;
             let done = statuses.iter().filter(|s| **s == "completed").count();
             let text = format!("Updated todo list: {} pending, 1 in progress, {done} completed.", items.len() - done - 1);
             let id = self.id();
-            self.emit_open(close_at, "tool/result", &json!({"turn": turn, "step": step, "message": {
-                "source": {"kind": "tool", "callId": call_id},
-                "content": [{"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}], "isError": false}],
-                "role": "user",
-                "id": id,
-            }}), true)?;
+            self.emit_open(
+                close_at,
+                "tool/result",
+                &json!({"turn": turn, "step": step, "message": {
+                    "source": {"kind": "tool", "callId": call_id},
+                    "content": [{"type": "tool-result", "toolCallId": call_id, "content": [{"type": "text", "text": text}], "isError": false}],
+                    "role": "user",
+                    "id": id,
+                }}),
+                true,
+            )?;
             self.emit_open(close_at, "step/end", &json!({"turn": turn, "step": step}), false)?;
         }
         self.emit_open(close_at, "step/start", &json!({"turn": turn, "step": 5}), false)?;
         let id = self.id();
-        self.emit_open(close_at, "assistant/message", &json!({"turn": turn, "step": 5, "message": {
-            "role": "assistant",
-            "content": [{"type": "text", "text": "Done: the parser handles nested lists and the tests pass."}],
-            "source": {"kind": "model", "provider": "scripted", "model": "bench"},
-            "id": id,
-        }}), true)?;
+        self.emit_open(
+            close_at,
+            "assistant/message",
+            &json!({"turn": turn, "step": 5, "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Done: the parser handles nested lists and the tests pass."}],
+                "source": {"kind": "model", "provider": "scripted", "model": "bench"},
+                "id": id,
+            }}),
+            true,
+        )?;
         self.emit_open(close_at, "step/end", &json!({"turn": turn, "step": 5}), false)?;
         self.emit("turn/end", &json!({"turn": turn, "reason": {"kind": "completed"}}), false)
     }

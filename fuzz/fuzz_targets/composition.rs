@@ -9,8 +9,8 @@
 
 use std::path::PathBuf;
 
-use cordis_host::loader::positions::Step;
-use cordis_host::loader::Composition;
+use cordis_composition::positions::Step;
+use cordis_engine::loader::Composition;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
                     assert!(!problem.is_empty());
                 }
             }
-            let _ = cordis_host::loader::emit::composed_yaml(&composition);
+            let _ = cordis_composition::render::composed_yaml(&composition);
         }
     }
 });

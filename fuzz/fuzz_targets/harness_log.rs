@@ -11,8 +11,8 @@
 
 use std::path::Path;
 
-use cordis_host::session::harness::frames::FrameEncoder;
-use cordis_host::session::harness::{read_log_bytes, scan::interrupted_closers, Compression};
+use cordis_session::store::harness::frames::FrameEncoder;
+use cordis_session::store::harness::{read_log_bytes, scan::interrupted_closers, Compression};
 use libfuzzer_sys::fuzz_target;
 
 fn check(bytes: &[u8], compression: Compression) {

@@ -11,9 +11,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cordis_host::projection::Projections;
-use cordis_host::session::store::parse_log;
-use cordis_host::session::{derive_messages, Backing, EventTypes, Message, Session};
+use cordis_session::projection::Projections;
+use cordis_session::store::parse_log;
+use cordis_session::{derive_messages, Backing, EventTypes, Message, Session};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,11 +6,7 @@ use cordis_tests::{repo_root, text, Scratch};
 fn with_repo_example(scratch: &Scratch) {
     std::fs::copy(repo_root().join("cordis.yml"), scratch.path().join("cordis.yml")).unwrap();
     std::fs::create_dir_all(scratch.path().join("examples")).unwrap();
-    std::fs::copy(
-        repo_root().join("examples/plan-and-ship.script.yml"),
-        scratch.path().join("examples/plan-and-ship.script.yml"),
-    )
-    .unwrap();
+    std::fs::copy(repo_root().join("examples/plan-and-ship.script.yml"), scratch.path().join("examples/plan-and-ship.script.yml")).unwrap();
 }
 
 #[test]

@@ -6,9 +6,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use cordis_host::loader::EntryState;
-use cordis_host::session::Appender;
-use cordis_host::tools::ToolCall;
+use cordis_engine::loader::EntryState;
+use cordis_engine::tools::ToolCall;
+use cordis_session::Appender;
 use cordis_tests::{library, text, Scratch};
 use serde_json::{json, Value};
 
@@ -89,10 +89,10 @@ fn misbehaving_libraries_fail_their_entry_with_distinct_errors() {
     session.append_value("turn/start", &json!({"turn": 1}), Appender::Host).unwrap();
     let r = host.services.tools.execute(&ToolCall { id: "1", name: "panicking_tool", arguments: r#"{"text":"x"}"# }, Some(&session));
     assert!(r.is_error && r.text.contains("plugin panics-execute panicked in panicking_tool.execute"), "{}", r.text);
-    let ok = host.services.tools.execute(
-        &ToolCall { id: "2", name: "todo_write", arguments: r#"{"todos":[{"content":"still here","status":"pending"}]}"# },
-        Some(&session),
-    );
+    let ok = host
+        .services
+        .tools
+        .execute(&ToolCall { id: "2", name: "todo_write", arguments: r#"{"todos":[{"content":"still here","status":"pending"}]}"# }, Some(&session));
     assert!(!ok.is_error, "{}", ok.text);
 }
 

@@ -303,9 +303,7 @@ fn parallel_tool_calls_split_at_awkward_places_are_assembled() {
     let out = cordis(&scratch, &["run", &prompts(&recorded)[0]]);
     assert!(out.status.success(), "{:?}", text(&out));
     let ours = log_events(&log_path(&scratch, &session_id(&text(&out).0)));
-    let pick = |events: &[(String, Value)], kind: &str| -> Vec<Value> {
-        events.iter().filter(|(k, _)| k == kind).map(|(_, d)| d.clone()).collect()
-    };
+    let pick = |events: &[(String, Value)], kind: &str| -> Vec<Value> { events.iter().filter(|(k, _)| k == kind).map(|(_, d)| d.clone()).collect() };
     // The same calls, whole, in the same order, from many more pieces.
     assert_eq!(pick(&ours, "tool/call"), pick(&recorded, "tool/call"));
     let messages = |events: &[(String, Value)]| -> Vec<Value> {
@@ -704,12 +702,12 @@ fn the_provider_reloads_under_cordis_dev_between_turns() {
     assert_eq!(sources, [json!("model-a"), json!("model-b"), json!("model-b")]);
 }
 
-/// The README's compositions (`examples/compositions/deepseek.cordis.yml`,
-/// `local-openai.cordis.yml`) load as they are, and the README shows them
-/// as they are.
+/// The models guide's compositions (`examples/compositions/deepseek.cordis.yml`,
+/// `local-openai.cordis.yml`) load as they are, and the guide shows them as
+/// they are.
 #[test]
 fn the_documented_compositions_load() {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let guide = std::fs::read_to_string(repo_root().join("docs/guide/models.md")).unwrap();
     for file in ["deepseek.cordis.yml", "local-openai.cordis.yml"] {
         let path = repo_root().join("examples/compositions").join(file);
         let scratch = Scratch::new();
@@ -725,6 +723,6 @@ fn the_documented_compositions_load() {
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert!(report["entries"].as_array().unwrap().iter().all(|e| e["state"] == "loaded"), "{file}: {report}");
         let entries: String = std::fs::read_to_string(&path).unwrap().lines().skip_while(|l| l.starts_with('#')).collect::<Vec<_>>().join("\n");
-        assert!(readme.contains(&entries), "README.md does not show {file} as it is");
+        assert!(guide.contains(&entries), "docs/guide/models.md does not show {file} as it is");
     }
 }

@@ -57,11 +57,8 @@ fn every_fixture_composition_composes() {
         // Files named *.patch.yml, and the harness's test layer, are patch
         // layers: lists of patches, applied to an empty composition.
         let is_layer = shown.ends_with(".patch.yml") || shown.contains("dsh-badge");
-        let (code, report, stderr) = if is_layer {
-            check_json(&scratch, &[empty.to_str().unwrap(), "--patch", &shown])
-        } else {
-            check_json(&scratch, &[&shown])
-        };
+        let (code, report, stderr) =
+            if is_layer { check_json(&scratch, &[empty.to_str().unwrap(), "--patch", &shown]) } else { check_json(&scratch, &[&shown]) };
         assert!(matches!(code, Some(0 | 1)), "{shown}: exit {code:?}\n{stderr}");
         for e in report["entries"].as_array().unwrap() {
             let state = e["state"].as_str().unwrap();
@@ -228,7 +225,8 @@ fn patch_layers_user_then_command_line() {
     assert_eq!(entries(&report), [("todo".into(), "disabled".into()), ("other".into(), "loaded".into())]);
     let (_, report, _) = check_json(&scratch, &["--no-user-patch"]);
     assert_eq!(entries(&report), [("todo".into(), "loaded".into()), ("other".into(), "disabled".into())]);
-    std::fs::write(scratch.path().join("late.yml"), "- id: todo\n  disabled: false\n- id: other\n  disabled: true\n- id: ghost\n  disabled: true\n").unwrap();
+    std::fs::write(scratch.path().join("late.yml"), "- id: todo\n  disabled: false\n- id: other\n  disabled: true\n- id: ghost\n  disabled: true\n")
+        .unwrap();
     let (_, report, _) = check_json(&scratch, &["--patch", "late.yml"]);
     assert_eq!(entries(&report), [("todo".into(), "loaded".into()), ("other".into(), "disabled".into())]);
     let warnings = report["warnings"].as_array().unwrap();
@@ -264,7 +262,9 @@ fn include_cycles_name_the_chain() {
     let scratch = Scratch::new();
     std::fs::write(scratch.path().join("a.yml"), "- id: to-b\n  name: cordis:include\n  config: {path: b.yml}\n").unwrap();
     std::fs::write(scratch.path().join("b.yml"), "- id: to-a\n  name: cordis:include\n  config: {path: a.yml}\n").unwrap();
-    scratch.composition("- id: top\n  name: cordis:include\n  config: {path: a.yml}\n- id: todo\n  name: tool-todo\n  config: {allowParallelInProgress: true}\n");
+    scratch.composition(
+        "- id: top\n  name: cordis:include\n  config: {path: a.yml}\n- id: todo\n  name: tool-todo\n  config: {allowParallelInProgress: true}\n",
+    );
     let (code, report, _) = check_json(&scratch, &[]);
     assert_eq!(code, Some(1));
     let states = entries(&report);

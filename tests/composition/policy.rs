@@ -2,10 +2,10 @@
 //! description and the accepted input follow it together, and bad config is
 //! reported with its key and line.
 
-use cordis_host::loader::EntryState;
-use cordis_host::session::Appender;
-use cordis_host::tools::ToolCall;
-use cordis_host::Host;
+use cordis_engine::loader::EntryState;
+use cordis_engine::tools::ToolCall;
+use cordis_engine::Host;
+use cordis_session::Appender;
 use cordis_tests::Scratch;
 
 const TWO_ACTIVE: &str = r#"{"todos": [{"content": "subagent a", "status": "in_progress"}, {"content": "subagent b", "status": "in_progress"}]}"#;

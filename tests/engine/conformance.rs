@@ -5,8 +5,8 @@
 //! TypeScript implementation's output on every line; error texts must name
 //! the same offending path or value (the wording is ours).
 
-use cordis_host::session::Appender;
-use cordis_host::tools::ToolCall;
+use cordis_engine::tools::ToolCall;
+use cordis_session::Appender;
 use cordis_tests::{repo_root, Scratch};
 use serde_json::{json, Value};
 
@@ -17,9 +17,9 @@ fn lines(file: &str) -> Vec<Value> {
 
 fn strip_descriptions(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(
-            m.iter().filter(|(k, _)| k.as_str() != "description").map(|(k, v)| (k.clone(), strip_descriptions(v))).collect(),
-        ),
+        Value::Object(m) => {
+            Value::Object(m.iter().filter(|(k, _)| k.as_str() != "description").map(|(k, v)| (k.clone(), strip_descriptions(v))).collect())
+        }
         Value::Array(a) => Value::Array(a.iter().map(strip_descriptions).collect()),
         other => other.clone(),
     }
@@ -76,12 +76,11 @@ fn conform(policy: bool, expected_file: &str) {
         let arguments = call.get("args").map(Value::to_string).unwrap_or_default();
         let agent = call["agent"].as_bool() != Some(false);
         let before = session.len();
-        let result = host.services.tools.execute(
-            &ToolCall { id: &format!("oracle-{i}"), name: "todo_write", arguments: &arguments },
-            agent.then_some(&*session),
-        );
-        let events: Vec<Value> =
-            session.with_events(|e| e[before..].iter().filter(|e| e.kind == "todo/write").map(|e| e.data_value()).collect());
+        let result = host
+            .services
+            .tools
+            .execute(&ToolCall { id: &format!("oracle-{i}"), name: "todo_write", arguments: &arguments }, agent.then_some(&*session));
+        let events: Vec<Value> = session.with_events(|e| e[before..].iter().filter(|e| e.kind == "todo/write").map(|e| e.data_value()).collect());
         let context = format!("line {} ({note}), allowParallelInProgress: {policy}: ours {result:?}", i + 1);
         assert_eq!(Value::Bool(result.is_error), want["isError"], "{context}");
         assert_eq!(Value::Array(events), want["events"], "{context}");

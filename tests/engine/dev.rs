@@ -139,12 +139,7 @@ impl Dev {
 
     fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
-        status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
+        status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|n| n.parse().ok()).unwrap_or(0)
     }
 }
 
@@ -203,8 +198,8 @@ fn library_swaps_reload_once_and_answer_the_new_build() {
     assert_eq!(dev.call("todo_write", plan_args)["isError"], false);
     let rss_before = dev.rss_kib();
 
-    let writers: [(&str, fn(&Path, &[u8])); 3] =
-        [("chunks", write_in_chunks), ("delete and recreate", delete_and_recreate), ("atomic rename", atomic_rename)];
+    type Writer = (&'static str, fn(&Path, &[u8]));
+    let writers: [Writer; 3] = [("chunks", write_in_chunks), ("delete and recreate", delete_and_recreate), ("atomic rename", atomic_rename)];
     let mut reloads = 0;
     for (how, write) in writers {
         for target in ['B', 'A', 'B'] {
@@ -228,8 +223,10 @@ fn library_swaps_reload_once_and_answer_the_new_build() {
     // are quiet, no replaced one: no build is kept on disk.
     let mut open = dev.open_files_under(&scratch.path().join("plugins"));
     open.sort();
-    let expected: Vec<String> =
-        ["libtool_todo.so", "libversioned.so"].iter().map(|f| scratch.path().join("plugins").join(f).canonicalize().unwrap().display().to_string()).collect();
+    let expected: Vec<String> = ["libtool_todo.so", "libversioned.so"]
+        .iter()
+        .map(|f| scratch.path().join("plugins").join(f).canonicalize().unwrap().display().to_string())
+        .collect();
     assert_eq!(open, expected, "open files under plugins/ once changes are quiet");
 
     // The session, its plan and the other plugin are untouched.
@@ -721,7 +718,12 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     // status says which entries are not running, and why.
     let not_running = |dev: &mut Dev| -> Vec<(String, String)> {
         let status = dev.send("status");
-        status["notRunning"].as_array().unwrap().iter().map(|e| (e["id"].as_str().unwrap().to_string(), e["reason"].as_str().unwrap().to_string())).collect()
+        status["notRunning"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["id"].as_str().unwrap().to_string(), e["reason"].as_str().unwrap().to_string()))
+            .collect()
     };
     let down = not_running(&mut dev);
     assert_eq!(down.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["todo", "v"], "{down:?}");
@@ -810,9 +812,8 @@ fn a_deleted_build_folder_is_watched_again_when_it_comes_back() {
 fn an_entry_that_is_not_running_is_in_status_and_its_problem_is_told_once() {
     let scratch = Scratch::new();
     setup(&scratch, true);
-    let rows = |bad: &str, extra: &str| {
-        format!("- id: v\n  name: ./plugins/libversioned.so\n- id: bad\n  name: ./plugins/libtool_todo.so\n{bad}{extra}")
-    };
+    let rows =
+        |bad: &str, extra: &str| format!("- id: v\n  name: ./plugins/libversioned.so\n- id: bad\n  name: ./plugins/libtool_todo.so\n{bad}{extra}");
     scratch.composition(&rows("", ""));
     let mut dev = Dev::start(scratch.path(), &[]);
     let not_running = |dev: &mut Dev| dev.send("status")["notRunning"].clone();
@@ -967,7 +968,9 @@ fn links_that_point_nowhere_yet_removed_links_and_linked_folders_are_followed() 
         std::fs::create_dir_all(root.join(dir)).unwrap();
         std::fs::copy(library("tool-todo"), root.join(dir).join("libtool_todo.so")).unwrap();
     }
-    scratch.composition("- id: v\n  name: ./plugins/libversioned.so\n- id: w\n  name: ./build/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n");
+    scratch.composition(
+        "- id: v\n  name: ./plugins/libversioned.so\n- id: w\n  name: ./build/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n",
+    );
     let mut dev = Dev::start(root, &[]);
     let library_of = |dev: &mut Dev, id: &str| dev.entry(id).map(|e| e["library"].as_str().unwrap().to_string());
     // A link made before what it points to exists: the entry loads when
@@ -1004,7 +1007,9 @@ fn an_entry_renamed_to_a_library_not_built_yet_moves_when_it_lands() {
     let lib = setup(&scratch, true);
     let mut dev = Dev::start(scratch.path(), &[]);
     assert_eq!(dev.version(), "A");
-    scratch.composition("- id: v\n  name: ./plugins/libnext.so\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n");
+    scratch.composition(
+        "- id: v\n  name: ./plugins/libnext.so\n- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n",
+    );
     assert!(dev.expect_notice("libnext.so").contains("the running version is kept"));
     assert_eq!(dev.version(), "A");
     // status shows the change held back on the running entry.

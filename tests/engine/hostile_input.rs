@@ -12,11 +12,11 @@
 use std::sync::Arc;
 
 use cordis_abi::schema::Checker;
-use cordis_host::agent::{Agent, Quiet, ScriptedModel};
 use cordis_abi::sdk::parse_arguments;
-use cordis_host::session::{Appender, Session};
-use cordis_host::tools::{ToolCall, ToolResult, MAX_ARGUMENT_BYTES};
-use cordis_host::Host;
+use cordis_engine::agent::{Agent, Quiet, ScriptedModel};
+use cordis_engine::tools::{ToolCall, ToolResult, MAX_ARGUMENT_BYTES};
+use cordis_engine::Host;
+use cordis_session::{Appender, Session};
 use cordis_tests::Scratch;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -55,13 +55,8 @@ impl Rig {
         self.calls.set(n + 1);
         let before = self.session.len();
         let id = format!("hostile-{n}");
-        let result = self.host.services.tools.execute(
-            &ToolCall { id: &id, name: "todo_write", arguments },
-            Some(&*self.session),
-        );
-        let appended = self.session.with_events(|events| {
-            events[before..].iter().map(|e| (e.kind.clone(), e.data_value())).collect()
-        });
+        let result = self.host.services.tools.execute(&ToolCall { id: &id, name: "todo_write", arguments }, Some(&*self.session));
+        let appended = self.session.with_events(|events| events[before..].iter().map(|e| (e.kind.clone(), e.data_value())).collect());
         (result, appended)
     }
 
@@ -208,10 +203,7 @@ fn argument_text_over_the_byte_cap_is_refused_before_the_plugin() {
     let pad = " ".repeat(MAX_ARGUMENT_BYTES);
     let arguments = format!("{}{pad}", todos(vec![item("a", "pending")]));
     let message = rig.refused(&arguments);
-    assert_eq!(
-        message,
-        format!("invalid arguments: {} bytes is over the limit of 1048576 bytes for one call", arguments.len())
-    );
+    assert_eq!(message, format!("invalid arguments: {} bytes is over the limit of 1048576 bytes for one call", arguments.len()));
     // Exactly at the cap goes through to the plugin.
     let head = todos(vec![item("a", "pending")]);
     let at_cap = format!("{head}{}", " ".repeat(MAX_ARGUMENT_BYTES - head.len()));
@@ -430,8 +422,7 @@ fn any_json() -> impl Strategy<Value = Value> {
     json_leaf().prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec((interesting_string(), inner), 0..6)
-                .prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
+            prop::collection::vec((interesting_string(), inner), 0..6).prop_map(|pairs| Value::Object(pairs.into_iter().collect())),
         ]
     })
 }
@@ -454,16 +445,14 @@ fn todo_shaped() -> impl Strategy<Value = Value> {
         Value::Object(map)
     });
     let item = prop_oneof![20 => todo, 1 => any_json()];
-    (prop::collection::vec(item, 0..6), prop::option::weighted(0.1, (interesting_string(), any_json()))).prop_map(
-        |(items, extra)| {
-            let mut map = serde_json::Map::new();
-            map.insert("todos".into(), Value::Array(items));
-            if let Some((k, v)) = extra {
-                map.insert(k, v);
-            }
-            Value::Object(map)
-        },
-    )
+    (prop::collection::vec(item, 0..6), prop::option::weighted(0.1, (interesting_string(), any_json()))).prop_map(|(items, extra)| {
+        let mut map = serde_json::Map::new();
+        map.insert("todos".into(), Value::Array(items));
+        if let Some((k, v)) = extra {
+            map.insert(k, v);
+        }
+        Value::Object(map)
+    })
 }
 
 /// Argument text: JSON values (compact or pretty), raw strings, or a valid

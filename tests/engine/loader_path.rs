@@ -4,7 +4,7 @@
 //! never half-used: a re-export that drops `inject` once loaded a plugin
 //! without its services, and this test keeps that from coming back.
 
-use cordis_host::loader::{library, EntryState};
+use cordis_engine::loader::{library, EntryState};
 use cordis_tests::{library as lib_path, Scratch};
 use serde_json::Value;
 
@@ -31,8 +31,7 @@ fn composition_entry_applies_the_unwrapped_export() {
     let host = scratch.boot("- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n", true);
     assert_eq!(host.reports.len(), 1);
     assert_eq!(host.reports[0].state, EntryState::Loaded, "{:?}", host.reports[0]);
-    let inject: Vec<String> =
-        host.loader.with_active("todo", |a| a.picked.decl.inject.iter().map(|s| s.to_string()).collect()).unwrap();
+    let inject: Vec<String> = host.loader.with_active("todo", |a| a.picked.decl.inject.iter().map(|s| s.to_string()).collect()).unwrap();
     assert_eq!(inject, vec!["tools", "projections"]);
     let effects = &host.reports[0].effects;
     assert!(effects.contains(&"service todos".to_string()), "{effects:?}");

@@ -17,15 +17,8 @@ fn the_model_is_nudged_once_then_finishes_its_plan() {
     let composition = repo_root().join("examples/compositions/nudge.cordis.yml");
     let script = repo_root().join("examples/nudge.script.yml");
     let state = scratch.path().join("state");
-    let out = scratch.cordis(&[
-        "-c",
-        composition.to_str().unwrap(),
-        "--state-dir",
-        state.to_str().unwrap(),
-        "run",
-        "--script",
-        script.to_str().unwrap(),
-    ]);
+    let out =
+        scratch.cordis(&["-c", composition.to_str().unwrap(), "--state-dir", state.to_str().unwrap(), "run", "--script", script.to_str().unwrap()]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("4 steps"), "{stdout}");
@@ -77,7 +70,9 @@ fn max_nudges_bounds_the_reminders_of_a_turn() {
     assert!(stdout.contains("4 steps"), "two reminders, then the turn ends:\n{stdout}");
     let config = scratch.cordis(&["check"]);
     assert!(config.status.success());
-    scratch.composition("- {id: todo, name: tool-todo, config: {allowParallelInProgress: true}}\n- {id: nudge, name: todo-nudge, config: {maxNudges: -1}}\n");
+    scratch.composition(
+        "- {id: todo, name: tool-todo, config: {allowParallelInProgress: true}}\n- {id: nudge, name: todo-nudge, config: {maxNudges: -1}}\n",
+    );
     let (bad, _) = text(&scratch.cordis(&["check"]));
     assert!(bad.contains("$.maxNudges"), "{bad}");
 }

@@ -2,9 +2,9 @@
 //! registering leaves nothing behind, the other entries still load, and
 //! disposing a fiber unregisters what it registered.
 
-use cordis_host::loader::EntryState;
-use cordis_host::session::Appender;
-use cordis_host::tools::ToolCall;
+use cordis_engine::loader::EntryState;
+use cordis_engine::tools::ToolCall;
+use cordis_session::Appender;
 use cordis_tests::Scratch;
 use serde_json::json;
 
@@ -70,10 +70,7 @@ fn a_panicking_execute_becomes_an_error_result() {
     let host = scratch.boot("- id: p\n  name: fixture-faulty/panics-execute\n", true);
     let session = host.services.sessions.create(None).unwrap();
     session.append_value("turn/start", &json!({"turn": 1}), Appender::Host).unwrap();
-    let result = host.services.tools.execute(
-        &ToolCall { id: "c", name: "panicking_tool", arguments: r#"{"text": "x"}"# },
-        Some(&session),
-    );
+    let result = host.services.tools.execute(&ToolCall { id: "c", name: "panicking_tool", arguments: r#"{"text": "x"}"# }, Some(&session));
     assert!(result.is_error);
     assert!(result.text.contains("plugin panics-execute panicked in panicking_tool.execute"), "{}", result.text);
     // The host keeps working.

@@ -4,9 +4,9 @@
 //! until the provider starts, a provider that fails, realms from `isolate`,
 //! duplicate providers, shared labels, `ctx.<service>` in `!!js`.
 
-use cordis_host::loader::EntryState;
-use cordis_host::runtime::Host;
-use cordis_host::tools::ToolCall;
+use cordis_engine::loader::EntryState;
+use cordis_engine::runtime::Host;
+use cordis_engine::tools::ToolCall;
 use cordis_tests::{text, Scratch};
 use serde_json::Value;
 
@@ -65,7 +65,7 @@ fn a_provider_failing_in_apply_leaves_its_consumers_waiting() {
     }
     assert!(matches!(state(&host, "user"), EntryState::Waiting(_)), "{:?}", host.reports);
     assert!(host.services.tools.get("next").is_none(), "nothing of the consumer is registered");
-    assert!(!host.services.registry.provides(&cordis_host::context::RealmKey::Root, "counter"), "the failed provider's service is withdrawn");
+    assert!(!host.services.registry.provides(&cordis_composition::RealmKey::Root, "counter"), "the failed provider's service is withdrawn");
 }
 
 #[test]
@@ -90,10 +90,8 @@ fn isolated_groups_get_their_own_instances() {
 #[test]
 fn a_second_provider_in_one_realm_fails_naming_both() {
     let scratch = Scratch::new();
-    let host = scratch.boot(
-        "- id: first\n  name: fixture-counter\n  config: {label: a}\n- id: second\n  name: fixture-counter\n  config: {label: b}\n",
-        true,
-    );
+    let host = scratch
+        .boot("- id: first\n  name: fixture-counter\n  config: {label: a}\n- id: second\n  name: fixture-counter\n  config: {label: b}\n", true);
     assert_eq!(state(&host, "first"), &EntryState::Loaded);
     match state(&host, "second") {
         EntryState::Failed(m) => {
@@ -143,9 +141,9 @@ fn expressions_see_the_injected_service() {
 fn a_panicking_provider_is_an_error_of_the_call() {
     let scratch = Scratch::new();
     let host = scratch.boot("- {id: counter, name: fixture-counter, config: {label: a}}\n", true);
-    let err = host.services.registry.call(&cordis_host::context::RealmKey::Root, "counter", "panic", "{}").unwrap_err();
+    let err = host.services.registry.call(&cordis_composition::RealmKey::Root, "counter", "panic", "{}").unwrap_err();
     assert!(err.contains("plugin fixture-counter panicked in service counter method panic"), "{err}");
-    assert!(host.services.registry.call(&cordis_host::context::RealmKey::Root, "counter", "next", "{}").is_ok(), "it keeps serving");
+    assert!(host.services.registry.call(&cordis_composition::RealmKey::Root, "counter", "next", "{}").is_ok(), "it keeps serving");
 }
 
 #[test]

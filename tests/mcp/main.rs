@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use cordis_host::session::store::read_file;
+use cordis_session::store::read_file;
 use cordis_tests::{cordis_exe, plugin_dir, repo_root, target_dir, text, Scratch};
 use serde_json::{json, Value};
 
@@ -166,12 +166,8 @@ fn typescript_sdk_over_stdio() {
     let (_, node) = peers();
     let scratch = Scratch::new();
     scratch.composition(COMPOSITION);
-    let out = Command::new("node")
-        .arg(node.join("client.mjs"))
-        .args(server_args(&scratch, &[]))
-        .current_dir(scratch.path())
-        .output()
-        .expect("run node");
+    let out =
+        Command::new("node").arg(node.join("client.mjs")).args(server_args(&scratch, &[])).current_dir(scratch.path()).output().expect("run node");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "the TypeScript client failed:\n{stdout}\n{stderr}");
     let steps = lines(&out.stdout);
@@ -192,6 +188,9 @@ impl Drop for HttpServer {
     }
 }
 
+// The child is killed and waited for on the failure path and by
+// HttpServer's Drop; clippy cannot see through the reader thread.
+#[allow(clippy::zombie_processes)]
 fn http_server(scratch: &Scratch, extra: &[&str]) -> HttpServer {
     let args = server_args(scratch, &[&["--http", "127.0.0.1:0"], extra].concat());
     let mut child = Command::new(&args[0])
@@ -207,6 +206,8 @@ fn http_server(scratch: &Scratch, extra: &[&str]) -> HttpServer {
     loop {
         line.clear();
         if stderr.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
             panic!("cordis mcp --http exited before listening");
         }
         if let Some(at) = line.find("http://") {
@@ -395,7 +396,8 @@ fn a_client_killed_mid_session_leaves_a_log_that_continues() {
     // The log reads without a problem: no break of the structure rules, no
     // call without its result.
     let host = scratch.boot("- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n", true);
-    let (session, problems) = host.services.sessions.view(&scratch.path().join(".cordis/sessions").join(format!("{id}.jsonl")).display().to_string()).unwrap();
+    let (session, problems) =
+        host.services.sessions.view(&scratch.path().join(".cordis/sessions").join(format!("{id}.jsonl")).display().to_string()).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let turns = session.with_events(|e| e.iter().filter(|e| e.kind == "turn/end").count());
     assert_eq!(turns, 5, "one turn per connection");

@@ -2,8 +2,8 @@
 //! `deriveMessages()`, the `todos` projection's life cycle, durability across
 //! processes, and continuing a session.
 
-use cordis_host::agent::{Agent, Quiet, ScriptedModel};
-use cordis_host::session::{derive_messages, Appender, Message};
+use cordis_engine::agent::{Agent, Quiet, ScriptedModel};
+use cordis_session::{derive_messages, Appender, Message};
 use cordis_tests::{text, Scratch};
 use serde_json::{json, Value};
 
@@ -22,7 +22,7 @@ steps:
   - text: done
 "#;
 
-fn kinds(events: &[cordis_host::session::Event]) -> Vec<String> {
+fn kinds(events: &[cordis_session::Event]) -> Vec<String> {
     events.iter().map(|e| e.kind.clone()).collect()
 }
 
@@ -61,8 +61,11 @@ fn turn_order_messages_and_plan_life_cycle() {
     assert!(messages.iter().all(|m| !matches!(m, Message::Tool { is_error: true, .. })));
 
     let plan: Value = serde_json::from_str(&session.state("todos").unwrap()).unwrap();
-    assert_eq!(plan, json!([{"content": "read the code", "status": "completed"}, {"content": "write the fix", "status": "in_progress"}]),
-        "turn/end keeps the finished list");
+    assert_eq!(
+        plan,
+        json!([{"content": "read the code", "status": "completed"}, {"content": "write the fix", "status": "in_progress"}]),
+        "turn/end keeps the finished list"
+    );
 
     // The next turn clears the plan at turn/start.
     let mut quiet_model = ScriptedModel::parse("steps:\n  - text: hello\n", "s.yml").unwrap();
@@ -122,8 +125,12 @@ fn a_turn_left_open_by_a_crash_is_closed_with_results_for_its_calls() {
         session.append_value("turn/start", &json!({"turn": 1}), Appender::Host).unwrap();
         session.append_value("step/start", &json!({"turn": 1, "step": 1}), Appender::Host).unwrap();
         session
-            .append_value("assistant/message", &json!({"turn": 1, "step": 1, "message": {"role": "assistant",
-                "content": [{"type": "tool-call", "id": "c9", "name": "todo_write", "arguments": "{}"}]}}), Appender::Host)
+            .append_value(
+                "assistant/message",
+                &json!({"turn": 1, "step": 1, "message": {"role": "assistant",
+                "content": [{"type": "tool-call", "id": "c9", "name": "todo_write", "arguments": "{}"}]}}),
+                Appender::Host,
+            )
             .unwrap();
         session
             .append_value("tool/call", &json!({"turn": 1, "step": 1, "callId": "c9", "name": "todo_write", "arguments": "{}"}), Appender::Host)
@@ -153,8 +160,8 @@ fn a_turn_left_open_by_a_crash_is_closed_with_results_for_its_calls() {
 // Issue 11, kinds 1 and 2: the history stays well-formed, the log's
 // structure rules hold, and every line not replayed as written is reported.
 
-use cordis_host::agent::{Model, ModelError, ModelRequest, ModelStep, StepSink};
-use cordis_host::session::{LineProblem, ProblemKind};
+use cordis_engine::agent::{Model, ModelError, ModelRequest, ModelStep, StepSink};
+use cordis_session::{LineProblem, ProblemKind};
 
 /// A session log built event by event (seq counted), one JSON line each.
 struct Log {
@@ -418,32 +425,54 @@ fn structure_breaks_are_refused_live_and_reported_on_replay() {
     let host = scratch.boot(COMPOSITION, false);
     type Build = Box<dyn Fn(&mut Log) -> usize>;
     let cases: Vec<(&str, Build, &str)> = vec![
-        ("turn/start 2 while turn 1 is open", Box::new(|l: &mut Log| {
-            l.push("turn/start", json!({"turn": 1}));
-            l.push("turn/start", json!({"turn": 2}))
-        }), "turn/start 2 while turn 1 is still open"),
-        ("turn/end 2 closing turn 1", Box::new(|l: &mut Log| {
-            l.push("turn/start", json!({"turn": 1}));
-            l.push("turn/end", json!({"turn": 2, "reason": {"kind": "completed"}}))
-        }), "turn/end 2 does not close the open turn (1)"),
-        ("step/start 2 while step 1 is open", Box::new(|l: &mut Log| {
-            l.push("turn/start", json!({"turn": 1}));
-            l.push("step/start", json!({"turn": 1, "step": 1}));
-            l.push("step/start", json!({"turn": 1, "step": 2}))
-        }), "step/start 2 while step 1 is still open"),
-        ("turn/end while a step is open", Box::new(|l: &mut Log| {
-            l.push("turn/start", json!({"turn": 1}));
-            l.push("step/start", json!({"turn": 1, "step": 1}));
-            l.push("turn/end", json!({"turn": 1, "reason": {"kind": "completed"}}))
-        }), "turn/end 1 while step 1 is still open"),
-        ("a tool/result never called in its step", Box::new(|l: &mut Log| {
-            l.push("turn/start", json!({"turn": 1}));
-            l.push("step/start", json!({"turn": 1, "step": 1}));
-            l.push("tool/result", result(1, 1, "c7", "x"))
-        }), "tool/result for call c7 with no tool/call for it in this step"),
-        ("todo/write outside any turn", Box::new(|l: &mut Log| {
-            l.push("todo/write", json!({"todos": [{"content": "a", "status": "pending"}]}))
-        }), "todo/write outside any open turn"),
+        (
+            "turn/start 2 while turn 1 is open",
+            Box::new(|l: &mut Log| {
+                l.push("turn/start", json!({"turn": 1}));
+                l.push("turn/start", json!({"turn": 2}))
+            }),
+            "turn/start 2 while turn 1 is still open",
+        ),
+        (
+            "turn/end 2 closing turn 1",
+            Box::new(|l: &mut Log| {
+                l.push("turn/start", json!({"turn": 1}));
+                l.push("turn/end", json!({"turn": 2, "reason": {"kind": "completed"}}))
+            }),
+            "turn/end 2 does not close the open turn (1)",
+        ),
+        (
+            "step/start 2 while step 1 is open",
+            Box::new(|l: &mut Log| {
+                l.push("turn/start", json!({"turn": 1}));
+                l.push("step/start", json!({"turn": 1, "step": 1}));
+                l.push("step/start", json!({"turn": 1, "step": 2}))
+            }),
+            "step/start 2 while step 1 is still open",
+        ),
+        (
+            "turn/end while a step is open",
+            Box::new(|l: &mut Log| {
+                l.push("turn/start", json!({"turn": 1}));
+                l.push("step/start", json!({"turn": 1, "step": 1}));
+                l.push("turn/end", json!({"turn": 1, "reason": {"kind": "completed"}}))
+            }),
+            "turn/end 1 while step 1 is still open",
+        ),
+        (
+            "a tool/result never called in its step",
+            Box::new(|l: &mut Log| {
+                l.push("turn/start", json!({"turn": 1}));
+                l.push("step/start", json!({"turn": 1, "step": 1}));
+                l.push("tool/result", result(1, 1, "c7", "x"))
+            }),
+            "tool/result for call c7 with no tool/call for it in this step",
+        ),
+        (
+            "todo/write outside any turn",
+            Box::new(|l: &mut Log| l.push("todo/write", json!({"todos": [{"content": "a", "status": "pending"}]}))),
+            "todo/write outside any open turn",
+        ),
     ];
     for (what, build, rule) in &cases {
         // Replay: reported with its line and rule.
@@ -465,7 +494,7 @@ fn structure_breaks_are_refused_live_and_reported_on_replay() {
         let kind = last["type"].as_str().unwrap();
         let refused = if kind == "todo/write" {
             let r = host.services.tools.execute(
-                &cordis_host::tools::ToolCall { id: "t", name: "todo_write", arguments: &json!({"todos": last["data"]["todos"]}).to_string() },
+                &cordis_engine::tools::ToolCall { id: "t", name: "todo_write", arguments: &json!({"todos": last["data"]["todos"]}).to_string() },
                 Some(&live),
             );
             assert!(r.is_error, "{what}: {r:?}");
@@ -533,7 +562,13 @@ fn surface_replacements_are_read_and_applied() {
     let (session, problems) = host.services.sessions.view(&path).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     let messages = session.with_events(derive_messages);
-    assert_eq!(messages, [Message::User { text: "[checkpoint] planned".into() }, Message::Assistant { text: "done".into(), tool_calls: vec![], reasoning: String::new() }]);
+    assert_eq!(
+        messages,
+        [
+            Message::User { text: "[checkpoint] planned".into() },
+            Message::Assistant { text: "done".into(), tool_calls: vec![], reasoning: String::new() }
+        ]
+    );
     // Re-exported as read.
     let (out, _) = text(&scratch.cordis(&["session", "export", &path]));
     assert!(out.contains(r#""sourceEventSeqs":[5],"surfaceOp":{"op":"replace","start":5,"end":5}}"#), "{out}");

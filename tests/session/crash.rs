@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cordis_host::session::store::read_file;
+use cordis_session::store::read_file;
 use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, Rng, Scratch};
 use serde_json::Value;
 
@@ -47,7 +47,7 @@ fn run_kills(kills: usize) -> Totals {
         session.get_or_insert(id.clone());
 
         // Kill at a random point within the next ~60 ms of appends.
-        let delay = Duration::from_micros(rng.next() % 60_000);
+        let delay = Duration::from_micros(rng.next_u64() % 60_000);
         acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("seed {seed} round {round}")));
         let warnings = warnings.join().unwrap();
         totals.kills += 1;
@@ -80,7 +80,7 @@ fn run_kills(kills: usize) -> Totals {
         if round % 5 == 4 && round + 1 < kills {
             let raw = std::fs::read_to_string(&path).unwrap();
             let last = raw.lines().last().unwrap();
-            let cut = 1 + (rng.next() as usize) % (last.len() - 1);
+            let cut = 1 + (rng.next_u64() as usize) % (last.len() - 1);
             let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
             f.write_all(&last.as_bytes()[..cut]).unwrap();
             injected_torn = true;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, StoreBackend, Rng, Scratch};
+use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, Rng, Scratch, StoreBackend};
 use serde_json::Value;
 
 fn store_fixture(part: &str) -> PathBuf {
@@ -217,7 +217,6 @@ fn a_reference_session_continued_by_cordis_loads_in_the_reference() {
     assert_eq!(cordis_export(&scratch, None, id), after);
 }
 
-
 #[test]
 fn runs_killed_mid_turn_lose_no_acknowledged_event() {
     for compression in ["zstd", "none"] {
@@ -229,7 +228,11 @@ fn runs_killed_mid_turn_lose_no_acknowledged_event() {
         let mut acknowledged: Vec<String> = Vec::new();
         for round in 0..16 {
             let mut cmd = Command::new(cordis_exe());
-            cmd.arg("dev").current_dir(scratch.path()).env("CORDIS_PLUGIN_PATH", plugin_dir()).env("XDG_CONFIG_HOME", scratch.path()).env_remove("RUST_LOG");
+            cmd.arg("dev")
+                .current_dir(scratch.path())
+                .env("CORDIS_PLUGIN_PATH", plugin_dir())
+                .env("XDG_CONFIG_HOME", scratch.path())
+                .env_remove("RUST_LOG");
             if let Some(id) = &session {
                 cmd.args(["--session", id]);
             }
@@ -240,15 +243,13 @@ fn runs_killed_mid_turn_lose_no_acknowledged_event() {
             stdout.read_line(&mut ready).unwrap();
             let ready: Value = serde_json::from_str(&ready).unwrap_or_else(|_| panic!("{compression} round {round}: not ready: {ready:?}"));
             session.get_or_insert(ready["session"].as_str().unwrap().to_string());
-            let delay = Duration::from_micros(5_000 + rng.next() % 60_000);
+            let delay = Duration::from_micros(5_000 + rng.next_u64() % 60_000);
             acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("{compression} round {round}")));
 
             // Nothing is on disk before a session's first append: a process
             // killed before any call leaves no session to continue.
             let log_name = if compression == "zstd" { "session.jsonl.zstd" } else { "session.jsonl" };
-            let on_disk = tree_bytes(&root)
-                .iter()
-                .any(|(p, _)| p.ends_with(format!("{}/{log_name}", session.as_deref().unwrap())));
+            let on_disk = tree_bytes(&root).iter().any(|(p, _)| p.ends_with(format!("{}/{log_name}", session.as_deref().unwrap())));
             if !on_disk {
                 assert!(acknowledged.is_empty(), "{compression} round {round}: calls were acknowledged but nothing is on disk");
                 session = None;
@@ -351,7 +352,7 @@ fn damage_in_the_middle_is_refused_never_cut() {
     let mut bytes = std::fs::read(store_fixture("zstd").join(&rel)).unwrap();
     // Frame 2's first block claims far more bytes than the file holds, as a
     // flipped size field would; whole frames follow it.
-    let frames = cordis_host::session::harness::frames::split(&bytes).unwrap();
+    let frames = cordis_session::store::harness::frames::split(&bytes).unwrap();
     let start = frames.complete[2].start;
     let descriptor = bytes[start + 4];
     let single = descriptor & 0x20 != 0;

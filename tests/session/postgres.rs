@@ -122,10 +122,7 @@ fn sessions_live_in_the_database_and_move_both_ways() {
     let seqs: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
     assert_eq!(seqs, (0..seqs.len() as i64).collect::<Vec<_>>());
     let next = seqs.len() as i64;
-    let gap = client.execute(
-        "INSERT INTO agents.events (session_id, seq, time, type, line) VALUES ($1, $2, 0, 'x/y', '{}')",
-        &[&id, &(next + 1)],
-    );
+    let gap = client.execute("INSERT INTO agents.events (session_id, seq, time, type, line) VALUES ($1, $2, 0, 'x/y', '{}')", &[&id, &(next + 1)]);
     let refused = gap.unwrap_err().as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
     assert!(refused.contains("does not follow"), "a gap is refused by the database: {refused}");
     let twice = client.execute("INSERT INTO agents.events (session_id, seq, time, type, line) VALUES ($1, 0, 0, 'x/y', '{}')", &[&id]);
@@ -224,7 +221,6 @@ fn hosts_share_sessions_one_writer_at_a_time() {
     assert!(written_todos(&hosts[1].export(&ids[1])).contains("held by host 0"));
 }
 
-
 #[test]
 fn writers_killed_mid_turn_lose_no_acknowledged_event() {
     let server = PgServer::start();
@@ -238,7 +234,7 @@ fn writers_killed_mid_turn_lose_no_acknowledged_event() {
         let host = &hosts[round % 2];
         let (mut child, mut stdin, mut stdout, id) = host.dev(session.as_deref());
         session.get_or_insert(id);
-        let delay = Duration::from_micros(5_000 + rng.next() % 60_000);
+        let delay = Duration::from_micros(5_000 + rng.next_u64() % 60_000);
         acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("round {round}")));
         let written = written_todos(&hosts[(round + 1) % 2].export(session.as_deref().unwrap()));
         for content in &acknowledged {
@@ -296,7 +292,6 @@ fn watch_shows_a_plan_written_elsewhere_within_a_second() {
     let _ = watch.wait();
     let _ = child.wait();
 }
-
 
 #[test]
 fn a_writer_carries_on_after_the_server_restarts() {

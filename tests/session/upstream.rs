@@ -5,9 +5,9 @@
 //! our tool to the same data and text. Expected values below were read from
 //! the files themselves.
 
-use cordis_host::session::event::Envelope;
-use cordis_host::session::{derive_messages, Appender, Message};
-use cordis_host::tools::ToolCall;
+use cordis_engine::tools::ToolCall;
+use cordis_session::event::Envelope;
+use cordis_session::{derive_messages, Appender, Message};
 use cordis_tests::{repo_root, text, Scratch};
 use serde_json::{json, Value};
 
@@ -58,9 +58,8 @@ fn each_log_loads_with_its_messages_and_plan() {
         assert_eq!(messages.len(), e.messages, "{}", e.file);
         let plan: Value = serde_json::from_str(&session.state("todos").unwrap()).unwrap();
         assert_eq!(plan, e.plan, "{}", e.file);
-        let opaque = session.with_events(|events| {
-            events.iter().filter(|ev| !cordis_host::session::core_type_or_owned(&host.services.events, &ev.kind)).count()
-        });
+        let opaque =
+            session.with_events(|events| events.iter().filter(|ev| !cordis_session::core_type_or_owned(&host.services.events, &ev.kind)).count());
         assert_eq!(opaque, e.opaque, "{}", e.file);
     }
 }

@@ -10,7 +10,7 @@ pub mod sse_server;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cordis_host::{Host, HostOptions};
+use cordis_engine::{Host, HostOptions};
 use tempfile::TempDir;
 
 /// The repository root.
@@ -26,19 +26,57 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// The compiled plugin library for crate `name` (`tool-todo` →
-/// `libtool_todo.so`), the newer of the uplifted and the `deps/` copy.
+/// `libtool_todo.so`), the newer of the uplifted and the `deps/` copy. A
+/// test fixture (`fixture-*`) comes from [`fixture_library`].
 ///
 /// # Panics
 /// When neither exists: build the workspace first.
 pub fn library(name: &str) -> PathBuf {
-    let file = cordis_host::loader::resolve::library_file_name(name);
+    if name.starts_with("fixture-") {
+        return fixture_library(name, &target_dir());
+    }
+    let file = cordis_engine::loader::resolve::library_file_name(name);
     let candidates = [target_dir().join(&file), target_dir().join("deps").join(&file)];
-    let newest = candidates
-        .iter()
-        .filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p.clone())))
-        .max_by_key(|(t, _)| *t)
-        .map(|(_, p)| p);
+    let newest =
+        candidates.iter().filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p.clone()))).max_by_key(|(t, _)| *t).map(|(_, p)| p);
     newest.unwrap_or_else(|| panic!("{file} is not built; run `cargo build --workspace` first (looked in {})", target_dir().display()))
+}
+
+/// The test-fixture plugin library `name` (`fixture-decoy` →
+/// `libfixture_decoy.so`). The fixtures are a cargo workspace of their own
+/// (`tests/fixtures/plugins`), so that no build of the product puts decoys
+/// and broken libraries beside the real plugins: they are built here, once
+/// per process, with the profile of `target` (`target/debug` → dev,
+/// `target/release` → release) into `target/../fixture-plugins`, cargo's
+/// own lock serializing concurrent test processes.
+///
+/// # Panics
+/// When cargo cannot run or the build fails (with its output), or the
+/// library is not one of the fixtures.
+pub fn fixture_library(name: &str, target: &Path) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let root = target.parent().expect("target/<profile> has a parent").join("fixture-plugins");
+    let release = target.file_name().is_some_and(|n| n == "release");
+    let out = root.join(if release { "release" } else { "debug" });
+    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !built.contains(&out) {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["build", "--quiet", "--locked", "--manifest-path"])
+            .arg(repo_root().join("tests/fixtures/plugins/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&root);
+        if release {
+            cargo.arg("--release");
+        }
+        let done = cargo.output().expect("run cargo to build the fixture plugins");
+        assert!(done.status.success(), "building the fixture plugins failed:\n{}", text(&done).1);
+        built.push(out.clone());
+    }
+    let file = cordis_engine::loader::resolve::library_file_name(name);
+    let path = out.join(&file);
+    assert!(path.is_file(), "{} is not a fixture plugin (no {})", name, path.display());
+    path
 }
 
 /// A folder holding every compiled plugin library the tests use, as a
@@ -49,7 +87,17 @@ pub fn plugin_dir() -> PathBuf {
         let dir = std::env::temp_dir().join(format!("cordis-test-plugins-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the plugin folder");
-        for name in ["tool-todo", "fixture-decoy", "fixture-faulty", "fixture-not-plugin", "fixture-old-abi", "fixture-counter", "fixture-counter-user", "todo-nudge", "llm-openai"] {
+        for name in [
+            "tool-todo",
+            "fixture-decoy",
+            "fixture-faulty",
+            "fixture-not-plugin",
+            "fixture-old-abi",
+            "fixture-counter",
+            "fixture-counter-user",
+            "todo-nudge",
+            "llm-openai",
+        ] {
             let src = library(name);
             let dst = dir.join(src.file_name().expect("a file name"));
             // A symbolic link: never a copy written over a hard link to the
@@ -71,7 +119,7 @@ pub fn cordis_exe() -> PathBuf {
     let exe = target_dir().join(format!("cordis{}", std::env::consts::EXE_SUFFIX));
     assert!(exe.is_file(), "{} is not built; run `cargo build --workspace` first", exe.display());
     let built = std::fs::metadata(&exe).and_then(|m| m.modified()).expect("the binary has an mtime");
-    for dir in ["host/src", "abi/src"] {
+    for dir in ["crates/abi/src", "crates/composition/src", "crates/session/src", "crates/engine/src", "crates/mcp/src", "crates/cordis/src"] {
         if let Some(newer) = newest_file(&repo_root().join(dir)).filter(|(t, _)| *t > built) {
             panic!("{} is older than {}; run `cargo build --workspace` first", exe.display(), newer.1.display());
         }
@@ -83,11 +131,7 @@ fn newest_file(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
     let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
-        let candidate = if path.is_dir() {
-            newest_file(&path)
-        } else {
-            entry.metadata().ok().and_then(|m| m.modified().ok()).map(|t| (t, path))
-        };
+        let candidate = if path.is_dir() { newest_file(&path) } else { entry.metadata().ok().and_then(|m| m.modified().ok()).map(|t| (t, path)) };
         if let Some(c) = candidate {
             if newest.as_ref().is_none_or(|n| c.0 > n.0) {
                 newest = Some(c);
@@ -372,7 +416,7 @@ pub struct Rng(pub u64);
 
 impl Rng {
     /// The next number (never 0 when the seed is not 0).
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;

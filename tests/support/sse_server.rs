@@ -90,7 +90,11 @@ impl SseServer {
             let mut replies = replies.into_iter();
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let reply = replies.next().unwrap_or(Reply::Status { status: 500, headers: vec![], body: "{\"error\":{\"message\":\"no more replies scripted\"}}".into() });
+                let reply = replies.next().unwrap_or(Reply::Status {
+                    status: 500,
+                    headers: vec![],
+                    body: "{\"error\":{\"message\":\"no more replies scripted\"}}".into(),
+                });
                 let seen = seen.clone();
                 // One thread per connection: a stalled reply must not hold
                 // up the next request (a retry, another test step).
@@ -145,7 +149,8 @@ fn serve(mut stream: TcpStream, reply: Reply, seen: &Mutex<Vec<Request>>) {
     match reply {
         Reply::Silent(d) => std::thread::sleep(d),
         Reply::Status { status, headers, body } => {
-            let mut head = format!("HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+            let mut head =
+                format!("HTTP/1.1 {status} Scripted\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
             for (n, v) in headers {
                 head.push_str(&format!("{n}: {v}\r\n"));
             }

@@ -47,7 +47,7 @@ fn parse_options() -> Result<Options, String> {
         rss_runs: 5,
         reloads: 30,
         criterion: criterion_results::default_dir(&paths::target_dir()),
-        oracle: Some(paths::repo_root().join("..").join("shared").join("oracle")),
+        oracle: Some(paths::repo_root().join("bench").join("reference")),
         oracle_calls: 10_000,
         oracle_runs: 5,
         out: Some(paths::target_dir().join("bench-scratch").join("figures.md")),
@@ -188,11 +188,8 @@ fn whole_process(o: &Options, f: &mut Figures) -> Result<(), String> {
         refusals.push(Program::new(&cordis, &args(&["-c", &file.display().to_string(), "check"]), &dir).expecting(2));
     }
     // The dialect: an include with patches, a package name, `!!js`.
-    let dialect = Program::new(
-        &cordis,
-        &args(&["-c", &root.join("examples/compositions/with-patches.cordis.yml").display().to_string(), "check"]),
-        &root,
-    );
+    let dialect =
+        Program::new(&cordis, &args(&["-c", &root.join("examples/compositions/with-patches.cordis.yml").display().to_string(), "check"]), &root);
     let mut programs = vec![default, bare_todo, bare_both, dialect];
     programs.extend(refusals);
     for n in ENTRIES {
@@ -239,10 +236,10 @@ fn private_copy_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
         std::fs::copy(&todo, &a).map_err(|e| e.to_string())?;
         std::fs::copy(&todo, &b).map_err(|e| e.to_string())?;
         let start = Instant::now();
-        cordis_host::loader::LibraryCache::private_copies().load(&a).map_err(|e| e.to_string())?;
+        cordis_engine::loader::LibraryCache::private_copies().load(&a).map_err(|e| e.to_string())?;
         sealed.push(start.elapsed().as_secs_f64());
         let start = Instant::now();
-        cordis_host::loader::library::load_library(&b).map_err(|e| e.to_string())?;
+        cordis_engine::loader::library::load_library(&b).map_err(|e| e.to_string())?;
         in_place.push(start.elapsed().as_secs_f64());
     }
     f.time.insert("load/private_copy".into(), Summary::of(&sealed).ok_or("no loads")?);
@@ -285,11 +282,9 @@ fn reload_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
     ] {
         f.time.insert(key.into(), Summary::of(values).ok_or("no reloads")?);
     }
-    for (part, before, after) in [
-        ("", r.rss_before.total, r.rss_after.total),
-        ("_anon", r.rss_before.anon, r.rss_after.anon),
-        ("_file", r.rss_before.file, r.rss_after.file),
-    ] {
+    for (part, before, after) in
+        [("", r.rss_before.total, r.rss_after.total), ("_anon", r.rss_before.anon, r.rss_after.anon), ("_file", r.rss_before.file, r.rss_after.file)]
+    {
         f.rss.insert(format!("reload/before{part}"), Summary::single(before));
         f.rss.insert(format!("reload/after{part}"), Summary::single(after));
         f.rss.insert(format!("reload/per_reload{part}"), Summary::single((after - before) / runs as f64));
@@ -406,8 +401,8 @@ fn store_sizes(o: &Options, f: &mut Figures) -> Result<(), String> {
     let flat = dir.join("flat.jsonl");
     workload::write_session_log(&flat, "sizes", n).map_err(|e| e.to_string())?;
     let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len() as f64 / n as f64).map_err(|e| e.to_string());
-    let zstd = inproc::harness_copy(&flat, &dir.join("zstd"), cordis_host::session::Compression::Zstd)?;
-    let plain = inproc::harness_copy(&flat, &dir.join("plain"), cordis_host::session::Compression::None)?;
+    let zstd = inproc::harness_copy(&flat, &dir.join("zstd"), cordis_session::Compression::Zstd)?;
+    let plain = inproc::harness_copy(&flat, &dir.join("plain"), cordis_session::Compression::None)?;
     f.time.insert("store/bytes/zstd".into(), Summary::single(size(&zstd)?));
     f.time.insert("store/bytes/plain".into(), Summary::single(size(&plain)?));
     f.time.insert("store/bytes/flat".into(), Summary::single(size(&flat)?));
@@ -476,8 +471,8 @@ fn in_process_once(f: &mut Figures) -> Result<(), String> {
     {
         let flat = append_dir.join("replay.jsonl");
         workload::write_session_log(&flat, "store-replay", 3_001).map_err(|e| e.to_string())?;
-        let log = inproc::harness_copy(&flat, &append_dir.join("replay-root"), cordis_host::session::Compression::Zstd)?;
-        let host = inproc::boot(&append_dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None)?;
+        let log = inproc::harness_copy(&flat, &append_dir.join("replay-root"), cordis_session::Compression::Zstd)?;
+        let host = inproc::boot(&append_dir, &workload::todo_entry(&todo), true, cordis_session::Durability::None)?;
         let (ours, plan) = timed(|| inproc::replay_to_plan(&host, &log));
         plan?;
         let (base, lines) = timed(|| inproc::zstd_parse_as_values(&log));
@@ -516,7 +511,7 @@ fn in_process_once(f: &mut Figures) -> Result<(), String> {
     }
 
     let replay_dir = dir.join("replay").tap_mkdir()?;
-    let host = inproc::boot(&replay_dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None)?;
+    let host = inproc::boot(&replay_dir, &workload::todo_entry(&todo), true, cordis_session::Durability::None)?;
     for n in [1_000, 3_001] {
         let id = format!("log-{n}");
         let path = Resume::path_in(&replay_dir, &id);
@@ -610,7 +605,7 @@ fn profile_loop(a: &[String]) -> Result<(), String> {
             let path = Resume::path_in(&dir, id);
             std::fs::create_dir_all(path.parent().unwrap_or(&dir)).map_err(|e| e.to_string())?;
             workload::write_session_log(&path, id, size).map_err(|e| e.to_string())?;
-            let host = inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_host::session::Durability::None)?;
+            let host = inproc::boot(&dir, &workload::todo_entry(&todo), true, cordis_session::Durability::None)?;
             let resume = Resume::new(&dir, &todo, id)?;
             let start = Instant::now();
             while start.elapsed().as_secs_f64() < seconds {
@@ -641,7 +636,7 @@ fn oracle(o: &Options, f: &mut Figures) {
         f.missing.insert("oracle".into(), format!("not run: no {}", script.display()));
         return;
     }
-    let config = dir.join("cases").join("cordis-parallel.yml");
+    let config = dir.join("cordis-parallel.yml");
     let (mut boot, mut rate) = (Vec::new(), Vec::new());
     for i in 0..o.oracle_runs {
         progress(&format!("reference oracle: run {} of {} (--bench {})", i + 1, o.oracle_runs, o.oracle_calls));
@@ -649,7 +644,10 @@ fn oracle(o: &Options, f: &mut Figures) {
         let out = match out {
             Ok(out) if out.status.success() => out,
             Ok(out) => {
-                f.missing.insert("oracle".into(), format!("failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")));
+                f.missing.insert(
+                    "oracle".into(),
+                    format!("failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")),
+                );
                 return;
             }
             Err(e) => {
@@ -1066,7 +1064,8 @@ fn work_tree() -> String {
     // Not trimmed: every porcelain line starts with two status columns and
     // a space.
     let changed = Command::new("git").args(["-C", &repo, "status", "--porcelain", "--untracked-files=no"]).output();
-    let changed: Vec<String> = changed.map(|o| String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.get(3..)).map(str::to_string).collect()).unwrap_or_default();
+    let changed: Vec<String> =
+        changed.map(|o| String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.get(3..)).map(str::to_string).collect()).unwrap_or_default();
     if !changed.is_empty() {
         commit.push_str(&format!(" with uncommitted changes to {}", changed.join(", ")));
     }

@@ -1,6 +1,6 @@
 //! The in-process baseline of the MCP throughput figure (`bench/mcp.sh`):
 //! N sequential `todo_write` calls through the MCP server's own call path
-//! (`cordis_host::mcp::Connection::call`: the turn's step, the call recorded
+//! (`cordis_mcp::Connection::call`: the turn's step, the call recorded
 //! as the agent loop records it, the tool registry, the ABI, the plugin, the
 //! durable append), with no protocol, transport or client around it.
 //!
@@ -11,8 +11,8 @@
 use std::time::Instant;
 
 use cordis_bench::inproc;
-use cordis_host::mcp::{Attach, ClientName, Connection, Shared};
-use cordis_host::session::Durability;
+use cordis_mcp::{Attach, ClientName, Connection, Shared};
+use cordis_session::Durability;
 use serde_json::json;
 
 fn main() {

@@ -23,10 +23,9 @@
 use abi_stable::{
     declare_root_module_statics,
     library::RootModule,
-    package_version_strings,
-    sabi_trait,
-    sabi_types::VersionStrings,
+    package_version_strings, sabi_trait,
     sabi_types::RRef,
+    sabi_types::VersionStrings,
     std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec},
     StableAbi,
 };

@@ -212,10 +212,7 @@ fn readable_depth(text: &str, outer: usize) -> Result<(), serde_json::Error> {
 /// set, so one comparison per byte counts both, and counting a block at a
 /// time in a `u8` lets the compiler do it 16 or 32 bytes per instruction.
 fn opening_brackets(bytes: &[u8]) -> usize {
-    bytes
-        .chunks(255)
-        .map(|block| block.iter().fold(0u8, |n, &b| n + u8::from(b | 0x20 == b'{')) as usize)
-        .sum()
+    bytes.chunks(255).map(|block| block.iter().fold(0u8, |n, &b| n + u8::from(b | 0x20 == b'{')) as usize).sum()
 }
 
 /// Borrowed JSON text holding exactly one value, as it crosses the library

@@ -49,9 +49,9 @@ pub mod sdk;
 pub mod tape;
 
 pub use abi_stable;
+pub use ffi::{PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, ProvidedService};
 pub use inventory;
 pub use json::{JsonStr, JsonText};
-pub use ffi::{PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, ProvidedService};
 
 /// The symbol-independent name of the root module type, as reported by the
 /// host in load errors.

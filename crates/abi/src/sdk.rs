@@ -23,8 +23,8 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ffi::{
-    EventValidator, EventValidatorBox, EventValidator_TO, ExecContextRef, ExecContext_TO, HostContextRef, HostContext_TO, LogLevel, PackageName, PluginDecl,
-    PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, ProvidedService, Service, ServiceBox, Service_TO, Tool,
+    EventValidator, EventValidatorBox, EventValidator_TO, ExecContextRef, ExecContext_TO, HostContextRef, HostContext_TO, LogLevel, PackageName,
+    PluginDecl, PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, ProvidedService, Service, ServiceBox, Service_TO, Tool,
     ToolBox, ToolOutcome, Tool_TO, TurnEndHook, TurnEndHookBox, TurnEndHook_TO,
 };
 use crate::json::{JsonStr, JsonText};
@@ -36,8 +36,8 @@ use crate::tape::{self, ArgToken};
 /// Everything a plugin crate usually needs.
 pub mod prelude {
     pub use super::{
-        Context, EncodedReply, EventInvariant, Fold, ParsedArgs, Plugin, PluginError, ServiceError, ServiceHandle, ServiceProvider,
-        ToolContext, ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
+        Context, EncodedReply, EventInvariant, Fold, ParsedArgs, Plugin, PluginError, ServiceError, ServiceHandle, ServiceProvider, ToolContext,
+        ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
     };
     pub use crate::ffi::LogLevel;
     pub use crate::json::{JsonStr, JsonText};
@@ -122,8 +122,7 @@ pub fn declare<P: Plugin>() -> PluginDecl {
 
 extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>) -> RResult<(), RString> {
     let outcome = guard(P::NAME, "apply", || {
-        let config: P::Config = serde_json::from_str(config.as_str())
-            .map_err(|e| format!("plugin {} could not read its config: {e}", P::NAME))?;
+        let config: P::Config = serde_json::from_str(config.as_str()).map_err(|e| format!("plugin {} could not read its config: {e}", P::NAME))?;
         let context = Context { raw: &ctx, plugin: P::NAME, inject: P::INJECT, provides: P::PROVIDES };
         P::apply(&context, config).map_err(|e| e.0)
     });
@@ -316,10 +315,7 @@ impl<'a> Context<'a> {
 
     fn require(&self, name: &str) -> Result<(), PluginError> {
         if !self.inject.contains(&name) {
-            return Err(PluginError(format!(
-                "plugin {} uses the `{name}` service without listing it in `inject`",
-                self.plugin
-            )));
+            return Err(PluginError(format!("plugin {} uses the `{name}` service without listing it in `inject`", self.plugin)));
         }
         if !self.raw.has_service(name) {
             return Err(PluginError(format!("the `{name}` service is not available to plugin {}", self.plugin)));
@@ -364,10 +360,7 @@ impl<'a> Context<'a> {
     /// this realm.
     pub fn provide<S: ServiceProvider>(&self, name: &str, provider: S) -> Result<(), PluginError> {
         if !self.provides.contains(&name) {
-            return Err(PluginError(format!(
-                "plugin {} provides the `{name}` service without listing it in `PROVIDES`",
-                self.plugin
-            )));
+            return Err(PluginError(format!("plugin {} provides the `{name}` service without listing it in `PROVIDES`", self.plugin)));
         }
         let adapter = ProviderAdapter { inner: provider, plugin: self.plugin, service: name.to_string() };
         let boxed: ServiceBox = Service_TO::from_ptr(RBox::new(adapter), TD_Opaque);
@@ -485,14 +478,18 @@ struct ProviderAdapter<S> {
 
 impl<S: ServiceProvider> Service for ProviderAdapter<S> {
     fn call(&self, method: RStr<'_>, args: RStr<'_>) -> RResult<RString, RString> {
-        let outcome = guard_named(self.plugin, || format!("service {} method {}", self.service, method.as_str()), || {
-            let args: Value = if args.as_str().trim().is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_str(args.as_str()).map_err(|e| format!("service {}: the arguments are not JSON: {e}", self.service))?
-            };
-            self.inner.call(method.as_str(), args).map(|v| v.to_string()).map_err(|e| e.0)
-        });
+        let outcome = guard_named(
+            self.plugin,
+            || format!("service {} method {}", self.service, method.as_str()),
+            || {
+                let args: Value = if args.as_str().trim().is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::from_str(args.as_str()).map_err(|e| format!("service {}: the arguments are not JSON: {e}", self.service))?
+                };
+                self.inner.call(method.as_str(), args).map(|v| v.to_string()).map_err(|e| e.0)
+            },
+        );
         match outcome {
             Ok(text) => ROk(text.into()),
             Err(e) => RErr(e.into()),
@@ -837,11 +834,7 @@ pub fn parse_arguments(arguments: &str, checker: &Checker) -> Result<Value, Stri
 fn json_error(e: &serde_json::Error) -> String {
     let text = e.to_string();
     if text.starts_with("recursion limit exceeded") {
-        format!(
-            "arrays and objects nested more than {MAX_ARGUMENT_DEPTH} levels deep at line {} column {}",
-            e.line(),
-            e.column()
-        )
+        format!("arrays and objects nested more than {MAX_ARGUMENT_DEPTH} levels deep at line {} column {}", e.line(), e.column())
     } else if text.contains("hex escape") || text.starts_with("invalid unicode code point") {
         format!("{text}: a \\u escape takes four hex digits, and a surrogate (\\uD800 to \\uDFFF) must be half of a pair")
     } else {
@@ -996,11 +989,7 @@ impl<F: Fold> Projection for FoldAdapter<F> {
     }
 
     fn types(&self) -> RVec<RString> {
-        guard(self.plugin, &self.entry("types"), || Ok(self.inner.types()))
-            .unwrap_or_default()
-            .into_iter()
-            .map(RString::from)
-            .collect()
+        guard(self.plugin, &self.entry("types"), || Ok(self.inner.types())).unwrap_or_default().into_iter().map(RString::from).collect()
     }
 
     fn init(&self) -> RString {
@@ -1008,11 +997,15 @@ impl<F: Fold> Projection for FoldAdapter<F> {
     }
 
     fn apply(&self, state: RStr<'_>, event_type: RStr<'_>, data: RStr<'_>) -> RResult<RString, RString> {
-        let result = guard_named(self.plugin, || self.entry("apply"), || {
-            let state = if self.inner.replaces(event_type.as_str()) { self.inner.init() } else { self.read(state.as_str())? };
-            let next = self.inner.apply(state, event_type.as_str(), data.as_str())?;
-            encode(&next)
-        });
+        let result = guard_named(
+            self.plugin,
+            || self.entry("apply"),
+            || {
+                let state = if self.inner.replaces(event_type.as_str()) { self.inner.init() } else { self.read(state.as_str())? };
+                let next = self.inner.apply(state, event_type.as_str(), data.as_str())?;
+                encode(&next)
+            },
+        );
         match result {
             Ok(s) => ROk(s.into()),
             Err(e) => RErr(e.into()),
@@ -1056,6 +1049,7 @@ macro_rules! export_library {
 }
 
 #[cfg(all(test, feature = "checker"))]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -1074,10 +1068,7 @@ mod tests {
         let nested = |depth: usize| format!("{{\"items\": [], \"x\": {}{}}}", "[".repeat(depth - 1), "]".repeat(depth - 1));
         assert!(parse_arguments(&nested(MAX_ARGUMENT_DEPTH), &checker()).is_ok());
         let err = parse_arguments(&nested(MAX_ARGUMENT_DEPTH + 1), &checker()).unwrap_err();
-        assert_eq!(
-            err,
-            "invalid arguments: not valid JSON (arrays and objects nested more than 127 levels deep at line 1 column 146)"
-        );
+        assert_eq!(err, "invalid arguments: not valid JSON (arrays and objects nested more than 127 levels deep at line 1 column 146)");
         let err = parse_arguments(&"[".repeat(1_000_000), &checker()).unwrap_err();
         assert!(err.contains("nested more than 127 levels deep at line 1 column 128"), "{err}");
     }

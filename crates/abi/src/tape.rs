@@ -208,12 +208,7 @@ impl<'de> de::Deserializer<'de> for &mut Reader<'_, 'de> {
         visitor.visit_newtype_struct(self)
     }
 
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _variants: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, TapeError> {
+    fn deserialize_enum<V: Visitor<'de>>(self, _name: &'static str, _variants: &'static [&'static str], visitor: V) -> Result<V::Value, TapeError> {
         match self.next()? {
             ArgToken::Str(s) => visitor.visit_enum(s.as_str().into_deserializer()),
             ArgToken::Map(1) => visitor.visit_enum(Variant { reader: self }),

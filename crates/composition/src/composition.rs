@@ -8,7 +8,7 @@
 //! with `config: {path, patches}`. Patch layers (the user's
 //! `cordis.patch.yml`, then `--patch` files) are lists of patches applied to
 //! the root list before anything is read as an entry. See
-//! docs/guide/composition.md for the dialect and [`super::patch`] for the
+//! docs/guide/composition.md for the dialect and [`crate::patch`] for the
 //! patch rules.
 //!
 //! Problems with a file as a whole (not YAML, empty, not a list, too large)
@@ -25,13 +25,13 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 use serde_yaml::Value as Yaml;
 
-use super::patch::{apply_patches, RawEntry};
-use super::positions::{Position, Step};
-use super::source::{Node, Origin, Role, Source};
-use crate::context::{RealmKey, Realms};
-
-/// The largest composition (or included or patch file) accepted, in bytes.
-pub const MAX_COMPOSITION_BYTES: u64 = 4 * 1024 * 1024;
+pub use crate::error::{CompositionError, MAX_COMPOSITION_BYTES};
+use crate::patch::{apply_patches, RawEntry};
+use crate::positions::{Position, Step};
+use crate::realm::{RealmKey, Realms};
+use crate::source::{Node, Origin, Role, Source};
+pub use crate::yaml::is_js_tag;
+use crate::yaml::kind;
 
 /// The entry keys a composition accepts.
 pub const ENTRY_KEYS: [&str; 8] = ["id", "name", "config", "group", "disabled", "inject", "intercept", "isolate"];
@@ -261,83 +261,6 @@ impl fmt::Display for Entry {
     }
 }
 
-/// The composition as a whole could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum CompositionError {
-    /// The file could not be read.
-    #[error("{file}: cannot read the composition: {source}")]
-    Read {
-        /// The file.
-        file: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A patch layer file could not be read.
-    #[error("{file}: cannot read the patch layer: {source}")]
-    ReadLayer {
-        /// The file.
-        file: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The file is larger than [`MAX_COMPOSITION_BYTES`].
-    #[error("{file}: the composition is {size} bytes or more, over the limit of {limit} bytes")]
-    TooLarge {
-        /// The file.
-        file: String,
-        /// Its size.
-        size: u64,
-        /// The limit.
-        limit: u64,
-    },
-    /// Not UTF-8.
-    #[error("{file}: the composition is not UTF-8 text: {detail}")]
-    NotText {
-        /// The file.
-        file: String,
-        /// What is wrong.
-        detail: String,
-    },
-    /// YAML syntax or structure error.
-    #[error("{file}:{line}:{column}: {message}")]
-    Syntax {
-        /// The file.
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// Empty or only comments.
-    #[error("{file}: the composition is empty; expected a list of entries such as `- name: tool-todo`")]
-    Empty {
-        /// The file.
-        file: String,
-    },
-    /// A patch layer file is empty or holds only comments.
-    #[error("{file}: the patch file is empty; write `[]` to disable this layer, or list patches (`- id: ...`)")]
-    EmptyPatch {
-        /// The file.
-        file: String,
-    },
-    /// The top level is not a list.
-    #[error("{file}:{line}:{column}: expected {expected}, found {found}")]
-    NotAList {
-        /// The file.
-        file: String,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// What the file should hold.
-        expected: String,
-        /// What was found.
-        found: String,
-    },
-}
-
 impl Composition {
     /// Reads the composition at `path` with no patch layers.
     ///
@@ -387,14 +310,7 @@ impl Composition {
         let mut builder = Builder { sources, warnings, chain: vec![canonical(&root.path)] };
         let mut ids = HashMap::new();
         let entries = builder.list(&rows, "", &root.dir, &mut ids, &Realms::default());
-        Ok(Composition {
-            file: root.file.clone(),
-            dir: root.dir.clone(),
-            entries,
-            sources: builder.sources,
-            warnings: builder.warnings,
-            root,
-        })
+        Ok(Composition { file: root.file.clone(), dir: root.dir.clone(), entries, sources: builder.sources, warnings: builder.warnings, root })
     }
 
     /// The root file.
@@ -598,10 +514,9 @@ impl Builder {
                     Err(m) => problems.push((at, format!("`isolate` {m}"))),
                 },
                 MERGE_KEY => problems.push((at, MERGE_KEY_MESSAGE.to_string())),
-                other => problems.push((
-                    at,
-                    format!("unknown entry key `{other}` (entry keys are {})", ENTRY_KEYS.map(|k| format!("`{k}`")).join(", ")),
-                )),
+                other => {
+                    problems.push((at, format!("unknown entry key `{other}` (entry keys are {})", ENTRY_KEYS.map(|k| format!("`{k}`")).join(", "))))
+                }
             }
         }
         if entry.name.is_empty() && raw.get("name").is_none() {
@@ -673,7 +588,14 @@ impl Builder {
 
     /// Mounts the file an include entry names: reads it, applies the
     /// include's patches, reads its rows as the include's children.
-    fn include(&mut self, entry: &Entry, config: Option<&Node>, prefix: &str, base_dir: &Path, realms: &Realms) -> Result<(EntryKind, Vec<Entry>), (String, String)> {
+    fn include(
+        &mut self,
+        entry: &Entry,
+        config: Option<&Node>,
+        prefix: &str,
+        base_dir: &Path,
+        realms: &Realms,
+    ) -> Result<(EntryKind, Vec<Entry>), (String, String)> {
         let row_at = entry.origin.locate();
         let Some(config) = config.filter(|n| !matches!(n.value, Yaml::Null)) else {
             return Err((row_at, "an include needs `config: {path: FILE}` naming the entry list to mount".into()));
@@ -686,12 +608,16 @@ impl Builder {
             match key.as_str() {
                 Some("path" | "patches" | "enableLogs") => {}
                 Some(other) => {
-                    return Err((config.origin.key(other).locate(), format!("unknown include option `{other}` (options are `path`, `patches`, `enableLogs`)")))
+                    return Err((
+                        config.origin.key(other).locate(),
+                        format!("unknown include option `{other}` (options are `path`, `patches`, `enableLogs`)"),
+                    ))
                 }
                 None => return Err((at, format!("include options must be named by strings, found {}", kind(key)))),
             }
         }
-        let path_node = config.get("path").ok_or_else(|| (at.clone(), "an include's `config` needs `path`, the entry list file to mount".to_string()))?;
+        let path_node =
+            config.get("path").ok_or_else(|| (at.clone(), "an include's `config` needs `path`, the entry list file to mount".to_string()))?;
         if js_source(&path_node.value).is_some() {
             return Err((path_node.origin.locate(), "an include's `path` is never evaluated: write the file name without `!!js`".into()));
         }
@@ -725,7 +651,10 @@ impl Builder {
         let (source, doc) = match Source::read(&file, Role::Include(entry.id.clone())) {
             Ok(read) => read,
             Err(CompositionError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Err((path_node.origin.locate(), format!("the included file {} does not exist (`{rel}`, resolved against {})", file.display(), base_dir.display())));
+                return Err((
+                    path_node.origin.locate(),
+                    format!("the included file {} does not exist (`{rel}`, resolved against {})", file.display(), base_dir.display()),
+                ));
             }
             Err(e) => return Err((path_node.origin.locate(), format!("cannot include it: {e}"))),
         };
@@ -733,7 +662,11 @@ impl Builder {
         let mut rows = match list_of(&source, doc, Origin::root(&source), "an entry list") {
             Ok(rows) => rows,
             Err(CompositionError::Empty { .. }) => {
-                self.warnings.push(format!("{}: the included file {} is empty; the include mounts no entries (write `[]` to say so)", path_node.origin.locate(), file.display()));
+                self.warnings.push(format!(
+                    "{}: the included file {} is empty; the include mounts no entries (write `[]` to say so)",
+                    path_node.origin.locate(),
+                    file.display()
+                ));
                 Vec::new()
             }
             Err(e) => return Err((path_node.origin.locate(), format!("cannot include it: {e}"))),
@@ -746,12 +679,6 @@ impl Builder {
         self.chain.pop();
         Ok((EntryKind::Include { file, patches: patches.len() }, children))
     }
-}
-
-/// Whether a YAML tag is `!!js` (`tag:yaml.org,2002:js`).
-pub fn is_js_tag(tag: &serde_yaml::value::Tag) -> bool {
-    let t = tag.to_string();
-    t == "!!js" || t == "!js" || t.ends_with(":js") || t == "js"
 }
 
 /// The source of a `!!js` scalar, if `value` is one.
@@ -830,49 +757,6 @@ fn isolate_of(value: &Yaml) -> Result<Vec<(String, Realm)>, String> {
             Ok(out)
         }
         other => Err(format!("must be a mapping of service name to true or a realm label, found {}", kind(other))),
-    }
-}
-
-pub(crate) fn syntax_error(file: &str, text: &str, e: &serde_yaml::Error) -> CompositionError {
-    let (line, column) = match e.location() {
-        Some(l) => (l.line(), l.column()),
-        None => (1, 1),
-    };
-    let mut message = e.to_string();
-    // serde_yaml appends " at line X column Y"; we lead with the position.
-    if let Some(cut) = message.find(" at line ") {
-        message.truncate(cut);
-    }
-    if message.contains("repetition limit exceeded") {
-        message = "too many alias expansions (is this a YAML alias bomb?); write the values out instead".into();
-    }
-    let (line, column) = if message.contains("more than one document") {
-        let second = text.lines().enumerate().filter(|(_, l)| l.starts_with("---")).map(|(i, _)| i + 1).find(|&l| l > 1 || !text.starts_with("---"));
-        match second {
-            Some(l) if text.lines().take(l - 1).any(|x| !x.trim().is_empty() && !x.trim_start().starts_with('#')) => (l, 1),
-            _ => (line, column),
-        }
-    } else {
-        (line, column)
-    };
-    let line_text = text.lines().nth(line.saturating_sub(1)).unwrap_or("");
-    if line_text.contains('\t') {
-        message.push_str(" (the line contains a tab: YAML indents with spaces only)");
-    }
-    CompositionError::Syntax { file: file.to_string(), line, column, message }
-}
-
-/// A short description of a YAML value for messages.
-pub(crate) fn kind(value: &Yaml) -> String {
-    match value {
-        Yaml::Null => "nothing (null)".into(),
-        Yaml::Bool(b) => format!("the boolean {b}"),
-        Yaml::Number(n) => format!("the number {n}"),
-        Yaml::String(s) => format!("the string {s:?}"),
-        Yaml::Sequence(_) => "a list".into(),
-        Yaml::Mapping(_) => "a mapping".into(),
-        Yaml::Tagged(t) if is_js_tag(&t.tag) => "a `!!js` expression".into(),
-        Yaml::Tagged(t) => format!("a value tagged {}", t.tag),
     }
 }
 
@@ -1126,7 +1010,11 @@ mod tests {
     #[test]
     fn includes_mount_files_with_patches_and_scoped_ids() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "sub/base.yml", "- id: a\n  name: x\n  config: {k: 1}\n- id: g\n  name: cordis:group\n  group: true\n  config:\n    - id: deep\n      name: y\n");
+        write(
+            dir.path(),
+            "sub/base.yml",
+            "- id: a\n  name: x\n  config: {k: 1}\n- id: g\n  name: cordis:group\n  group: true\n  config:\n    - id: deep\n      name: y\n",
+        );
         let root = write(
             dir.path(),
             "cordis.yml",
@@ -1161,12 +1049,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "a.yml", "- id: to-b\n  name: cordis:include\n  config: {path: b.yml}\n");
         write(dir.path(), "b.yml", "- id: to-a\n  name: cordis:include\n  config: {path: a.yml}\n- id: bad\n  name: q\n  oops: 1\n");
-        let root = write(dir.path(), "cordis.yml", "- id: top\n  name: cordis:include\n  config: {path: a.yml}\n- id: broken\n  name: cordis:include\n  config: {path: missing.yml}\n");
+        let root = write(
+            dir.path(),
+            "cordis.yml",
+            "- id: top\n  name: cordis:include\n  config: {path: a.yml}\n- id: broken\n  name: cordis:include\n  config: {path: missing.yml}\n",
+        );
         let c = Composition::read(&root).unwrap();
         let cycle = &c.walk().into_iter().find(|e| e.id == "top/to-b/to-a").unwrap().problems;
         assert!(cycle[0].contains("include cycle: ") && cycle[0].contains("a.yml → ") && cycle[0].ends_with("a.yml"), "{cycle:?}");
         let bad = c.walk().into_iter().find(|e| e.id == "top/to-b/bad").unwrap();
-        assert!(bad.problems[0].starts_with(&format!("{}:6: entry top/to-b/bad: unknown entry key `oops`", dir.path().join("b.yml").display())), "{:?}", bad.problems);
+        assert!(
+            bad.problems[0].starts_with(&format!("{}:6: entry top/to-b/bad: unknown entry key `oops`", dir.path().join("b.yml").display())),
+            "{:?}",
+            bad.problems
+        );
         assert!(c.entries[1].problems[0].contains("does not exist"), "{:?}", c.entries[1].problems);
     }
 

@@ -26,8 +26,8 @@ use std::collections::HashMap;
 
 use serde_yaml::Value as Yaml;
 
-use super::composition::kind;
-use super::source::{Node, Origin};
+use crate::source::{Node, Origin};
+use crate::yaml::kind;
 
 /// One row of an entry list, as written (before it is read as an entry).
 #[derive(Debug, Clone)]
@@ -232,7 +232,7 @@ pub fn apply_patches(list: &mut Vec<RawEntry>, patches: &[Node], scope: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loader::source::{Role, Source};
+    use crate::source::{Role, Source};
     use std::path::PathBuf;
 
     fn nodes(file: &str, text: &str) -> Vec<Node> {
@@ -301,10 +301,11 @@ mod tests {
 
     #[test]
     fn a_duplicate_id_patches_the_first_row() {
-        let mut list: Vec<RawEntry> = nodes("b.yml", "- id: x\n  name: a\n- id: g\n  name: cordis:group\n  group: true\n  config:\n    - id: x\n      name: b\n")
-            .iter()
-            .map(RawEntry::from_node)
-            .collect();
+        let mut list: Vec<RawEntry> =
+            nodes("b.yml", "- id: x\n  name: a\n- id: g\n  name: cordis:group\n  group: true\n  config:\n    - id: x\n      name: b\n")
+                .iter()
+                .map(RawEntry::from_node)
+                .collect();
         let warnings = apply_patches(&mut list, &nodes("p.yml", "- id: x\n  disabled: true\n"), "the composition");
         assert!(warnings.is_empty());
         assert!(list[0].get("disabled").is_some());

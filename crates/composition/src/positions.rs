@@ -259,22 +259,14 @@ impl MarkedEventReceiver for Builder {
                 let is_map = matches!(ev, Event::MappingStart(..));
                 if self.begin_node(&mark, None) {
                     // A collection used as a mapping key: index nothing inside.
-                    self.stack.push(if is_map {
-                        Frame::Map { expecting_key: true, key: None, started: true }
-                    } else {
-                        Frame::Seq { next: 0 }
-                    });
+                    self.stack.push(if is_map { Frame::Map { expecting_key: true, key: None, started: true } } else { Frame::Seq { next: 0 } });
                     let id = self.child(Step::Key(String::new()));
                     self.path.push(Step::Key(String::new()));
                     self.stack_nodes.push(id);
                     return;
                 }
                 self.record_value(&mark);
-                self.stack.push(if is_map {
-                    Frame::Map { expecting_key: true, key: None, started: false }
-                } else {
-                    Frame::Seq { next: 0 }
-                });
+                self.stack.push(if is_map { Frame::Map { expecting_key: true, key: None, started: false } } else { Frame::Seq { next: 0 } });
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 self.stack.pop();
@@ -297,17 +289,11 @@ mod tests {
         let p = Positions::of(text);
         assert_eq!(p.find(&[Step::Index(0)]), Some(Position { line: 2, column: 3 }));
         assert_eq!(p.find(&[Step::Index(0), Step::Key("name".into())]), Some(Position { line: 3, column: 3 }));
-        assert_eq!(
-            p.find(&[Step::Index(0), Step::Key("config".into()), Step::Key("flag".into())]),
-            Some(Position { line: 5, column: 5 })
-        );
+        assert_eq!(p.find(&[Step::Index(0), Step::Key("config".into()), Step::Key("flag".into())]), Some(Position { line: 5, column: 5 }));
         assert_eq!(p.value(&[Step::Index(0), Step::Key("config".into())]), Some(Position { line: 5, column: 5 }));
         assert_eq!(p.find(&[Step::Index(1), Step::Key("name".into())]), Some(Position { line: 6, column: 3 }));
         // Missing keys fall back to the nearest ancestor.
-        assert_eq!(
-            p.find(&[Step::Index(0), Step::Key("config".into()), Step::Key("missing".into())]),
-            Some(Position { line: 4, column: 3 })
-        );
+        assert_eq!(p.find(&[Step::Index(0), Step::Key("config".into()), Step::Key("missing".into())]), Some(Position { line: 4, column: 3 }));
     }
 }
 
@@ -329,4 +315,3 @@ mod js_tests {
         );
     }
 }
-

@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use serde_yaml::Value as Yaml;
 
-use super::composition::{is_js_tag, js_source, Composition, Entry, EntryKind};
-use super::source::{Role, Source};
+use crate::composition::{js_source, Composition, Entry, EntryKind};
+use crate::source::{Role, Source};
+use crate::yaml::is_js_tag;
 
 /// The composed tree of `composition` as YAML text.
 pub fn composed_yaml(composition: &Composition) -> String {
@@ -228,7 +229,11 @@ mod tests {
     fn composed_output_reads_back_as_the_same_tree() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("sub")).unwrap();
-        std::fs::write(dir.path().join("sub/base.yml"), "- id: a\n  name: x\n  config: {k: 1, s: 'yes', n: '12', e: ''}\n- id: b\n  name: ./lib/liby.so\n").unwrap();
+        std::fs::write(
+            dir.path().join("sub/base.yml"),
+            "- id: a\n  name: x\n  config: {k: 1, s: 'yes', n: '12', e: ''}\n- id: b\n  name: ./lib/liby.so\n",
+        )
+        .unwrap();
         let root = dir.path().join("cordis.yml");
         std::fs::write(
             &root,
@@ -242,14 +247,15 @@ mod tests {
         let again = Composition::parse("out.yml", dir.path().to_path_buf(), text.clone()).unwrap();
         let ids = |c: &Composition| c.walk().iter().map(|e| (e.id.clone(), e.name.clone())).collect::<Vec<_>>();
         let first: Vec<(String, String)> = ids(&c).into_iter().map(|(id, n)| (id, if n.ends_with("liby.so") { "lib".into() } else { n })).collect();
-        let second: Vec<(String, String)> = ids(&again).into_iter().map(|(id, n)| (id, if n.ends_with("liby.so") { "lib".into() } else { n })).collect();
+        let second: Vec<(String, String)> =
+            ids(&again).into_iter().map(|(id, n)| (id, if n.ends_with("liby.so") { "lib".into() } else { n })).collect();
         assert_eq!(first.iter().map(|p| &p.0).collect::<Vec<_>>(), second.iter().map(|p| &p.0).collect::<Vec<_>>(), "{text}");
         let a1 = c.walk()[1].config().unwrap().value.clone();
         let a2 = again.walk()[1].config().unwrap().value.clone();
         assert_eq!(a1, a2, "{text}");
         let t2 = again.walk().into_iter().find(|e| e.id == "t").unwrap();
         assert!(t2.problems.is_empty(), "{:?}\n{text}", t2.problems);
-        assert_eq!(t2.disabled, crate::loader::Switch::Expr("process.platform === 'win32'".into()));
+        assert_eq!(t2.disabled, crate::composition::Switch::Expr("process.platform === 'win32'".into()));
         assert_eq!(t2.config().unwrap().value, c.walk().into_iter().find(|e| e.id == "t").unwrap().config().unwrap().value);
         let b = again.walk().into_iter().find(|e| e.id == "inc/b").unwrap();
         assert_eq!(PathBuf::from(&b.name), dir.path().join("sub/lib/liby.so"));

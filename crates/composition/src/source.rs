@@ -12,8 +12,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde_yaml::Value as Yaml;
 
-use super::composition::{CompositionError, MAX_COMPOSITION_BYTES};
-use super::positions::{Position, Positions, Step};
+use crate::error::{CompositionError, MAX_COMPOSITION_BYTES};
+use crate::positions::{Position, Positions, Step};
 
 /// What part a file plays in a composition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,12 +84,7 @@ impl Source {
                 let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
                 let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
                 let column = valid.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-                return Err(CompositionError::Syntax {
-                    file,
-                    line,
-                    column,
-                    message: "the composition is not UTF-8 text (save it as UTF-8)".into(),
-                });
+                return Err(CompositionError::Syntax { file, line, column, message: "the composition is not UTF-8 text (save it as UTF-8)".into() });
             }
         };
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -120,7 +115,9 @@ impl Source {
                 file,
                 line,
                 column,
-                message: format!("collections are nested more than {MAX_FLOW_DEPTH} levels deep here (`{{` or `[`); write the value with less nesting"),
+                message: format!(
+                    "collections are nested more than {MAX_FLOW_DEPTH} levels deep here (`{{` or `[`); write the value with less nesting"
+                ),
             });
         }
         let doc: Yaml = match serde_yaml::from_str(&text) {
@@ -140,7 +137,7 @@ impl Source {
                         });
                     }
                 }
-                return Err(super::composition::syntax_error(&file, &text, &e));
+                return Err(crate::error::syntax_error(&file, &text, &e));
             }
         };
         let source = Arc::new(Source { file, path, dir, text, role, positions: OnceLock::new() });
@@ -163,10 +160,7 @@ impl Source {
     /// Where the node at `path` starts (its nearest existing ancestor when
     /// it does not exist; line 1 when nothing does).
     pub fn position(&self, path: &[Step]) -> Position {
-        self.positions
-            .get_or_init(|| Positions::of(&self.text))
-            .find(path)
-            .unwrap_or(Position { line: 1, column: 1 })
+        self.positions.get_or_init(|| Positions::of(&self.text)).find(path).unwrap_or(Position { line: 1, column: 1 })
     }
 
     /// `file:line` for the node at `path`.
@@ -306,9 +300,7 @@ impl Node {
     /// The mapping value under `key`, if the node is a mapping that has it.
     pub fn get(&self, key: &str) -> Option<Node> {
         let Yaml::Mapping(map) = &self.value else { return None };
-        map.iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| Node { value: v.clone(), origin: self.origin.key(key) })
+        map.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| Node { value: v.clone(), origin: self.origin.key(key) })
     }
 
     /// The items of a sequence node, each with its origin.

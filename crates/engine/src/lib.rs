@@ -1,36 +1,31 @@
-//! The cordis plugin host.
+//! The cordis engine: plugins loaded, applied and run.
 //!
-//! A host reads a composition (`cordis.yml`), loads plugin libraries through
-//! the stable ABI of `cordis-abi`, validates each entry's config before
-//! `apply`, and runs agent sessions whose logs are event-sourced and durable.
+//! It takes a [`cordis_composition::Composition`], loads each entry's
+//! library through the stable ABI of `cordis-abi`, checks its config, runs
+//! its `apply` in a fiber, and serves the sessions of `cordis-session` to
+//! the tools and the agent loop.
 //!
-//! One module per concern:
-//! - [`loader`]: composition, name resolution, library loading, unwrapping
-//!   exports, config validation, applying entries;
-//! - [`context`]: fibers, effects, services and `inject`;
-//! - [`tools`]: the tool registry and execute pipeline;
-//! - [`session`]: events, the append pipeline, persistence, replay,
-//!   `deriveMessages()`;
-//! - [`projection`]: folds of session events into small states;
-//! - [`agent`]: the agent loop, the model trait and the scripted model;
-//! - [`hmr`]: hot reload of the composition and plugin libraries (`cordis dev`);
-//! - [`mcp`]: `cordis mcp`, the tools served over the Model Context Protocol;
-//! - [`runtime`]: booting a host from a composition;
-//! - [`cli`]: the `cordis` command.
+//! - [`context`]: fibers, effects, services and `inject` (the host side of
+//!   the ABI's `HostContext`);
+//! - [`tools`]: the tool registry and the pipeline of one call;
+//! - [`loader`]: name resolution, library loading, unwrapping exports,
+//!   config checks, applying entries, the session store an entry chooses;
+//! - [`runtime`]: booting a [`Host`] from a composition;
+//! - [`agent`]: the agent loop, the model seam and the scripted model;
+//! - [`reload`]: hot reload of the composition and plugin libraries
+//!   (`cordis dev`).
 //!
-//! The host knows nothing about todos: everything todo lives in the
+//! Dependency order, leaves first: `context` ← `tools` ← `agent`;
+//! `context` ← `loader` ← `runtime` ← `reload`.
+//!
+//! The engine knows nothing about todos: everything todo lives in the
 //! `tool-todo` plugin library.
 
 pub mod agent;
-pub mod cli;
 pub mod context;
-pub mod hmr;
-pub mod json;
 pub mod loader;
-pub mod mcp;
-pub mod projection;
+pub mod reload;
 pub mod runtime;
-pub mod session;
 pub mod tools;
 
 pub use runtime::{BootError, Host, HostOptions};

@@ -4,10 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::context::Services;
-use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
 use crate::loader::persistence::{self, Persistence};
-use crate::session::store::UnusableStore;
-use crate::session::{Durability, FlatStore, HarnessStore, PostgresStore, Store, StoreError};
+use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
+use cordis_session::store::UnusableStore;
+#[cfg(feature = "postgres")]
+use cordis_session::PostgresStore;
+use cordis_session::{Durability, FlatStore, HarnessStore, Store, StoreError};
 
 /// How to boot.
 #[derive(Debug, Clone, Default)]
@@ -36,7 +38,7 @@ pub struct HostOptions {
     pub session_root: Option<PathBuf>,
     /// Sealed copies to load libraries from instead of their files, by
     /// canonical source (handed over by a `cordis dev` that re-executed
-    /// itself; see [`crate::hmr::restart`]).
+    /// itself; see [`crate::reload::restart`]).
     pub adopted_copies: Vec<(PathBuf, crate::loader::library::SealedCopy)>,
 }
 
@@ -128,11 +130,14 @@ fn open_store(options: &HostOptions, state_dir: &Path, chosen: Result<Option<Per
         (None, Ok(Some(Persistence::Harness(c)))) => Arc::new(HarnessStore::new(&c.root, c.compression, c.pack_chunks)?),
         // A database that cannot be reached leaves the host running (so
         // `check` reports everything else) with every session refused.
-        (None, Ok(Some(Persistence::Postgres(c)))) => match c.resolve_url().map_err(StoreError::Unusable).and_then(|url| PostgresStore::connect(&url, &c.schema)) {
-            Ok(store) => Arc::new(store),
-            Err(StoreError::Unusable(reason)) => Arc::new(UnusableStore { reason }),
-            Err(e) => Arc::new(UnusableStore { reason: e.to_string() }),
-        },
+        #[cfg(feature = "postgres")]
+        (None, Ok(Some(Persistence::Postgres(c)))) => {
+            match c.resolve_url().map_err(StoreError::Unusable).and_then(|url| PostgresStore::connect(&url, &c.schema)) {
+                Ok(store) => Arc::new(store),
+                Err(StoreError::Unusable(reason)) => Arc::new(UnusableStore { reason }),
+                Err(e) => Arc::new(UnusableStore { reason: e.to_string() }),
+            }
+        }
         (None, Ok(None)) => Arc::new(FlatStore::open(state_dir)?),
     };
     Ok(Some(store))

@@ -15,16 +15,20 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use abi_stable::{sabi_trait::TD_Opaque, std_types::{RErr, ROk, RResult, RStr, RString}};
+use abi_stable::{
+    sabi_trait::TD_Opaque,
+    std_types::{RErr, ROk, RResult, RStr, RString},
+};
 use cordis_abi::ffi::{ExecContext, ExecContext_TO, ToolBox};
-use serde::Serialize;
 use cordis_abi::JsonStr;
+use serde::Serialize;
 
-use crate::json::RawJson;
+use cordis_session::json::RawJson;
 use serde_json::Value;
 
-use crate::context::Owner;
-use crate::session::{Appender, Session};
+use cordis_session::Owner;
+use cordis_session::{Appender, Session};
+use cordis_sync::RwLockExt;
 
 /// The largest argument text a tool call may carry, in bytes (1 MiB). Larger
 /// calls are rejected before any plugin code runs.
@@ -164,7 +168,7 @@ impl ToolRegistry {
             return Err(RegisterError::BadSchema { name });
         }
         let description = tool.description().to_string();
-        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        let mut tools = self.tools.write_or_recover();
         if let Some(existing) = tools.get(&name) {
             return Err(RegisterError::Duplicate { name, owner: existing.owner.to_string() });
         }
@@ -177,7 +181,7 @@ impl ToolRegistry {
 
     /// Removes the tool registered under `token` (no-op if it is gone).
     pub fn unregister(&self, name: &str, token: u64) {
-        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        let mut tools = self.tools.write_or_recover();
         if tools.get(name).is_some_and(|t| t.token == token) {
             tools.remove(name);
         }
@@ -185,24 +189,24 @@ impl ToolRegistry {
 
     /// Every tool's schema, sorted by name.
     pub fn schemas(&self) -> Vec<ToolSchema> {
-        self.tools.read().unwrap_or_else(|e| e.into_inner()).values().map(|t| t.schema.clone()).collect()
+        self.tools.read_or_recover().values().map(|t| t.schema.clone()).collect()
     }
 
     /// The registered tool named `name`.
     pub fn get(&self, name: &str) -> Option<Arc<RegisteredTool>> {
-        self.tools.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+        self.tools.read_or_recover().get(name).cloned()
     }
 
     /// Blocks calls until the guard is dropped, after the calls in flight
     /// have finished. Used while fibers are swapped.
     pub fn exclusive(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
-        self.gate.write().unwrap_or_else(|e| e.into_inner())
+        self.gate.write_or_recover()
     }
 
     /// Executes one call. `session` is the calling agent's session, if an
     /// agent is calling; the tool may append its owned event types to it.
     pub fn execute(&self, call: &ToolCall<'_>, session: Option<&Session>) -> ToolResult {
-        let _in_flight = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let _in_flight = self.gate.read_or_recover();
         let Some(tool) = self.get(call.name) else {
             let known: Vec<String> = self.schemas().into_iter().map(|s| s.name).collect();
             let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };

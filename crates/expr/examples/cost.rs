@@ -3,6 +3,8 @@
 //!
 //! `cargo run --release -p cordis-expr --example cost`
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring example: a failure ends it with the message
+
 use std::time::{Duration, Instant};
 
 use cordis_expr::{Environment, Evaluator};
@@ -24,9 +26,7 @@ fn main() {
         let evaluator = Evaluator::new(&env).expect("evaluator");
         new += start.elapsed();
         let start = Instant::now();
-        evaluator
-            .eval(EXPRESSION, &services)
-            .expect("first evaluation");
+        evaluator.eval(EXPRESSION, &services).expect("first evaluation");
         first += start.elapsed();
     }
     let evaluator = Evaluator::new(&env).expect("evaluator");
@@ -36,16 +36,7 @@ fn main() {
         evaluator.eval(EXPRESSION, &services).expect("evaluation");
     }
     let later = start.elapsed();
-    println!(
-        "Evaluator::new:   {:8.1} µs (mean of {rounds})",
-        micros(new) / rounds as f64
-    );
-    println!(
-        "first eval:       {:8.1} µs (mean of {rounds})",
-        micros(first) / rounds as f64
-    );
-    println!(
-        "later eval:       {:8.1} µs (mean of {later_rounds})",
-        micros(later) / later_rounds as f64
-    );
+    println!("Evaluator::new:   {:8.1} µs (mean of {rounds})", micros(new) / rounds as f64);
+    println!("first eval:       {:8.1} µs (mean of {rounds})", micros(first) / rounds as f64);
+    println!("later eval:       {:8.1} µs (mean of {later_rounds})", micros(later) / later_rounds as f64);
 }

@@ -105,9 +105,7 @@ impl Environment {
     /// the OS it was built for, and [`std::env::current_exe`] (empty if that
     /// fails).
     pub fn current() -> Environment {
-        let vars = std::env::vars_os()
-            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
-            .collect();
+        let vars = std::env::vars_os().filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?))).collect();
         Environment {
             vars,
             cwd: std::env::current_dir().unwrap_or_default(),
@@ -238,20 +236,12 @@ impl Evaluator {
         })
         .to_string();
         let run = context.with(|ctx| -> Result<_, ExprError> {
-            let setup: Function = ctx
-                .eval_with_options(PRELUDE, options("cordis-expr prelude"))
-                .map_err(|e| caught(&ctx, e))?;
+            let setup: Function = ctx.eval_with_options(PRELUDE, options("cordis-expr prelude")).map_err(|e| caught(&ctx, e))?;
             let helpers: Object = setup.call((environment,)).map_err(|e| caught(&ctx, e))?;
             let run: Function = helpers.get("run").map_err(|e| caught(&ctx, e))?;
             Ok(Persistent::save(&ctx, run))
         })?;
-        Ok(Evaluator {
-            run,
-            context,
-            _runtime: runtime,
-            deadline,
-            interrupted,
-        })
+        Ok(Evaluator { run, context, _runtime: runtime, deadline, interrupted })
     }
 
     /// Evaluates `source` as one JS expression. `services` maps injected
@@ -266,19 +256,13 @@ impl Evaluator {
     ///
     /// Errors: see [`ExprError`]; each variant says what went wrong. Never
     /// panics, whatever `source` holds.
-    pub fn eval(
-        &self,
-        source: &str,
-        services: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Option<serde_json::Value>, ExprError> {
+    pub fn eval(&self, source: &str, services: &serde_json::Map<String, serde_json::Value>) -> Result<Option<serde_json::Value>, ExprError> {
         let outcome = self.run(source, services, false)?;
         match outcome.kind.as_str() {
             "undefined" => Ok(None),
             "ok" => serde_json::from_str(&outcome.text)
                 .map(Some)
-                .map_err(|e| ExprError::Engine {
-                    message: format!("the engine wrote JSON that does not parse: {e}"),
-                }),
+                .map_err(|e| ExprError::Engine { message: format!("the engine wrote JSON that does not parse: {e}") }),
             _ => Err(outcome_error(outcome)),
         }
     }
@@ -288,11 +272,7 @@ impl Evaluator {
     ///
     /// Errors: as for [`Evaluator::eval`], except that a result with no JSON
     /// form (a function, say) is not an error here.
-    pub fn truthy(
-        &self,
-        source: &str,
-        services: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<bool, ExprError> {
+    pub fn truthy(&self, source: &str, services: &serde_json::Map<String, serde_json::Value>) -> Result<bool, ExprError> {
         let outcome = self.run(source, services, true)?;
         match (outcome.kind.as_str(), outcome.text.as_str()) {
             ("ok", "true") => Ok(true),
@@ -303,28 +283,15 @@ impl Evaluator {
 
     /// Runs the prelude's `run` helper on `source` under the time limit.
     /// With `truthy`, the outcome is `ok` with text `true` or `false`.
-    fn run(
-        &self,
-        source: &str,
-        services: &serde_json::Map<String, serde_json::Value>,
-        truthy: bool,
-    ) -> Result<Outcome, ExprError> {
+    fn run(&self, source: &str, services: &serde_json::Map<String, serde_json::Value>, truthy: bool) -> Result<Outcome, ExprError> {
         let services = serde_json::to_string(services).map_err(engine_json)?;
         self.interrupted.set(false);
         self.deadline.set(Some(Instant::now() + TIME_LIMIT));
         let result = self.context.with(|ctx| -> Result<Outcome, ExprError> {
             let run = self.run.clone().restore(&ctx).map_err(engine)?;
-            let answer: Object = run
-                .call((source, services, truthy))
-                .map_err(|e| caught(&ctx, e))?;
-            let field = |key: &str| -> Result<String, ExprError> {
-                answer.get::<_, String>(key).map_err(|e| caught(&ctx, e))
-            };
-            Ok(Outcome {
-                kind: field("kind")?,
-                name: field("name")?,
-                text: field("text")?,
-            })
+            let answer: Object = run.call((source, services, truthy)).map_err(|e| caught(&ctx, e))?;
+            let field = |key: &str| -> Result<String, ExprError> { answer.get::<_, String>(key).map_err(|e| caught(&ctx, e)) };
+            Ok(Outcome { kind: field("kind")?, name: field("name")?, text: field("text")? })
         });
         self.deadline.set(None);
         if self.interrupted.get() {
@@ -343,16 +310,10 @@ fn outcome_error(outcome: Outcome) -> ExprError {
         "noservice" => ExprError::NoService { name },
         "notjson" => ExprError::NotJson { what: name },
         "syntax" => ExprError::Syntax { message: text },
-        "limit" if name == "memory" => ExprError::Limit {
-            what: memory_limit(),
-        },
-        "limit" => ExprError::Limit {
-            what: "stack depth limit".to_owned(),
-        },
+        "limit" if name == "memory" => ExprError::Limit { what: memory_limit() },
+        "limit" => ExprError::Limit { what: "stack depth limit".to_owned() },
         "thrown" => ExprError::Thrown { message: text },
-        other => ExprError::Engine {
-            message: format!("unexpected outcome `{other}`: {text}"),
-        },
+        other => ExprError::Engine { message: format!("unexpected outcome `{other}`: {text}") },
     }
 }
 
@@ -374,23 +335,15 @@ fn options(filename: &str) -> rquickjs::context::EvalOptions {
 
 fn engine(error: rquickjs::Error) -> ExprError {
     match error {
-        rquickjs::Error::Allocation => ExprError::Limit {
-            what: memory_limit(),
-        },
+        rquickjs::Error::Allocation => ExprError::Limit { what: memory_limit() },
         // A NUL byte in the source: QuickJS takes C strings.
-        rquickjs::Error::InvalidString(_) => ExprError::Syntax {
-            message: "the source contains a NUL character".to_owned(),
-        },
-        other => ExprError::Engine {
-            message: other.to_string(),
-        },
+        rquickjs::Error::InvalidString(_) => ExprError::Syntax { message: "the source contains a NUL character".to_owned() },
+        other => ExprError::Engine { message: other.to_string() },
     }
 }
 
 fn engine_json(error: serde_json::Error) -> ExprError {
-    ExprError::Engine {
-        message: error.to_string(),
-    }
+    ExprError::Engine { message: error.to_string() }
 }
 
 /// An error from calling into the engine. An exception that escaped the
@@ -404,21 +357,14 @@ fn caught(ctx: &Ctx<'_>, error: rquickjs::Error) -> ExprError {
     let text = match value.as_exception() {
         Some(exception) => exception.message().unwrap_or_default(),
         None if value.is_null() => "out of memory".to_owned(),
-        None => value
-            .as_string()
-            .and_then(|s| s.to_string().ok())
-            .unwrap_or_else(|| format!("{:?}", value.type_of())),
+        None => value.as_string().and_then(|s| s.to_string().ok()).unwrap_or_else(|| format!("{:?}", value.type_of())),
     };
     if text.contains("interrupted") {
         ExprError::Limit { what: time_limit() }
     } else if text.contains("out of memory") {
-        ExprError::Limit {
-            what: memory_limit(),
-        }
+        ExprError::Limit { what: memory_limit() }
     } else if text.contains("stack overflow") {
-        ExprError::Limit {
-            what: "stack depth limit".to_owned(),
-        }
+        ExprError::Limit { what: "stack depth limit".to_owned() }
     } else {
         ExprError::Engine { message: text }
     }

@@ -5,6 +5,8 @@
 //!
 //! Needs `node` on PATH; without it the test fails and says so.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -65,7 +67,7 @@ struct Found {
 }
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/compositions")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/compositions")
 }
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -77,10 +79,7 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for path in entries {
         if path.is_dir() {
             yaml_files(&path, out);
-        } else if matches!(
-            path.extension().and_then(|e| e.to_str()),
-            Some("yml" | "yaml")
-        ) {
+        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")) {
             out.push(path);
         }
     }
@@ -102,10 +101,7 @@ impl MarkedEventReceiver for JsScalars {
             let full = format!("{}{}", tag.handle, tag.suffix);
             if full == "!!js" || full == "tag:yaml.org,2002:js" {
                 let place = format!("{}:{}", self.file, mark.line());
-                self.found.push(Found {
-                    place,
-                    source: value,
-                });
+                self.found.push(Found { place, source: value });
             }
         }
     }
@@ -119,29 +115,12 @@ fn find_expressions() -> Vec<Found> {
     let mut found = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("fixture text");
-        let name = file
-            .strip_prefix(&root)
-            .unwrap_or(&file)
-            .display()
-            .to_string();
-        let mut receiver = JsScalars {
-            file: name.clone(),
-            found: Vec::new(),
-        };
-        Parser::new_from_str(&text)
-            .load(&mut receiver, true)
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        let mut receiver = JsScalars { file: name.clone(), found: Vec::new() };
+        Parser::new_from_str(&text).load(&mut receiver, true).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         // Guard the extraction: it must see every `!!js` the text has.
-        let in_text = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with('#') && l.contains("!!js"))
-            .count();
-        assert_eq!(
-            receiver.found.len(),
-            in_text,
-            "{name}: the parser found {} `!!js` values, the text has {in_text}",
-            receiver.found.len()
-        );
+        let in_text = text.lines().filter(|l| !l.trim_start().starts_with('#') && l.contains("!!js")).count();
+        assert_eq!(receiver.found.len(), in_text, "{name}: the parser found {} `!!js` values, the text has {in_text}", receiver.found.len());
         found.extend(receiver.found);
     }
     found
@@ -149,15 +128,12 @@ fn find_expressions() -> Vec<Found> {
 
 fn node() -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("node"))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "`node` is not on PATH: this test compares cordis-expr with Node and cannot \
+    std::env::split_paths(&path).map(|dir| dir.join("node")).find(|candidate| candidate.is_file()).unwrap_or_else(|| {
+        panic!(
+            "`node` is not on PATH: this test compares cordis-expr with Node and cannot \
                  run without it (install Node 18 or newer)"
-            )
-        })
+        )
+    })
 }
 
 /// The oracle: evaluates every expression with Node in one process and
@@ -204,12 +180,7 @@ function shape(source) {
 process.stdout.write(JSON.stringify(input.sources.map(shape)));
 "#;
 
-fn node_shapes(
-    node: &Path,
-    env: &Environment,
-    services: &Map<String, Value>,
-    sources: &[&str],
-) -> Vec<Value> {
+fn node_shapes(node: &Path, env: &Environment, services: &Map<String, Value>, sources: &[&str]) -> Vec<Value> {
     let input = json!({
         "execPath": env.exec_path,
         "platform": env.platform,
@@ -227,19 +198,9 @@ fn node_shapes(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("starting {}: {e}", node.display()));
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.to_string().as_bytes())
-        .expect("writing to node");
+    child.stdin.take().expect("stdin").write_all(input.to_string().as_bytes()).expect("writing to node");
     let output = child.wait_with_output().expect("node output");
-    assert!(
-        output.status.success(),
-        "node failed ({}): {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "node failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("node printed JSON")
 }
 
@@ -277,32 +238,16 @@ type Setting = (&'static str, &'static [(&'static str, &'static str)], bool);
 fn node_and_cordis_expr_agree_on_every_fixture_expression() {
     let node = node();
     let found = find_expressions();
-    assert!(
-        found.len() >= 30,
-        "expected the fixtures' ~32 `!!js` values, found {}",
-        found.len()
-    );
+    assert!(found.len() >= 30, "expected the fixtures' ~32 `!!js` values, found {}", found.len());
     let mut sources: Vec<&str> = found.iter().map(|f| f.source.as_str()).collect();
     sources.extend_from_slice(EXTRA);
-    let places: Vec<String> = found
-        .iter()
-        .map(|f| f.place.clone())
-        .chain(EXTRA.iter().enumerate().map(|(i, _)| format!("extra #{i}")))
-        .collect();
+    let places: Vec<String> = found.iter().map(|f| f.place.clone()).chain(EXTRA.iter().enumerate().map(|(i, _)| format!("extra #{i}"))).collect();
 
     let cwd = tempfile::tempdir().expect("temp dir");
     let cwd = cwd.path().canonicalize().expect("canonical temp dir");
     let environments: [Setting; 3] = [
         ("no DSH_* set", &[], true),
-        (
-            "snapshot, full access",
-            &[
-                ("DSH_SNAPSHOT", "1"),
-                ("DSH_PERMISSION_MODE", "danger-full-access"),
-                ("DSH_TELEMETRY_MODE", "x"),
-            ],
-            true,
-        ),
+        ("snapshot, full access", &[("DSH_SNAPSHOT", "1"), ("DSH_PERMISSION_MODE", "danger-full-access"), ("DSH_TELEMETRY_MODE", "x")], true),
         (
             "empty and odd values, no services",
             &[
@@ -321,41 +266,23 @@ fn node_and_cordis_expr_agree_on_every_fixture_expression() {
     let mut compared = 0;
     for (label, vars, with_services) in environments {
         let env = Environment {
-            vars: vars
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             cwd: cwd.clone(),
             platform: "linux".to_owned(),
             exec_path: PathBuf::from(EXEC_PATH),
         };
         let services = services(with_services);
         let theirs = node_shapes(&node, &env, &services, &sources);
-        assert_eq!(
-            theirs.len(),
-            sources.len(),
-            "node answered for every expression"
-        );
+        assert_eq!(theirs.len(), sources.len(), "node answered for every expression");
         let evaluator = Evaluator::new(&env).expect("evaluator");
         for ((source, place), theirs) in sources.iter().zip(&places).zip(theirs) {
             let ours = our_shape(evaluator.eval(source, &services));
             compared += 1;
             if ours != theirs {
-                disagreements.push(format!(
-                    "[{label}] {place}: `{source}`\n  node: {theirs}\n  ours: {ours}"
-                ));
+                disagreements.push(format!("[{label}] {place}: `{source}`\n  node: {theirs}\n  ours: {ours}"));
             }
         }
     }
-    assert!(
-        disagreements.is_empty(),
-        "{} of {compared} disagree:\n{}",
-        disagreements.len(),
-        disagreements.join("\n")
-    );
-    eprintln!(
-        "{compared} evaluations agree ({} fixture expressions, {} extra, 3 environments)",
-        found.len(),
-        EXTRA.len()
-    );
+    assert!(disagreements.is_empty(), "{} of {compared} disagree:\n{}", disagreements.len(), disagreements.join("\n"));
+    eprintln!("{compared} evaluations agree ({} fixture expressions, {} extra, 3 environments)", found.len(), EXTRA.len());
 }

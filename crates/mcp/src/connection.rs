@@ -25,9 +25,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use serde_json::json;
 
 use super::{McpError, Shared};
-use crate::agent::{call_tool, close_open_step, Quiet, ToolCallRequest};
-use crate::session::{AppendError, Appender, Event, Session};
-use crate::tools::ToolResult;
+use cordis_engine::agent::{call_tool, close_open_step, Quiet, ToolCallRequest};
+use cordis_engine::tools::ToolResult;
+use cordis_session::{AppendError, Appender, Event, Session};
+use cordis_sync::LockExt;
 
 /// Who is on the other end, from the `initialize` request.
 #[derive(Debug, Clone, Default)]
@@ -82,7 +83,7 @@ impl Connection {
     }
 
     fn lock(&self) -> MutexGuard<'_, TurnState> {
-        self.turn.lock().unwrap_or_else(|e| e.into_inner())
+        self.turn.lock_or_recover()
     }
 
     /// The connection's session, once attached.
@@ -220,7 +221,7 @@ struct Appended {
     kinds: Vec<String>,
 }
 
-impl crate::agent::TurnObserver for Appended {
+impl cordis_engine::agent::TurnObserver for Appended {
     fn on_event(&mut self, _session: &Session, event: &Event) {
         if !matches!(event.kind.as_str(), "tool/call" | "tool/result") {
             self.kinds.push(event.kind.clone());

@@ -2,12 +2,12 @@
 //!
 //! | request | answer |
 //! | --- | --- |
-//! | `initialize` | attaches the connection's agent session (see [`super::connection`]); the instructions name it and its plan resource |
+//! | `initialize` | attaches the connection's agent session (see [`crate::connection`]); the instructions name it and its plan resource |
 //! | `tools/list` | the composition's catalog: name, description, input JSON Schema, in name order |
 //! | `tools/call` | the call through the tool registry, recorded in the session as the agent loop records it; the result's text content, `structuredContent` (the tool's value) and `isError`. Bad arguments and unknown tools are results with `isError: true` and the registry's error text, never protocol errors |
 //! | `resources/list` | the connection's session's projections, `cordis://session/{id}/{key}` |
 //! | `resources/templates/list` | `cordis://session/{id}/{projection}` |
-//! | `resources/read` | a projection of any stored session: JSON and text (see [`super::resources`]) |
+//! | `resources/read` | a projection of any stored session: JSON and text (see [`crate::resources`]) |
 //! | `resources/subscribe`, `resources/unsubscribe` | `notifications/resources/updated` after each event the projection folds |
 
 use std::borrow::Cow;
@@ -16,8 +16,8 @@ use std::sync::Arc;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, InitializeRequestParams, InitializeResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::connection::{ClientName, Connection};
 use super::{resources, McpError, Shared};
-use crate::tools::ToolSchema;
+use cordis_engine::tools::ToolSchema;
 
 /// The server side of one MCP connection.
 pub struct Handler {
@@ -74,7 +74,7 @@ pub fn tool(schema: &ToolSchema) -> Tool {
 /// the value as `structuredContent` when it is a JSON object (MCP allows
 /// nothing else there; any other value is left out, with a warning in the
 /// server's log), and `isError`.
-pub fn call_result(result: &crate::tools::ToolResult) -> CallToolResult {
+pub fn call_result(result: &cordis_engine::tools::ToolResult) -> CallToolResult {
     let text = vec![ContentBlock::text(result.text.clone())];
     let mut out = if result.is_error { CallToolResult::error(text) } else { CallToolResult::success(text) };
     out.structured_content = match result.parsed_value() {
@@ -112,12 +112,8 @@ impl ServerHandler for Handler {
     }
 
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_resources()
-            .enable_resources_subscribe()
-            .build();
+        let capabilities =
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_resources().enable_resources_subscribe().build();
         let mut info = ServerConfig::new(capabilities).with_server_info(Implementation::new("cordis", env!("CARGO_PKG_VERSION")));
         if let Some(id) = self.session_id() {
             let resources: Vec<String> = self.shared.projections.all().iter().map(|p| resources::uri(&id, &p.key)).collect();
@@ -169,7 +165,11 @@ impl ServerHandler for Handler {
         Ok(call_result(&outcome.result).into())
     }
 
-    async fn list_resources(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
         let Some(id) = self.session_id() else { return Ok(ListResourcesResult::with_all_items(Vec::new())) };
         let items = self
             .shared
@@ -197,7 +197,11 @@ impl ServerHandler for Handler {
         Ok(ListResourceTemplatesResult::with_all_items(vec![template]))
     }
 
-    async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
         let (id, key) = resources::parse(&uri).map_err(|e| ErrorData::resource_not_found(e, None))?;
         let (id, key) = (id.to_string(), key.to_string());
@@ -235,8 +239,8 @@ impl ServerHandler for Handler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json::RawJson;
-    use crate::tools::ToolResult;
+    use cordis_engine::tools::ToolResult;
+    use cordis_session::json::RawJson;
 
     fn with_value(value: Option<RawJson>) -> CallToolResult {
         call_result(&ToolResult { is_error: false, text: "done".into(), value })

@@ -97,9 +97,8 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
 /// cannot be bound.
 pub async fn serve(shared: Arc<Shared>, options: HttpOptions, stop: CancellationToken, ready: impl FnOnce(SocketAddr)) -> Result<(), McpError> {
     check(&options)?;
-    let listener = tokio::net::TcpListener::bind(options.addr)
-        .await
-        .map_err(|e| McpError::Transport(format!("cannot listen on {}: {e}", options.addr)))?;
+    let listener =
+        tokio::net::TcpListener::bind(options.addr).await.map_err(|e| McpError::Transport(format!("cannot listen on {}: {e}", options.addr)))?;
     let local = listener.local_addr().map_err(|e| McpError::Transport(e.to_string()))?;
     let port = local.port();
     let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];

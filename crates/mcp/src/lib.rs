@@ -26,11 +26,12 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::service::{Peer, RoleServer};
 
-use crate::projection::Projections;
-use crate::session::{AppendError, Session, Sessions, StoreError};
-use crate::tools::{ToolRegistry, ToolSchema};
+use cordis_engine::tools::{ToolRegistry, ToolSchema};
+use cordis_session::projection::Projections;
+use cordis_session::{AppendError, Session, Sessions, StoreError};
 
 pub use connection::{CallOutcome, ClientName, Connection};
+use cordis_sync::LockExt;
 pub use handler::Handler;
 
 /// Errors of the MCP server.
@@ -90,7 +91,7 @@ pub struct Shared {
 
 impl Shared {
     /// A server over `services` whose connections get sessions per `attach`.
-    pub fn new(services: &crate::context::Services, attach: Attach) -> Arc<Shared> {
+    pub fn new(services: &cordis_engine::context::Services, attach: Attach) -> Arc<Shared> {
         Arc::new(Shared {
             tools: services.tools.clone(),
             sessions: services.sessions.clone(),
@@ -111,7 +112,7 @@ impl Shared {
         match &self.attach {
             Attach::New { cwd } => Ok(self.sessions.create(cwd.clone())?),
             Attach::Fixed { session, holder } => {
-                let mut holder = holder.lock().unwrap_or_else(|e| e.into_inner());
+                let mut holder = holder.lock_or_recover();
                 match *holder {
                     Some(other) if other != connection => Err(McpError::Busy(session.id().to_string())),
                     _ => {
@@ -127,17 +128,17 @@ impl Shared {
     /// held, and forgets its peer.
     pub(crate) fn release_session(&self, connection: u64) {
         if let Attach::Fixed { holder, .. } = &self.attach {
-            let mut holder = holder.lock().unwrap_or_else(|e| e.into_inner());
+            let mut holder = holder.lock_or_recover();
             if *holder == Some(connection) {
                 *holder = None;
             }
         }
-        self.peers.lock().unwrap_or_else(|e| e.into_inner()).retain(|(id, _)| *id != connection);
+        self.peers.lock_or_recover().retain(|(id, _)| *id != connection);
     }
 
     /// Remembers a new connection, so [`Shared::close_all`] reaches it.
     pub(crate) fn add_connection(&self, connection: &Arc<Connection>) {
-        let mut all = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = self.connections.lock_or_recover();
         all.retain(|c| c.strong_count() > 0);
         all.push(Arc::downgrade(connection));
     }
@@ -145,8 +146,7 @@ impl Shared {
     /// Closes every live connection (the server is stopping): each ends
     /// its turn after its call in flight.
     pub fn close_all(&self) {
-        let all: Vec<Arc<Connection>> =
-            self.connections.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(std::sync::Weak::upgrade).collect();
+        let all: Vec<Arc<Connection>> = self.connections.lock_or_recover().iter().filter_map(std::sync::Weak::upgrade).collect();
         for c in all {
             c.close();
         }
@@ -154,7 +154,7 @@ impl Shared {
 
     /// Remembers a live connection's peer.
     pub(crate) fn add_peer(&self, connection: u64, peer: Peer<RoleServer>) {
-        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut peers = self.peers.lock_or_recover();
         peers.retain(|(id, _)| *id != connection);
         peers.push((connection, peer));
     }
@@ -166,13 +166,13 @@ impl Shared {
     pub async fn check_catalog(&self) -> bool {
         let now = self.tools.schemas();
         {
-            let mut last = self.catalog.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = self.catalog.lock_or_recover();
             if *last == now {
                 return false;
             }
             *last = now;
         }
-        let peers: Vec<Peer<RoleServer>> = self.peers.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(_, p)| p.clone()).collect();
+        let peers: Vec<Peer<RoleServer>> = self.peers.lock_or_recover().iter().map(|(_, p)| p.clone()).collect();
         for peer in peers {
             if let Err(e) = peer.notify_tool_list_changed().await {
                 tracing::debug!("tools/list_changed not delivered: {e}");
@@ -192,10 +192,8 @@ pub async fn serve_stdio(shared: Arc<Shared>) -> Result<(), McpError> {
     use rmcp::ServiceExt as _;
     let handler = Handler::new(shared.clone());
     let connection = handler.connection();
-    let running = handler
-        .serve(rmcp::transport::stdio_pipes())
-        .await
-        .map_err(|e| McpError::Transport(format!("the MCP client's opening failed: {e}")))?;
+    let running =
+        handler.serve(rmcp::transport::stdio_pipes()).await.map_err(|e| McpError::Transport(format!("the MCP client's opening failed: {e}")))?;
     let _ = running.waiting().await;
     let _ = tokio::task::spawn_blocking(move || connection.close()).await;
     Ok(())

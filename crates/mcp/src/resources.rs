@@ -12,6 +12,7 @@
 
 use std::sync::Mutex;
 
+use cordis_sync::LockExt;
 use rmcp::service::{Peer, RoleServer};
 
 /// The URI scheme and prefix of session resources.
@@ -36,7 +37,7 @@ pub fn parse(uri: &str) -> Result<(&str, &str), String> {
     if id.is_empty() || key.is_empty() || key.contains('/') {
         return Err(bad());
     }
-    crate::session::store::check_id(id).map_err(|e| format!("`{uri}`: {e}"))?;
+    cordis_session::store::check_id(id).map_err(|e| format!("`{uri}`: {e}"))?;
     Ok((id, key))
 }
 
@@ -56,7 +57,7 @@ pub struct Hub {
 
 impl Hub {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Subscription>> {
-        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner())
+        self.subscriptions.lock_or_recover()
     }
 
     /// Subscribes `connection` (reached through `peer`) to `uri`, which
@@ -100,7 +101,9 @@ mod tests {
         let u = uri("s-1", "todos");
         assert_eq!(u, "cordis://session/s-1/todos");
         assert_eq!(parse(&u).unwrap(), ("s-1", "todos"));
-        for bad in ["cordis://session/s-1", "cordis://session//todos", "file:///etc/passwd", "cordis://session/../x/todos", "cordis://session/s-1/a/b"] {
+        for bad in
+            ["cordis://session/s-1", "cordis://session//todos", "file:///etc/passwd", "cordis://session/../x/todos", "cordis://session/s-1/a/b"]
+        {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(bad), "{e}");
         }

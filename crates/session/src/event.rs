@@ -39,8 +39,7 @@ pub mod core {
     pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
 
     /// Every core type.
-    pub const ALL: [&str; 9] =
-        [TURN_START, TURN_END, STEP_START, STEP_END, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, ASSISTANT_CHUNK];
+    pub const ALL: [&str; 9] = [TURN_START, TURN_END, STEP_START, STEP_END, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, ASSISTANT_CHUNK];
 
     /// Whether `t` is a core type.
     pub fn is_core(t: &str) -> bool {
@@ -278,7 +277,9 @@ mod tests {
             surface_op: Some(SurfaceOp::Replace { start: 3, end: 3 }),
             source_event_seqs: Some(vec![3]),
         };
-        assert!(e.to_line().ends_with(r#""sourceEventSeqs":[3],"surfaceOp":{"op":"replace","start":3,"end":3}}
-"#));
+        assert!(e.to_line().ends_with(
+            r#""sourceEventSeqs":[3],"surfaceOp":{"op":"replace","start":3,"end":3}}
+"#
+        ));
     }
 }

@@ -11,8 +11,9 @@ use std::sync::{Arc, RwLock};
 
 use cordis_abi::ffi::EventValidatorBox;
 
-use super::event::core;
-use crate::context::Owner;
+use crate::event::core;
+use crate::owner::Owner;
+use cordis_sync::RwLockExt;
 
 /// An owned event type.
 pub struct OwnedType {
@@ -65,7 +66,7 @@ impl EventTypes {
         if !well_formed {
             return Err(format!("`{event_type}` is not a valid event type (use `family/name`)"));
         }
-        let mut owned = self.owned.write().unwrap_or_else(|e| e.into_inner());
+        let mut owned = self.owned.write_or_recover();
         if let Some(existing) = owned.get(event_type) {
             return Err(format!("event type `{event_type}` is already owned by {}", existing.owner));
         }
@@ -75,7 +76,7 @@ impl EventTypes {
 
     /// Releases `event_type` if `fiber` owns it.
     pub fn release(&self, event_type: &str, fiber: u64) {
-        let mut owned = self.owned.write().unwrap_or_else(|e| e.into_inner());
+        let mut owned = self.owned.write_or_recover();
         if owned.get(event_type).is_some_and(|o| o.owner.fiber == fiber) {
             owned.remove(event_type);
         }
@@ -83,6 +84,6 @@ impl EventTypes {
 
     /// The owner of `event_type`, if a loaded plugin owns it.
     pub fn get(&self, event_type: &str) -> Option<Arc<OwnedType>> {
-        self.owned.read().unwrap_or_else(|e| e.into_inner()).get(event_type).cloned()
+        self.owned.read_or_recover().get(event_type).cloned()
     }
 }

@@ -20,7 +20,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::event::{core, Event, SurfaceOp};
+use crate::event::{core, Event, SurfaceOp};
 
 /// One tool call in an assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -75,8 +75,7 @@ pub fn derive_messages(events: &[Event]) -> Vec<Message> {
 }
 
 /// The text of the error result the history gives a call left without one.
-pub const MISSING_RESULT_TEXT: &str =
-    "Error: no result was recorded for this call (the log lost it, or the session moved on before it finished)";
+pub const MISSING_RESULT_TEXT: &str = "Error: no result was recorded for this call (the log lost it, or the session moved on before it finished)";
 
 /// [`derive_messages`], plus each repair it made or surface event it could
 /// not place, as `(seq of the event, what happened)`, in seq order.
@@ -98,22 +97,28 @@ pub fn derive_history(events: &[Event]) -> (Vec<Message>, Vec<(u64, String)>) {
                 let (Some(from), Some(to)) = (find(*start), find(*end)) else {
                     notes.push((
                         event.seq,
-                        format!(
-                            "{} replaces seqs {start} to {end}, which are not both in the history; left out of the history",
-                            event.kind
-                        ),
+                        format!("{} replaces seqs {start} to {end}, which are not both in the history; left out of the history", event.kind),
                     ));
                     continue;
                 };
                 if from > to {
-                    notes.push((event.seq, format!("{} replaces from seq {start} to seq {end}, which comes before it in the history; left out of the history", event.kind)));
+                    notes.push((
+                        event.seq,
+                        format!(
+                            "{} replaces from seq {start} to seq {end}, which comes before it in the history; left out of the history",
+                            event.kind
+                        ),
+                    ));
                     continue;
                 }
                 if let Some(sources) = &event.source_event_seqs {
                     let missing: Vec<String> =
                         surface[from..=to].iter().map(|(s, _)| *s).filter(|s| !sources.contains(s)).map(|s| s.to_string()).collect();
                     if !missing.is_empty() {
-                        notes.push((event.seq, format!("{} replaces seqs {} without citing them in sourceEventSeqs (applied)", event.kind, missing.join(", "))));
+                        notes.push((
+                            event.seq,
+                            format!("{} replaces seqs {} without citing them in sourceEventSeqs (applied)", event.kind, missing.join(", ")),
+                        ));
                     }
                 }
                 surface.splice(from..=to, [(event.seq, message_of(event))]);

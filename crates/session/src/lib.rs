@@ -1,19 +1,33 @@
-//! The `sessions` service: event-sourced session logs, durable on disk.
+//! Sessions: event-sourced logs, durable in a store, and what is derived
+//! from them.
 //!
 //! - [`event`]: the header and event envelope, and the core event types;
 //! - [`log`]: one session, its append pipeline and projection states;
-//! - [`store`]: the JSONL files, locking, durability and torn tails;
-//! - [`messages`]: `deriveMessages()`, the LLM history from surface events;
-//! - [`structure`]: the rules of turns, steps and tool calls the log obeys.
+//! - [`structure`]: the rules of turns, steps and tool calls the log obeys;
+//! - [`history`]: the history a model sees, derived from surface events;
+//! - [`projection`]: folds of a session's events into small states;
+//! - [`event_types`]: which plugin owns which event type;
+//! - [`owner`]: who registered something;
+//! - [`packed`]: the harness's packed chunk rows;
+//! - [`json`]: JSON kept as text;
+//! - [`store`]: where logs live: the trait every store implements, our
+//!   JSONL files, the harness's store (feature `harness`) and PostgreSQL
+//!   (feature `postgres`).
+//!
+//! [`Sessions`] is the host's `sessions` service over one store.
+//!
+//! Dependency order, leaves first: `json`, `owner`, `event` ← `packed`,
+//! `structure`, `history`, `event_types`, `projection` ← `store` ← `log` ←
+//! the crate root.
 
-pub mod backend;
 pub mod event;
-pub mod harness;
+pub mod event_types;
+pub mod history;
+pub mod json;
 pub mod log;
-pub mod messages;
-pub mod owners;
+pub mod owner;
 pub mod packed;
-pub mod postgres;
+pub mod projection;
 pub mod store;
 pub mod structure;
 
@@ -21,18 +35,21 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use event::{Event, Header};
+pub use event_types::EventTypes;
+pub use history::{derive_history, derive_messages, event_message, Message};
 pub use log::{AppendError, Appender, Backing, Session};
-pub use messages::{derive_history, derive_messages, event_message, Message};
-pub use owners::EventTypes;
-pub use backend::{LogWriter, SessionStore};
-pub use harness::{Compression, HarnessConfig, HarnessStore};
-pub use postgres::{PostgresConfig, PostgresStore};
-pub use store::{skipped_lines, Durability, FlatStore, LineProblem, ProblemKind, StoreError};
+pub use owner::Owner;
+#[cfg(feature = "harness")]
+pub use store::harness::{self, Compression, HarnessConfig, HarnessStore};
+#[cfg(feature = "postgres")]
+pub use store::postgres::{self, PostgresConfig, PostgresStore};
+pub use store::{skipped_lines, Durability, FlatStore, LineProblem, LogWriter, ProblemKind, SessionStore, StoreError};
 
 /// A session store shared by the `sessions` service and its users.
 pub type Store = Arc<dyn SessionStore>;
 
 use crate::projection::Projections;
+use cordis_sync::LockExt;
 
 /// A short description of one stored session.
 #[derive(Debug, Clone)]
@@ -87,14 +104,14 @@ impl Sessions {
     }
 
     fn remember(&self, session: &Arc<Session>) {
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let mut live = self.live.lock_or_recover();
         live.retain(|_, s| s.strong_count() > 0);
         live.insert(session.id().to_string(), Arc::downgrade(session));
     }
 
     /// The session `id` if it is open in this process.
     pub fn live(&self, id: &str) -> Option<Arc<Session>> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner()).get(id).and_then(std::sync::Weak::upgrade)
+        self.live.lock_or_recover().get(id).and_then(std::sync::Weak::upgrade)
     }
 
     /// The state of projection `key` for session `id`: from the open
@@ -270,20 +287,9 @@ impl Sessions {
                 Ok((session, problems)) => {
                     let header = session.header();
                     let (events, last_time) = session.with_events(|e| (e.len(), e.last().map_or(0, |e| e.time)));
-                    let summaries = session
-                        .states()
-                        .into_iter()
-                        .map(|(p, state)| (p.key.clone(), p.summary(&state)))
-                        .filter(|(_, s)| !s.is_empty())
-                        .collect();
-                    out.push(SessionInfo {
-                        id,
-                        created_at: header.created_at,
-                        events,
-                        last_time,
-                        summaries,
-                        problems: problems.len(),
-                    });
+                    let summaries =
+                        session.states().into_iter().map(|(p, state)| (p.key.clone(), p.summary(&state))).filter(|(_, s)| !s.is_empty()).collect();
+                    out.push(SessionInfo { id, created_at: header.created_at, events, last_time, summaries, problems: problems.len() });
                 }
                 Err(e) => skipped.push(format!("skipping session {id}: {e}")),
             }
@@ -307,11 +313,11 @@ pub fn looks_like_path(what: &str) -> bool {
 /// # Errors
 /// [`StoreError`].
 pub fn read_path(path: &Path) -> Result<store::ReadLog, StoreError> {
+    #[cfg(feature = "harness")]
     if harness::frames::is_zstd_file(path)? {
-        harness::read_file(path, Compression::Zstd)
-    } else {
-        store::read_file(path)
+        return harness::read_file(path, Compression::Zstd);
     }
+    store::read_file(path)
 }
 
 /// Whether events of `kind` are understood here: a core type or a type a

@@ -9,17 +9,17 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::Serialize;
 use crate::json::RawJson;
+use serde::Serialize;
 
-use super::event::{core, now_ms, to_raw, Event, Header, SurfaceOp};
-use super::messages::derive_history;
-use super::owners::EventTypes;
-use super::structure::Trace;
-use super::backend::LogWriter;
-use super::store::{parse_data, LineProblem, ReadLog, StoreError};
-use crate::context::Owner;
+use crate::event::{core, now_ms, to_raw, Event, Header, SurfaceOp};
+use crate::event_types::EventTypes;
+use crate::history::derive_history;
+use crate::owner::Owner;
 use crate::projection::{Projections, RegisteredProjection};
+use crate::store::{parse_data, LineProblem, LogWriter, ReadLog, StoreError};
+use crate::structure::Trace;
+use cordis_sync::LockExt;
 
 /// Who is appending.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +60,7 @@ pub enum AppendError {
         reason: String,
     },
     /// The event would break a rule of the log's structure
-    /// ([`super::structure`]).
+    /// ([`crate::structure`]).
     #[error("the event would break the log's structure: {0}")]
     Structure(String),
     /// The data is not JSON.
@@ -142,17 +142,12 @@ impl Session {
     /// Rebuilds a session from a log read from disk: re-checks every event of
     /// an owned type with its owner's validator (a rejected event is kept in
     /// the log, reported, and left out of projections), checks the log's
-    /// structure rules ([`super::structure`]; a break is reported with its
+    /// structure rules ([`crate::structure`]; a break is reported with its
     /// line and rule, and a plugin event outside a turn is left out of
     /// projections), reports what the derived history had to leave out or
-    /// add ([`super::messages::derive_history`]), keeps events of types
+    /// add ([`crate::history::derive_history`]), keeps events of types
     /// nobody owns as opaque, and folds the projections.
-    pub fn replay(
-        log: ReadLog,
-        backing: Backing,
-        types: Arc<EventTypes>,
-        projections: Arc<Projections>,
-    ) -> (Session, Vec<LineProblem>) {
+    pub fn replay(log: ReadLog, backing: Backing, types: Arc<EventTypes>, projections: Arc<Projections>) -> (Session, Vec<LineProblem>) {
         let ReadLog { header, events, lines, mut problems, .. } = log;
         let session = Session::new(header, backing, types, projections);
         {
@@ -186,7 +181,7 @@ impl Session {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock_or_recover()
     }
 
     /// The session id.
@@ -286,11 +281,7 @@ impl Session {
             (Appender::Plugin(_), true, _) => return Err(AppendError::CoreType(kind.to_string())),
             (_, false, None) => return Err(AppendError::Unowned(kind.to_string())),
             (Appender::Plugin(who), false, Some(o)) if o.owner.fiber != who.fiber => {
-                return Err(AppendError::NotOwner {
-                    kind: kind.to_string(),
-                    owner: o.owner.to_string(),
-                    by: who.to_string(),
-                })
+                return Err(AppendError::NotOwner { kind: kind.to_string(), owner: o.owner.to_string(), by: who.to_string() })
             }
             _ => {}
         }
@@ -299,11 +290,7 @@ impl Session {
         // is data the owner built and checked itself: checking it again
         // across the ABI would parse the same text twice per call.
         if let Some(o) = owned.as_ref().filter(|_| matches!(by, Appender::Host)) {
-            o.validate(data.get()).map_err(|reason| AppendError::Invalid {
-                kind: kind.to_string(),
-                owner: o.owner.to_string(),
-                reason,
-            })?;
+            o.validate(data.get()).map_err(|reason| AppendError::Invalid { kind: kind.to_string(), owner: o.owner.to_string(), reason })?;
         }
         let mut st = self.lock();
         if st.read_only {
@@ -312,14 +299,7 @@ impl Session {
         let surface = (core::is_surface(kind) || owned.as_ref().is_some_and(|o| o.surface)).then_some(SurfaceOp::Append);
         st.trace.check(kind, &data, surface.as_ref(), owned.is_some()).map_err(AppendError::Structure)?;
         let seq = st.events.last().map_or(0, |e| e.seq + 1);
-        let event = Event {
-            seq,
-            time: now_ms(),
-            kind: kind.to_string(),
-            data,
-            surface_op: surface,
-            source_event_seqs: None,
-        };
+        let event = Event { seq, time: now_ms(), kind: kind.to_string(), data, surface_op: surface, source_event_seqs: None };
         if let Some(writer) = st.writer.as_mut() {
             writer.append(&event)?;
         }

@@ -13,7 +13,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::event::{to_raw, Event};
+use crate::event::{to_raw, Event};
 
 /// The packed row types.
 pub const PACKED_TYPES: [&str; 3] = ["reasoning-chunks", "text-chunks", "tool-call-chunks"];
@@ -74,13 +74,9 @@ pub fn expand(kind: &str, data: &str, seq0: Option<u64>, time0: Option<u64>, pos
             time = time.saturating_add(gap);
         }
         let chunk = match kind {
-            "tool-call-chunks" => ChunkBody::ToolCall {
-                kind: "tool-call-delta",
-                index: field("index"),
-                id: field("id"),
-                name: field("name"),
-                arguments_delta: item,
-            },
+            "tool-call-chunks" => {
+                ChunkBody::ToolCall { kind: "tool-call-delta", index: field("index"), id: field("id"), name: field("name"), arguments_delta: item }
+            }
             "reasoning-chunks" => ChunkBody::Text { kind: "reasoning-delta", index: field("index"), text: item },
             _ => ChunkBody::Text { kind: "text-delta", index: field("index"), text: item },
         };
@@ -124,7 +120,8 @@ fn pack_key(event: &Event) -> Option<PackKey> {
             (if kind == "text-delta" { "text-chunks" } else { "reasoning-chunks" }, None, chunk["text"].clone())
         }
         "tool-call-delta"
-            if (has(&["type", "index", "id", "argumentsDelta"]) || (has(&["type", "index", "id", "name", "argumentsDelta"]) && chunk["name"].is_string()))
+            if (has(&["type", "index", "id", "argumentsDelta"])
+                || (has(&["type", "index", "id", "name", "argumentsDelta"]) && chunk["name"].is_string()))
                 && chunk["id"].is_string()
                 && chunk["argumentsDelta"].is_string() =>
         {
@@ -231,13 +228,23 @@ mod tests {
         };
         let text = |seq, t, s: &str| chunk(seq, t, &format!(r#"{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{s}"}}}}"#));
         let call = |seq, t, s: &str| {
-            chunk(seq, t, &format!(r#"{{"turn":1,"step":1,"chunk":{{"type":"tool-call-delta","index":1,"id":"c","name":"todo_write","argumentsDelta":"{s}"}}}}"#))
+            chunk(
+                seq,
+                t,
+                &format!(
+                    r#"{{"turn":1,"step":1,"chunk":{{"type":"tool-call-delta","index":1,"id":"c","name":"todo_write","argumentsDelta":"{s}"}}}}"#
+                ),
+            )
         };
         let events = vec![text(0, 10, "a"), text(1, 12, "b"), text(2, 12, "c"), call(3, 13, "{"), call(4, 14, "}")];
         let lines = storage_lines(&events, true);
         let rows: Vec<&str> = lines.lines().collect();
         assert_eq!(rows.len(), 3, "{lines}");
-        assert!(rows[0].starts_with(r#"{"type":"text-chunks","seq0":0,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[2,0],"texts":["a","b","c"]}"#), "{}", rows[0]);
+        assert!(
+            rows[0].starts_with(r#"{"type":"text-chunks","seq0":0,"time0":10,"data":{"turn":1,"step":1,"index":0,"dt":[2,0],"texts":["a","b","c"]}"#),
+            "{}",
+            rows[0]
+        );
         let expanded = expand("text-chunks", &serde_json::from_str::<Value>(rows[0]).unwrap()["data"].to_string(), Some(0), Some(10), 0).unwrap();
         for (a, b) in expanded.iter().zip(&events) {
             assert_eq!((a.seq, a.time, a.data.get()), (b.seq, b.time, b.data.get()));

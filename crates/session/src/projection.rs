@@ -11,7 +11,8 @@ use std::sync::{Arc, RwLock};
 
 use cordis_abi::ffi::ProjectionBox;
 
-use crate::context::Owner;
+use crate::owner::Owner;
+use cordis_sync::RwLockExt;
 
 /// A registered projection.
 pub struct RegisteredProjection {
@@ -89,7 +90,7 @@ impl Projections {
         if serde_json::from_str::<serde_json::Value>(&registered.init).is_err() {
             return Err(format!("projection `{key}` has an initial state that is not JSON"));
         }
-        let mut by_key = self.by_key.write().unwrap_or_else(|e| e.into_inner());
+        let mut by_key = self.by_key.write_or_recover();
         if let Some(existing) = by_key.get(&key) {
             return Err(format!("a projection `{key}` is already registered by {}", existing.owner));
         }
@@ -100,7 +101,7 @@ impl Projections {
     /// Removes the projection registered under `token`; returns whether it
     /// was removed.
     pub fn unregister(&self, key: &str, token: u64) -> bool {
-        let mut by_key = self.by_key.write().unwrap_or_else(|e| e.into_inner());
+        let mut by_key = self.by_key.write_or_recover();
         if by_key.get(key).is_some_and(|p| p.token == token) {
             by_key.remove(key);
             return true;
@@ -110,11 +111,11 @@ impl Projections {
 
     /// Every registered projection, by key.
     pub fn all(&self) -> Vec<Arc<RegisteredProjection>> {
-        self.by_key.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+        self.by_key.read_or_recover().values().cloned().collect()
     }
 
     /// The projection with `key`.
     pub fn get(&self, key: &str) -> Option<Arc<RegisteredProjection>> {
-        self.by_key.read().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
+        self.by_key.read_or_recover().get(key).cloned()
     }
 }

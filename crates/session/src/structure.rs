@@ -25,10 +25,10 @@
 
 use std::collections::HashSet;
 
-use serde::Deserialize;
 use crate::json::RawJson;
+use serde::Deserialize;
 
-use super::event::{core, SurfaceOp};
+use crate::event::{core, SurfaceOp};
 
 /// Where a log stands: the open turn and step and the calls awaiting results.
 #[derive(Debug, Clone, Default)]
@@ -182,12 +182,7 @@ impl Trace {
                 let message = f.message.unwrap_or_default();
                 let call = message.source.as_ref().and_then(|s| text(&s.call_id));
                 let not_started = f.error.as_ref().and_then(|e| text(&e.code)).as_deref() == Some("TOOL_NOT_STARTED")
-                    && message
-                        .content
-                        .as_ref()
-                        .and_then(|c| c.get(0))
-                        .and_then(|b| b.get("isError"))
-                        .and_then(serde_json::Value::as_bool)
+                    && message.content.as_ref().and_then(|c| c.get(0)).and_then(|b| b.get("isError")).and_then(serde_json::Value::as_bool)
                         == Some(true);
                 match call {
                     Some(id) if self.pending.contains(&id) || not_started => {}

@@ -28,10 +28,7 @@ impl Checker {
     /// # Errors
     /// [`InvalidSchema`] when `schema` is not a valid JSON Schema.
     pub fn new(schema: Value) -> Result<Self, InvalidSchema> {
-        let validator = jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft7)
-            .build(&schema)
-            .map_err(|e| InvalidSchema(e.to_string()))?;
+        let validator = jsonschema::options().with_draft(jsonschema::Draft::Draft7).build(&schema).map_err(|e| InvalidSchema(e.to_string()))?;
         Ok(Checker { schema, validator })
     }
 
@@ -60,7 +57,8 @@ impl Checker {
                     for key in map.keys().filter(|k| !allowed.contains(k)) {
                         let mut at = segments.clone();
                         at.push(Segment::Key(key.clone()));
-                        let violation = Violation { path: format_path(&at), segments: at, message: "is not an allowed key (it takes no keys)".into() };
+                        let violation =
+                            Violation { path: format_path(&at), segments: at, message: "is not an allowed key (it takes no keys)".into() };
                         if !found.iter().any(|(_, v)| v.path == violation.path) {
                             found.push((SortKey { container: segments.clone(), rank: 2, order: 0 }, violation));
                         }
@@ -72,9 +70,7 @@ impl Checker {
                 // Checks on a property's value sort with the object holding
                 // the property, so one object's violations stay together.
                 let (container, order) = match (rank, segments.last()) {
-                    (1, Some(Segment::Key(key))) => {
-                        (segments[..segments.len() - 1].to_vec(), property_order(&self.schema, schema_path, key))
-                    }
+                    (1, Some(Segment::Key(key))) => (segments[..segments.len() - 1].to_vec(), property_order(&self.schema, schema_path, key)),
                     _ => (segments.clone(), 0),
                 };
                 found.push((SortKey { container, rank, order }, violation));
@@ -239,12 +235,7 @@ fn kind_fallback(kind: &jsonschema::error::ValidationErrorKind) -> String {
 /// `additionalProperties` keyword at `schema_path`.
 fn allowed_keys(schema: &Value, schema_path: &str) -> Vec<String> {
     let parent = schema_path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
-    schema
-        .pointer(parent)
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object)
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default()
+    schema.pointer(parent).and_then(|s| s.get("properties")).and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default()
 }
 
 fn article(type_name: &str) -> String {

@@ -28,10 +28,10 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::agent::{Agent, Interrupt, Model, ScriptedModel, ServiceModel, ToolCallRequest, TurnError, TurnObserver};
-use crate::runtime::{Host, HostOptions};
-use crate::session::{core_type_or_owned, event_message, Durability, Event, LineProblem, ProblemKind, Session};
-use crate::tools::ToolResult;
+use cordis_engine::agent::{Agent, Interrupt, Model, ScriptedModel, ServiceModel, ToolCallRequest, TurnError, TurnObserver};
+use cordis_engine::runtime::{Host, HostOptions};
+use cordis_engine::tools::ToolResult;
+use cordis_session::{core_type_or_owned, event_message, Durability, Event, LineProblem, ProblemKind, Session};
 
 /// The example script `cordis run` uses when no `--script` is given,
 /// relative to the composition's folder.
@@ -129,12 +129,13 @@ pub enum Command {
         /// Memory, in MiB, that replaced plugin libraries may keep before
         /// `cordis dev` restarts itself in place (same process id, same
         /// session, same console) to let go of them.
-        #[arg(long, value_name = "MIB", default_value_t = crate::hmr::DEFAULT_MEMORY_BUDGET / (1024 * 1024), value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, value_name = "MIB", default_value_t = cordis_engine::reload::DEFAULT_MEMORY_BUDGET / (1024 * 1024), value_parser = clap::value_parser!(u64).range(1..))]
         memory_budget: u64,
     },
     /// Serve the composition's tools to MCP clients: over stdio (the
     /// default), or Streamable HTTP at http://ADDR/mcp with --http. Each
     /// connection is an agent session in the state directory.
+    #[cfg(feature = "mcp")]
     Mcp {
         /// Attach connections to this stored session (its lock is taken at
         /// start; one connection at a time) instead of a new session per
@@ -232,8 +233,7 @@ pub fn main() -> ExitCode {
 
 fn init_tracing() {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -268,7 +268,7 @@ fn options(cli: &Cli, composition: &Path, in_memory: bool) -> HostOptions {
         in_memory,
         private_copies: false,
         allow_writable_plugins: cli.allow_writable_plugins,
-        layers: crate::loader::composition::layers(&cli.patches, cli.no_user_patch),
+        layers: cordis_composition::composition::layers(&cli.patches, cli.no_user_patch),
         session_root: match &cli.command {
             Command::Session { root, .. } => root.clone(),
             _ => None,
@@ -310,8 +310,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Plugins { json } => {
             let dir = cli.composition.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| PathBuf::from("."));
-            let plugin_path = crate::loader::PluginPath::standard(&cli.plugin_dir, &dir);
-            let libraries = crate::loader::catalog::catalog(&plugin_path);
+            let plugin_path = cordis_engine::loader::PluginPath::standard(&cli.plugin_dir, &dir);
+            let libraries = cordis_engine::loader::catalog::catalog(&plugin_path);
             let mut out = std::io::stdout().lock();
             if *json {
                 let text = serde_json::to_string_pretty(&serde_json::json!({"libraries": libraries})).map_err(|e| e.to_string())?;
@@ -323,12 +323,12 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         }
         Command::Config { file } => {
             let file = file.clone().unwrap_or_else(|| cli.composition.clone());
-            let layers = crate::loader::composition::layers(&cli.patches, cli.no_user_patch);
-            let composition = crate::loader::Composition::compose(&file, &layers).map_err(|e| e.to_string())?;
+            let layers = cordis_composition::composition::layers(&cli.patches, cli.no_user_patch);
+            let composition = cordis_engine::loader::Composition::compose(&file, &layers).map_err(|e| e.to_string())?;
             for w in &composition.warnings {
                 eprintln!("warning: {}", render::printable(w));
             }
-            let text = crate::loader::emit::composed_yaml(&composition);
+            let text = cordis_composition::render::composed_yaml(&composition);
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
             // An entry the composition cannot mount (an include cycle, a
             // missing included file, a malformed row) is printed as written;
@@ -358,6 +358,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Dev { file, session, memory_budget } => dev(&cli, file.as_deref(), session.as_deref(), *memory_budget),
+        #[cfg(feature = "mcp")]
         Command::Mcp { session, http, token, allow_origins, allow_hosts, watch } => {
             mcp(&cli, session.as_deref(), http.as_deref(), token.clone(), (allow_origins.clone(), allow_hosts.clone()), *watch)
         }
@@ -380,7 +381,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 refuse_under_strict(&path.display().to_string(), &problems)?;
             }
             let report = host.services.sessions.import(path, id.as_deref()).map_err(|e| match e {
-                crate::session::StoreError::Exists(id) => {
+                cordis_session::StoreError::Exists(id) => {
                     format!("session `{id}` already exists; pass --id NEW_ID to import this log under another id")
                 }
                 other => other.to_string(),
@@ -389,7 +390,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             for p in &report.problems {
                 let _ = writeln!(out, "{}:{}: {}", path.display(), p.line, p.message);
             }
-            let skipped = crate::session::skipped_lines(&report.problems);
+            let skipped = cordis_session::skipped_lines(&report.problems);
             let broken = report.problems.iter().filter(|p| p.kind == ProblemKind::Broken).count();
             let _ = writeln!(
                 out,
@@ -481,9 +482,8 @@ fn watch(host: &Host, id: &str) -> Result<ExitCode, CliError> {
             }
         };
         let projections = host.services.projections.all();
-        let folded = session.with_events(|events| {
-            events.iter().rev().find(|e| projections.iter().any(|p| p.folds(&e.kind))).map(|e| (e.seq, e.time))
-        });
+        let folded =
+            session.with_events(|events| events.iter().rev().find(|e| projections.iter().any(|p| p.folds(&e.kind))).map(|e| (e.seq, e.time)));
         if shown.is_some() && folded.map(|f| f.0) == shown {
             continue;
         }
@@ -509,15 +509,15 @@ fn watch(host: &Host, id: &str) -> Result<ExitCode, CliError> {
 fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_mib: u64) -> Result<ExitCode, CliError> {
     // Before any thread starts: a restart in place hands its state over in
     // the environment.
-    let handover = crate::hmr::restart::take();
+    let handover = cordis_engine::reload::restart::take();
     let file = file.map(Path::to_path_buf).unwrap_or_else(|| cli.composition.clone());
-    let dev_options = crate::hmr::DevOptions {
+    let dev_options = cordis_engine::reload::DevOptions {
         memory_budget: memory_budget_mib.saturating_mul(1024 * 1024),
         handover: handover.clone(),
         restart_in_place: true,
-        ..crate::hmr::DevOptions::default()
+        ..cordis_engine::reload::DevOptions::default()
     };
-    let dev = crate::hmr::DevHost::boot(options(cli, &file, false), dev_options).map_err(|e| e.to_string())?;
+    let dev = cordis_engine::reload::DevHost::boot(options(cli, &file, false), dev_options).map_err(|e| e.to_string())?;
     if handover.is_none() || !dev.host.failures(false).is_empty() {
         let mut err = std::io::stderr().lock();
         render::check(&mut err, &dev.host);
@@ -552,7 +552,7 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_m
         (None, None) => sessions.create(std::env::current_dir().ok().map(|p| p.display().to_string())).map_err(|e| e.to_string())?,
     };
     let dev = Arc::new(dev);
-    crate::hmr::watch(dev.clone()).map_err(CliError::from)?;
+    cordis_engine::reload::watch(dev.clone()).map_err(CliError::from)?;
     let pending = match &handover {
         Some(h) => {
             // What changed while the restart was made, the change that
@@ -570,10 +570,11 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_m
             Vec::new()
         }
     };
-    crate::hmr::console::run_stdio(&dev, &session, pending);
+    cordis_engine::reload::console::run_stdio(&dev, &session, pending);
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(feature = "mcp")]
 /// Parses `--http ADDR`: `HOST:PORT` (a name is resolved, the first
 /// address taken), `[V6]:PORT`, or a port alone (on 127.0.0.1).
 fn http_addr(text: &str) -> Result<std::net::SocketAddr, CliError> {
@@ -587,6 +588,7 @@ fn http_addr(text: &str) -> Result<std::net::SocketAddr, CliError> {
         .ok_or_else(|| format!("--http {text}: the name has no address").into())
 }
 
+#[cfg(feature = "mcp")]
 fn mcp(
     cli: &Cli,
     session_id: Option<&str>,
@@ -598,8 +600,8 @@ fn mcp(
     let http = match http {
         Some(text) => {
             let (allowed_origins, allowed_hosts) = allow;
-            let options = crate::mcp::http::HttpOptions { addr: http_addr(text)?, token, allowed_origins, allowed_hosts };
-            crate::mcp::http::check(&options).map_err(|e| e.to_string())?;
+            let options = cordis_mcp::http::HttpOptions { addr: http_addr(text)?, token, allowed_origins, allowed_hosts };
+            cordis_mcp::http::check(&options).map_err(|e| e.to_string())?;
             Some(options)
         }
         None => None,
@@ -607,7 +609,7 @@ fn mcp(
     // The server keeps running while plugin code runs: sealed private copies.
     let options = HostOptions { private_copies: true, ..options(cli, &cli.composition, false) };
     let (host, dev) = if watch {
-        let dev = crate::hmr::DevHost::boot(options, crate::hmr::DevOptions::default()).map_err(|e| e.to_string())?;
+        let dev = cordis_engine::reload::DevHost::boot(options, cordis_engine::reload::DevOptions::default()).map_err(|e| e.to_string())?;
         if cli.strict && !dev.host.failures(true).is_empty() {
             return Err(CliError { code: 1, message: "entries did not load: failed, missing or waiting (--strict)".into() });
         }
@@ -630,11 +632,11 @@ fn mcp(
             for p in &problems {
                 eprintln!("warning: session {id}: {p}");
             }
-            crate::mcp::Attach::Fixed { session: s, holder: std::sync::Mutex::new(None) }
+            cordis_mcp::Attach::Fixed { session: s, holder: std::sync::Mutex::new(None) }
         }
-        None => crate::mcp::Attach::New { cwd: std::env::current_dir().ok().map(|p| p.display().to_string()) },
+        None => cordis_mcp::Attach::New { cwd: std::env::current_dir().ok().map(|p| p.display().to_string()) },
     };
-    let shared = crate::mcp::Shared::new(services, attach);
+    let shared = cordis_mcp::Shared::new(services, attach);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -647,18 +649,14 @@ fn mcp(
             dev.on_reload(move || {
                 let _ = tx.send(());
             });
-            crate::hmr::watch(dev.clone()).map_err(crate::mcp::McpError::Transport)?;
+            cordis_engine::reload::watch(dev.clone()).map_err(cordis_mcp::McpError::Transport)?;
             let watcher_shared = shared.clone();
             tokio::spawn(async move {
                 while rx.recv().await.is_some() {
                     watcher_shared.check_catalog().await;
                 }
             });
-            eprintln!(
-                "cordis mcp: watching {} and {}",
-                dev.composition_path().display(),
-                libraries(&dev)
-            );
+            eprintln!("cordis mcp: watching {} and {}", dev.composition_path().display(), libraries(dev));
         }
         match http {
             Some(options) => {
@@ -672,12 +670,12 @@ fn mcp(
                     }
                     on_signal.cancel();
                 });
-                crate::mcp::http::serve(shared.clone(), options, stop, |addr| {
-                    eprintln!("cordis mcp: serving MCP (Streamable HTTP) at http://{addr}{}", crate::mcp::http::ENDPOINT);
+                cordis_mcp::http::serve(shared.clone(), options, stop, |addr| {
+                    eprintln!("cordis mcp: serving MCP (Streamable HTTP) at http://{addr}{}", cordis_mcp::http::ENDPOINT);
                 })
                 .await
             }
-            None => crate::mcp::serve_stdio(shared.clone()).await,
+            None => cordis_mcp::serve_stdio(shared.clone()).await,
         }
     });
     shared.close_all();
@@ -799,11 +797,14 @@ fn boot_with(cli: &Cli, options: HostOptions) -> Result<Host, CliError> {
             }
         }
         if cli.strict {
-            return Err(CliError { code: 1, message: format!(
-                "{} did not load (failed, missing or waiting; --strict); run `{}` for details",
-                render::count(failures.len(), "entry", "entries"),
-                invocation(cli, "check")
-            ) });
+            return Err(CliError {
+                code: 1,
+                message: format!(
+                    "{} did not load (failed, missing or waiting; --strict); run `{}` for details",
+                    render::count(failures.len(), "entry", "entries"),
+                    invocation(cli, "check")
+                ),
+            });
         }
     }
     Ok(host)
@@ -856,7 +857,9 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
     };
     let prompt = match prompt.map(str::to_string).or(script_prompt) {
         Some(p) => p,
-        None => return Err(format!("no PROMPT given: the composition's model ({}/{}) needs the user's message", model.provider(), model.name()).into()),
+        None => {
+            return Err(format!("no PROMPT given: the composition's model ({}/{}) needs the user's message", model.provider(), model.name()).into())
+        }
     };
     let sessions = &host.services.sessions;
     let mut out = std::io::stdout().lock();
@@ -885,9 +888,8 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
     }
     let mut observer = Printer::new(&mut out, &host);
     let tools = host.services.tools.clone();
-    let mut agent = Agent::new(session.clone(), tools, model.as_mut())
-        .with_turn_hooks(host.services.turn_hooks.clone())
-        .with_interrupt(interrupt.clone());
+    let mut agent =
+        Agent::new(session.clone(), tools, model.as_mut()).with_turn_hooks(host.services.turn_hooks.clone()).with_interrupt(interrupt.clone());
     let result = {
         let _armed = interrupt.arm();
         agent.run_turn(&prompt, &mut observer)
@@ -972,7 +974,7 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
             "assistant/message" if self.streamed => {
                 // The text is on the terminal already: only the calls.
                 self.end_stream();
-                if let Some(crate::session::Message::Assistant { tool_calls, .. }) = event_message(event) {
+                if let Some(cordis_session::Message::Assistant { tool_calls, .. }) = event_message(event) {
                     render::tool_calls(self.out, &tool_calls);
                 }
             }
@@ -1028,7 +1030,7 @@ impl<W: Write> TurnObserver for Printer<'_, W> {
 /// `1 plugin library`, `N plugin libraries`.
 /// `1 plugin library`, `3 plugin libraries`, and `; 2 entries not running`
 /// when enabled entries are not running (`status` lists them and why).
-fn libraries(dev: &crate::hmr::DevHost) -> String {
+fn libraries(dev: &cordis_engine::reload::DevHost) -> String {
     let n = dev.library_sources().len();
     let loaded = if n == 1 { "1 plugin library".to_string() } else { format!("{n} plugin libraries") };
     match dev.status()["notRunning"].as_array().map_or(0, Vec::len) {

@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use crate::loader::EntryState;
-use crate::runtime::Host;
-use crate::session::{derive_messages, LineProblem, Message, Session, SessionInfo};
-use crate::tools::{ToolResult, ToolSchema};
+use cordis_engine::loader::EntryState;
+use cordis_engine::runtime::Host;
+use cordis_engine::tools::{ToolResult, ToolSchema};
+use cordis_session::{derive_messages, LineProblem, Message, Session, SessionInfo};
 
 /// Text from a log or a composition made safe for a terminal: control
 /// characters other than newline and tab are shown escaped (`\u{1b}`).
@@ -14,9 +14,7 @@ pub fn printable(text: &str) -> String {
     if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
         return text.to_string();
     }
-    text.chars()
-        .map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_unicode().to_string() } else { c.to_string() })
-        .collect()
+    text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_unicode().to_string() } else { c.to_string() }).collect()
 }
 
 /// `n thing` or `n things`.
@@ -100,7 +98,7 @@ pub fn check_json(host: &Host) -> serde_json::Value {
 }
 
 /// `cordis plugins`: each library with its plugins.
-pub fn plugins(out: &mut impl Write, libraries: &[crate::loader::catalog::LibraryInfo], plugin_path: &crate::loader::PluginPath) {
+pub fn plugins(out: &mut impl Write, libraries: &[cordis_engine::loader::catalog::LibraryInfo], plugin_path: &cordis_engine::loader::PluginPath) {
     if libraries.is_empty() {
         let searched: Vec<String> = plugin_path.dirs.iter().map(|(d, from)| format!("{} ({from})", d.display())).collect();
         let _ = writeln!(out, "no plugin libraries found; searched {}", searched.join(", "));
@@ -196,11 +194,11 @@ pub fn message(out: &mut impl Write, m: &Message) {
 }
 
 /// The tool calls of an assistant message whose text was streamed.
-pub fn tool_calls(out: &mut impl Write, calls: &[crate::session::messages::ToolCallPart]) {
+pub fn tool_calls(out: &mut impl Write, calls: &[cordis_session::history::ToolCallPart]) {
     tool_calls_lines(out, calls);
 }
 
-fn tool_calls_lines(out: &mut impl Write, calls: &[crate::session::messages::ToolCallPart]) {
+fn tool_calls_lines(out: &mut impl Write, calls: &[cordis_session::history::ToolCallPart]) {
     for c in calls {
         let _ = writeln!(out, "          → {} {}", printable(&c.name), printable(&clip(&c.arguments, 400)));
     }
@@ -275,13 +273,7 @@ pub fn session_show(out: &mut impl Write, s: &Session, problems: &[LineProblem],
         }
         (derive_messages(events), events.len(), opaque, unfinished)
     });
-    let _ = writeln!(
-        out,
-        "session {} · created {} · {}",
-        printable(&header.id),
-        format_time(header.created_at),
-        count(total, "event", "events")
-    );
+    let _ = writeln!(out, "session {} · created {} · {}", printable(&header.id), format_time(header.created_at), count(total, "event", "events"));
     for p in problems {
         let _ = writeln!(out, "  problem: {}", printable(&p.to_string()));
     }

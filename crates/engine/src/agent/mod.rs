@@ -26,8 +26,8 @@ use abi_stable::sabi_trait::TD_Opaque;
 use cordis_abi::ffi::ExecContext_TO;
 
 use crate::context::TurnHooks;
-use crate::session::{derive_messages, AppendError, Appender, Event, Session};
 use crate::tools::{CallScope, ToolCall, ToolRegistry, ToolResult};
+use cordis_session::{derive_messages, AppendError, Appender, Event, Session};
 
 /// The most model steps one turn may take.
 pub const MAX_STEPS_PER_TURN: u32 = 64;
@@ -268,7 +268,7 @@ struct LogSink<'a> {
 impl StepSink for LogSink<'_> {
     fn chunk(&mut self, chunk: serde_json::Value) -> Result<(), ModelError> {
         let data = json!({"turn": self.turn, "step": self.step, "chunk": chunk});
-        match self.session.append_value(crate::session::event::core::ASSISTANT_CHUNK, &data, Appender::Host) {
+        match self.session.append_value(cordis_session::event::core::ASSISTANT_CHUNK, &data, Appender::Host) {
             Ok(event) => {
                 self.obs.on_event(self.session, &event);
                 Ok(())

@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::session::Message;
 use crate::tools::ToolSchema;
+use cordis_session::Message;
 
 /// What the model is given for one step.
 #[derive(Debug)]

@@ -64,8 +64,7 @@ impl ScriptedModel {
     /// # Errors
     /// [`ModelError`] naming the file (and line, for YAML errors).
     pub fn from_file(path: &Path) -> Result<ScriptedModel, ModelError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ModelError::Failed(format!("cannot read script {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Failed(format!("cannot read script {}: {e}", path.display())))?;
         ScriptedModel::parse(&text, &path.display().to_string())
     }
 
@@ -82,9 +81,7 @@ impl ScriptedModel {
             }
             ModelError::Failed(format!("{file}:{at} not a valid script: {message}"))
         })?;
-        let name = script.model.unwrap_or_else(|| {
-            Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("script").to_string()
-        });
+        let name = script.model.unwrap_or_else(|| Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("script").to_string());
         let steps: Vec<ModelStep> = script
             .steps
             .into_iter()

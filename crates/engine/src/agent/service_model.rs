@@ -6,7 +6,7 @@
 //! "tools"}` → `{"stream": ID}`; `next` `{"stream", "waitMs"}` →
 //! `{"events": [...], "done"}`, waiting at most `waitMs` for the first
 //! event; `cancel` `{"stream"}`. The events are assembled by
-//! [`Assembler`](super::stream::Assembler), whose chunks go to the step's
+//! [`Assembler`], whose chunks go to the step's
 //! sink as they arrive.
 
 use std::sync::Arc;
@@ -75,9 +75,7 @@ impl ServiceModel {
             let answer = self.call("next", &json!({"stream": stream, "waitMs": NEXT_WAIT_MS}))?;
             let events = answer.get("events").and_then(Value::as_array).cloned().unwrap_or_default();
             for event in &events {
-                let fed = assembler
-                    .feed(event, &mut chunks)
-                    .map_err(|e| ModelError::Failed(format!("the model service sent a bad event: {e}")))?;
+                let fed = assembler.feed(event, &mut chunks).map_err(|e| ModelError::Failed(format!("the model service sent a bad event: {e}")))?;
                 for c in chunks.drain(..) {
                     sink.chunk(c)?;
                 }

@@ -114,7 +114,10 @@ impl Assembler {
                 out.push(json!({"type": kind, "index": index, "text": text}));
             }
             "tool-call-delta" => {
-                let call = event.get("call").and_then(Value::as_u64).ok_or_else(|| format!("a tool-call-delta event without its `call` index: {}", clip(event)))?;
+                let call = event
+                    .get("call")
+                    .and_then(Value::as_u64)
+                    .ok_or_else(|| format!("a tool-call-delta event without its `call` index: {}", clip(event)))?;
                 let delta = event.get("argumentsDelta").and_then(Value::as_str).unwrap_or_default();
                 let index = self.block(Kind::ToolCall, Some(call), out);
                 let step = self.step;
@@ -217,8 +220,18 @@ mod tests {
         assert_eq!(
             types,
             [
-                "block-start", "reasoning-delta", "block-start", "tool-call-delta", "block-start", "tool-call-delta", "tool-call-delta",
-                "block-end", "block-end", "block-end", "usage", "finish"
+                "block-start",
+                "reasoning-delta",
+                "block-start",
+                "tool-call-delta",
+                "block-start",
+                "tool-call-delta",
+                "tool-call-delta",
+                "block-end",
+                "block-end",
+                "block-end",
+                "usage",
+                "finish"
             ]
         );
         assert_eq!(out[6], json!({"type": "tool-call-delta", "index": 1, "id": "c0", "name": "todo_write", "argumentsDelta": "dos\": []}"}));

@@ -6,22 +6,8 @@ use std::sync::Mutex;
 
 static NEXT_FIBER: AtomicU64 = AtomicU64::new(1);
 
-/// Who registered something: the fiber, its plugin and its entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
-    /// The fiber's id (unique in the process).
-    pub fiber: u64,
-    /// The plugin's name.
-    pub plugin: String,
-    /// The entry's id.
-    pub entry: String,
-}
-
-impl std::fmt::Display for Owner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "plugin {} (entry {})", self.plugin, self.entry)
-    }
-}
+pub use cordis_session::Owner;
+use cordis_sync::LockExt;
 
 /// Something registered, with the code that undoes it.
 pub struct Effect {
@@ -47,11 +33,7 @@ impl Fiber {
     /// A new, empty fiber for `plugin` applied for `entry`.
     pub fn new(plugin: &str, entry: &str) -> Fiber {
         Fiber {
-            owner: Owner {
-                fiber: NEXT_FIBER.fetch_add(1, Ordering::Relaxed),
-                plugin: plugin.to_string(),
-                entry: entry.to_string(),
-            },
+            owner: Owner { fiber: NEXT_FIBER.fetch_add(1, Ordering::Relaxed), plugin: plugin.to_string(), entry: entry.to_string() },
             effects: Mutex::new(Vec::new()),
         }
     }
@@ -63,17 +45,17 @@ impl Fiber {
 
     /// Records an effect; it is undone when the fiber is disposed.
     pub fn add(&self, effect: Effect) {
-        self.effects.lock().unwrap_or_else(|e| e.into_inner()).push(effect);
+        self.effects.lock_or_recover().push(effect);
     }
 
     /// Labels of the live effects, in registration order.
     pub fn effects(&self) -> Vec<String> {
-        self.effects.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|e| e.label.clone()).collect()
+        self.effects.lock_or_recover().iter().map(|e| e.label.clone()).collect()
     }
 
     /// Undoes every effect, newest first. Idempotent.
     pub fn dispose(&self) {
-        let effects = std::mem::take(&mut *self.effects.lock().unwrap_or_else(|e| e.into_inner()));
+        let effects = std::mem::take(&mut *self.effects.lock_or_recover());
         for effect in effects.into_iter().rev() {
             tracing::debug!(fiber = self.owner.fiber, effect = %effect.label, "disposing");
             (effect.undo)();

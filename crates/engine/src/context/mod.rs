@@ -11,16 +11,17 @@ pub mod service;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
 use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
 use cordis_abi::ffi::{EventValidatorBox, HostContext, LogLevel, ProjectionBox, Service, ServiceBox, Service_TO, ToolBox};
 
 pub use fiber::{Effect, Fiber, Owner};
 pub use service::{RealmKey, Realms, ServiceRegistry};
 
-use crate::projection::Projections;
-use crate::session::{EventTypes, Sessions};
 use crate::tools::ToolRegistry;
+use cordis_session::projection::Projections;
+use cordis_session::{EventTypes, Sessions};
+use cordis_sync::LockExt;
 
 /// The services the host provides, by the names plugins `inject`.
 pub const SERVICE_NAMES: [&str; 4] = ["tools", "sessions", "projections", "agent"];
@@ -51,24 +52,24 @@ impl TurnHooks {
     /// Registers `hook` for `owner`; returns the token that removes it.
     pub fn add(&self, owner: Owner, hook: cordis_abi::ffi::TurnEndHookBox) -> u64 {
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
-        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).push((token, owner, Arc::new(hook)));
+        self.hooks.lock_or_recover().push((token, owner, Arc::new(hook)));
         token
     }
 
     /// Removes the hook registered with `token`.
     pub fn remove(&self, token: u64) {
-        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).retain(|(t, _, _)| *t != token);
+        self.hooks.lock_or_recover().retain(|(t, _, _)| *t != token);
     }
 
     /// The hooks, in registration order.
     pub fn all(&self) -> Vec<(Owner, Arc<cordis_abi::ffi::TurnEndHookBox>)> {
-        self.hooks.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(_, o, h)| (o.clone(), h.clone())).collect()
+        self.hooks.lock_or_recover().iter().map(|(_, o, h)| (o.clone(), h.clone())).collect()
     }
 }
 
 impl Services {
     /// Services over the given sessions store setting.
-    pub fn new(store: Option<crate::session::Store>, durability: crate::session::Durability) -> Services {
+    pub fn new(store: Option<cordis_session::Store>, durability: cordis_session::Durability) -> Services {
         let events = Arc::new(EventTypes::default());
         let projections = Arc::new(Projections::default());
         let sessions = Arc::new(Sessions::new(store, durability, events.clone(), projections.clone()));
@@ -143,11 +144,7 @@ impl FiberContext<'_> {
         if self.inject.iter().any(|s| s == service) {
             Ok(())
         } else {
-            Err(format!(
-                "plugin {} uses the `{service}` service without listing it in `inject`",
-                self.fiber.owner().plugin
-            )
-            .into())
+            Err(format!("plugin {} uses the `{service}` service without listing it in `inject`", self.fiber.owner().plugin).into())
         }
     }
 }
@@ -272,7 +269,8 @@ impl Service for ProjectionsService {
             if method.as_str() != "state" {
                 return Err(format!("the projections service has no request `{}` (requests: state)", method.as_str()));
             }
-            let args: serde_json::Value = serde_json::from_str(args.as_str()).map_err(|e| format!("projections.state: the arguments are not JSON: {e}"))?;
+            let args: serde_json::Value =
+                serde_json::from_str(args.as_str()).map_err(|e| format!("projections.state: the arguments are not JSON: {e}"))?;
             let (Some(session), Some(key)) = (args["session"].as_str(), args["key"].as_str()) else {
                 return Err("projections.state takes {\"session\": ID, \"key\": KEY}".into());
             };

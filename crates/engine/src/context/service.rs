@@ -15,56 +15,14 @@
 //! to the root realm.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
 
 use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
 use cordis_abi::ffi::{Service, ServiceBox};
 
 use super::Owner;
-
-/// The realm a service name resolves in.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RealmKey {
-    /// The shared root realm.
-    Root,
-    /// A realm private to the entry with this id and its descendants.
-    Private(String),
-    /// The realm every entry with this label shares.
-    Label(String),
-}
-
-impl fmt::Display for RealmKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RealmKey::Root => write!(f, "the root realm"),
-            RealmKey::Private(id) => write!(f, "the realm private to `{id}`"),
-            RealmKey::Label(l) => write!(f, "realm `{l}`"),
-        }
-    }
-}
-
-/// Which realm each isolated service name resolves in for one entry: the
-/// `isolate` lists of the entry and its ancestors, innermost last.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Realms {
-    isolated: Vec<(String, RealmKey)>,
-}
-
-impl Realms {
-    /// The realms of a child whose own `isolate` lists `own` (name, realm):
-    /// its entries override the inherited ones.
-    pub fn child(&self, own: impl IntoIterator<Item = (String, RealmKey)>) -> Realms {
-        let mut isolated = self.isolated.clone();
-        isolated.extend(own);
-        Realms { isolated }
-    }
-
-    /// The realm `name` resolves in.
-    pub fn of(&self, name: &str) -> RealmKey {
-        self.isolated.iter().rev().find(|(n, _)| n == name).map(|(_, r)| r.clone()).unwrap_or(RealmKey::Root)
-    }
-}
+pub use cordis_composition::realm::{RealmKey, Realms};
+use cordis_sync::{LockExt, RwLockExt};
 
 /// One live provider.
 struct Provided {
@@ -91,7 +49,7 @@ impl ServiceRegistry {
     /// When another live entry provides `name` in `realm`; the message names
     /// both entries.
     pub fn provide(&self, realm: RealmKey, name: &str, owner: Owner, service: ServiceBox) -> Result<u64, String> {
-        let mut providers = self.providers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut providers = self.providers.lock_or_recover();
         let key = (realm, name.to_string());
         if let Some(existing) = providers.get(&key) {
             if existing.owner.fiber == owner.fiber {
@@ -111,7 +69,7 @@ impl ServiceRegistry {
     /// flight to it have returned.
     pub fn withdraw(&self, realm: &RealmKey, name: &str, token: u64) {
         let removed = {
-            let mut providers = self.providers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut providers = self.providers.lock_or_recover();
             let key = (realm.clone(), name.to_string());
             match providers.get(&key) {
                 Some(p) if p.token == token => providers.remove(&key),
@@ -119,23 +77,23 @@ impl ServiceRegistry {
             }
         };
         if let Some(p) = removed {
-            *p.live.write().unwrap_or_else(|e| e.into_inner()) = false;
+            *p.live.write_or_recover() = false;
         }
     }
 
     /// Whether a provider of `name` is live in `realm`.
     pub fn provides(&self, realm: &RealmKey, name: &str) -> bool {
-        self.providers.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&(realm.clone(), name.to_string()))
+        self.providers.lock_or_recover().contains_key(&(realm.clone(), name.to_string()))
     }
 
     /// The owner of the provider of `name` in `realm`, if any.
     pub fn provider(&self, realm: &RealmKey, name: &str) -> Option<Owner> {
-        self.providers.lock().unwrap_or_else(|e| e.into_inner()).get(&(realm.clone(), name.to_string())).map(|p| p.owner.clone())
+        self.providers.lock_or_recover().get(&(realm.clone(), name.to_string())).map(|p| p.owner.clone())
     }
 
     /// What the fiber `fiber` provides: `(realm, name)` pairs.
     pub fn provided_by(&self, fiber: u64) -> Vec<(RealmKey, String)> {
-        let providers = self.providers.lock().unwrap_or_else(|e| e.into_inner());
+        let providers = self.providers.lock_or_recover();
         let mut out: Vec<(RealmKey, String)> = providers.iter().filter(|(_, p)| p.owner.fiber == fiber).map(|(k, _)| k.clone()).collect();
         out.sort();
         out
@@ -146,11 +104,11 @@ impl ServiceRegistry {
     /// # Errors
     /// When no provider is live, or the provider's own error.
     pub fn call(&self, realm: &RealmKey, name: &str, method: &str, args: &str) -> Result<String, String> {
-        let provider = self.providers.lock().unwrap_or_else(|e| e.into_inner()).get(&(realm.clone(), name.to_string())).cloned();
+        let provider = self.providers.lock_or_recover().get(&(realm.clone(), name.to_string())).cloned();
         let Some(provider) = provider else {
             return Err(format!("the service `{name}` is not available in {realm} (its provider is not running)"));
         };
-        let live = provider.live.read().unwrap_or_else(|e| e.into_inner());
+        let live = provider.live.read_or_recover();
         if !*live {
             return Err(format!("the service `{name}` is not available in {realm} (its provider was stopped)"));
         }

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use cordis_abi::{PluginDecl, PluginLibraryRef};
+use cordis_sync::LockExt;
 use serde_json::Value;
 
 /// A loaded plugin library and its declarations.
@@ -228,7 +229,8 @@ impl SealedCopy {
         if fd < 0 {
             return None;
         }
-        let file = File::from_raw_fd(fd);
+        // SAFETY: the caller hands over `fd`, open and owned by nobody else.
+        let file = unsafe { File::from_raw_fd(fd) };
         let seals = fcntl_get_seals(&file).ok()?;
         if !seals.contains(SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW) {
             return None;
@@ -257,13 +259,13 @@ impl LibraryCache {
     /// loaded: a `cordis dev` that re-executes itself keeps running the very
     /// builds it ran.
     pub fn adopt(&self, copies: Vec<(PathBuf, SealedCopy)>) {
-        self.adopted.lock().unwrap_or_else(|e| e.into_inner()).extend(copies);
+        self.adopted.lock_or_recover().extend(copies);
     }
 
     /// Every library loaded now, by source, with the sealed copy it runs
     /// from (private copies only).
     pub fn copies(&self) -> Vec<(PathBuf, SealedCopy)> {
-        let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let loaded = self.loaded.lock_or_recover();
         let mut out: Vec<(PathBuf, SealedCopy)> = loaded.iter().filter_map(|(s, l)| Some((s.clone(), l.copy.clone()?))).collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
@@ -278,7 +280,7 @@ impl LibraryCache {
             check_not_writable_by_all(path)?;
         }
         let source = canonical(path)?;
-        if let Some(lib) = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(&source) {
+        if let Some(lib) = self.loaded.lock_or_recover().get(&source) {
             return Ok(lib.clone());
         }
         self.load_fresh(&source)
@@ -320,14 +322,14 @@ impl LibraryCache {
     /// plugin library (remembered until the file changes).
     fn declarations(&self, file: &Path) -> Option<Arc<Library>> {
         let identity = file_identity(file)?;
-        if self.unloadable.lock().unwrap_or_else(|e| e.into_inner()).get(file) == Some(&identity) {
+        if self.unloadable.lock_or_recover().get(file) == Some(&identity) {
             return None;
         }
         match self.load(file) {
             Ok(lib) => Some(lib),
             Err(e) => {
                 tracing::debug!("package search skips {}: {e}", file.display());
-                self.unloadable.lock().unwrap_or_else(|e| e.into_inner()).insert(file.to_path_buf(), identity);
+                self.unloadable.lock_or_recover().insert(file.to_path_buf(), identity);
                 None
             }
         }
@@ -356,7 +358,7 @@ impl LibraryCache {
     /// # Errors
     /// [`LoadError`].
     pub fn changed_copy(&self, source: &Path) -> Result<Option<SealedCopy>, LoadError> {
-        let current = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(source).cloned();
+        let current = self.loaded.lock_or_recover().get(source).cloned();
         let sealed = self.seal(source)?;
         if current.is_some_and(|c| c.copy.as_ref().is_some_and(|copy| copy.same_content(&sealed))) {
             return Ok(None);
@@ -387,10 +389,10 @@ impl LibraryCache {
     /// loaded copy; a spare that cannot be made is left out (the next copy
     /// then allocates as it goes).
     pub fn prepare_spare(&self, source: &Path) {
-        if !self.private || self.spares.lock().unwrap_or_else(|e| e.into_inner()).contains_key(source) {
+        if !self.private || self.spares.lock_or_recover().contains_key(source) {
             return;
         }
-        let Some(lib) = self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(source).cloned() else { return };
+        let Some(lib) = self.loaded.lock_or_recover().get(source).cloned() else { return };
         let Some(copy) = &lib.copy else { return };
         let Some(extent) = loaded_extent(&copy.file, copy.len) else { return };
         self.add_spare(source, extent);
@@ -399,31 +401,31 @@ impl LibraryCache {
     /// Lets go of the spares made for libraries other than `sources` (those
     /// that left the composition).
     pub fn keep_spares_of(&self, sources: &[PathBuf]) {
-        self.spares.lock().unwrap_or_else(|e| e.into_inner()).retain(|source, _| sources.contains(source));
+        self.spares.lock_or_recover().retain(|source, _| sources.contains(source));
     }
 
     /// Makes the spare of `source`: `len` bytes allocated in an empty memfd.
     fn add_spare(&self, source: &Path, len: u64) {
         let Ok(spare) = new_memfd() else { return };
         if rustix::fs::fallocate(&spare, rustix::fs::FallocateFlags::empty(), 0, len).is_ok() {
-            self.spares.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), spare);
+            self.spares.lock_or_recover().insert(source.to_path_buf(), spare);
         }
     }
 
     /// The loaded library for `source` (canonical, as [`Library::source`]
     /// holds it), if any.
     pub fn get(&self, source: &Path) -> Option<Arc<Library>> {
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).get(source).cloned()
+        self.loaded.lock_or_recover().get(source).cloned()
     }
 
     /// Forgets `source`'s entry and records `lib` as its loaded library.
     pub fn set(&self, lib: Arc<Library>) {
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(lib.source.clone(), lib);
+        self.loaded.lock_or_recover().insert(lib.source.clone(), lib);
     }
 
     fn load_fresh(&self, source: &Path) -> Result<Arc<Library>, LoadError> {
         if self.private {
-            let adopted = self.adopted.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
+            let adopted = self.adopted.lock_or_recover().remove(source);
             let sealed = match adopted {
                 Some(copy) => copy,
                 None => self.seal(source)?,
@@ -434,7 +436,7 @@ impl LibraryCache {
             check_not_writable_by_all(source)?;
         }
         let lib = Arc::new(load_library_named(source, &super::resolve::library_name_of(source))?);
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
+        self.loaded.lock_or_recover().insert(source.to_path_buf(), lib.clone());
         Ok(lib)
     }
 
@@ -448,10 +450,13 @@ impl LibraryCache {
             check_not_writable_by_all(source)?;
         }
         let shown = source.display().to_string();
-        let failed = |what: &str, e: std::io::Error| LoadError::Unreadable { path: shown.clone(), detail: format!("cannot make the private copy ({what}): {e}") };
+        let failed = |what: &str, e: std::io::Error| LoadError::Unreadable {
+            path: shown.clone(),
+            detail: format!("cannot make the private copy ({what}): {e}"),
+        };
         // A spare holds zeros only, so whatever its size, the copy below
         // ends as the same bytes as in a new memfd.
-        let spare = self.spares.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
+        let spare = self.spares.lock_or_recover().remove(source);
         let mut copy = match spare {
             Some(spare) => spare,
             None => new_memfd().map_err(|e| failed("memfd_create", e))?,
@@ -503,7 +508,7 @@ impl LibraryCache {
         lib.source = source.to_path_buf();
         lib.copy = Some(sealed);
         let lib = Arc::new(lib);
-        self.loaded.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), lib.clone());
+        self.loaded.lock_or_recover().insert(source.to_path_buf(), lib.clone());
         Ok(lib)
     }
 }
@@ -559,7 +564,7 @@ fn new_memfd() -> std::io::Result<File> {
 /// `dlopen` would hand back the old image for the new path.
 fn keep_open(file: Arc<File>) {
     static KEPT: Mutex<Vec<Arc<File>>> = Mutex::new(Vec::new());
-    KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+    KEPT.lock_or_recover().push(file);
 }
 
 impl LoadError {
@@ -718,7 +723,9 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
     // before its end (a build still writing it) fails here.
     let sections_end = shoff.saturating_add(shentsize.saturating_mul(shnum));
     if shoff != 0 && sections_end > size {
-        return Err(short(format!("its section headers end at byte {sections_end}, past the end of the {size}-byte file (truncated, or still being written?)")));
+        return Err(short(format!(
+            "its section headers end at byte {sections_end}, past the end of the {size}-byte file (truncated, or still being written?)"
+        )));
     }
     let table_end = phoff.saturating_add(phentsize.saturating_mul(phnum));
     if phentsize < 56 || table_end > size {
@@ -742,9 +749,7 @@ pub fn check_elf(path: &Path) -> Result<(), LoadError> {
         let p_filesz = u64::from_le_bytes(e[32..40].try_into().unwrap_or([0; 8]));
         let end = p_offset.saturating_add(p_filesz);
         if end > size {
-            return Err(short(format!(
-                "loadable segment {i} ends at byte {end}, past the end of the {size}-byte file (truncated?)"
-            )));
+            return Err(short(format!("loadable segment {i} ends at byte {end}, past the end of the {size}-byte file (truncated?)")));
         }
     }
     Ok(())
@@ -903,16 +908,11 @@ pub fn unwrap_export(library: &Library, export: Option<&str>) -> Result<Picked, 
     if same_name > 1 {
         return Err(UnwrapError::Ambiguous { path, name: decl.name.to_string(), count: same_name });
     }
-    let incomplete = |detail: &str| UnwrapError::Incomplete {
-        name: decl.name.to_string(),
-        path: path.clone(),
-        detail: detail.to_string(),
-    };
+    let incomplete = |detail: &str| UnwrapError::Incomplete { name: decl.name.to_string(), path: path.clone(), detail: detail.to_string() };
     if decl.name.trim().is_empty() {
         return Err(incomplete("it has no name"));
     }
-    let config_schema: Value = serde_json::from_str(decl.config_schema.as_str())
-        .map_err(|_| incomplete("its config schema is not JSON"))?;
+    let config_schema: Value = serde_json::from_str(decl.config_schema.as_str()).map_err(|_| incomplete("its config schema is not JSON"))?;
     if !config_schema.is_object() {
         return Err(incomplete("its config schema is not a JSON Schema object"));
     }
@@ -931,7 +931,14 @@ mod tests {
         let mut file = new_memfd().unwrap();
         file.write_all(&[7u8; 4096]).unwrap();
         let map = unsafe {
-            rustix::mm::mmap(std::ptr::null_mut(), 4096, rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE, rustix::mm::MapFlags::SHARED, &file, 0)
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                4096,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED,
+                &file,
+                0,
+            )
         }
         .unwrap();
         (file, map as usize)

@@ -8,15 +8,9 @@
 //! not stop the others.
 
 pub mod catalog;
-pub mod composition;
-pub mod emit;
-pub mod expr;
 pub mod library;
-pub mod patch;
 pub mod persistence;
-pub mod positions;
 pub mod resolve;
-pub mod source;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -27,11 +21,13 @@ use cordis_abi::ffi::HostContext_TO;
 use cordis_abi::schema::{Checker, Segment};
 use serde_json::Value;
 
-pub use composition::{Composition, CompositionError, Entry, EntryKind, Layer, Switch};
+use cordis_composition::{composition, expr, positions};
+pub use cordis_composition::{Composition, CompositionError, Entry, EntryKind, Layer, Switch};
 pub use library::{Library, LibraryCache, LoadError, Picked, UnwrapError};
 pub use resolve::{PluginPath, ResolveError, Target};
 
 use crate::context::{Fiber, FiberContext, RealmKey, Services};
+use cordis_sync::LockExt;
 use positions::Step;
 
 /// What became of one entry.
@@ -251,13 +247,13 @@ impl Loader {
     fn try_pending(&self) -> Vec<(String, Result<(), EntryState>)> {
         let mut outcomes = Vec::new();
         loop {
-            let waiting: Vec<Entry> = self.pending.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let waiting: Vec<Entry> = self.pending.lock_or_recover().clone();
             let mut progress = false;
             for entry in waiting {
                 match self.apply(&entry) {
                     Ok(active) => {
                         self.forget_pending(&entry.id);
-                        self.active.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.id.clone(), active);
+                        self.active.lock_or_recover().insert(entry.id.clone(), active);
                         outcomes.push((entry.id.clone(), Ok(())));
                         progress = true;
                     }
@@ -279,14 +275,14 @@ impl Loader {
 
     /// Records `entry` as waiting for a service (replacing an older version).
     pub fn wait(&self, entry: Entry) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.pending.lock_or_recover();
         pending.retain(|e| e.id != entry.id);
         pending.push(entry);
     }
 
     /// Forgets waiting entry `id`; returns whether it was waiting.
     pub fn forget_pending(&self, id: &str) -> bool {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.pending.lock_or_recover();
         let before = pending.len();
         pending.retain(|e| e.id != id);
         pending.len() != before
@@ -294,7 +290,7 @@ impl Loader {
 
     /// Ids of the entries waiting for a service.
     pub fn pending_ids(&self) -> Vec<String> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|e| e.id.clone()).collect()
+        self.pending.lock_or_recover().iter().map(|e| e.id.clone()).collect()
     }
 
     fn load_entry(&self, entry: &Entry, depth: usize, parent_disabled: bool, out: &mut Vec<EntryReport>) {
@@ -353,7 +349,7 @@ impl Loader {
             Ok(active) => {
                 report.library = Some(active.library.source.clone());
                 report.effects = active.fiber.effects();
-                self.active.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.id.clone(), active);
+                self.active.lock_or_recover().insert(entry.id.clone(), active);
             }
             Err(state) => {
                 if matches!(state, EntryState::Waiting(_)) {
@@ -480,10 +476,10 @@ impl Loader {
         }
 
         let services = self.service_values(entry, wanted.iter().map(|(n, _)| n.as_str()));
-        let config = entry
-            .config_json(&mut |source| expr::evaluate(source, &services).map_err(|e| e.to_string()))
-            .map_err(|m| EntryState::Failed(vec![m]))?;
-        let checker = self.config_checker(&picked).map_err(|e| fail(format!("plugin {decl_name} declares a config schema that does not compile: {e}")))?;
+        let config =
+            entry.config_json(&mut |source| expr::evaluate(source, &services).map_err(|e| e.to_string())).map_err(|m| EntryState::Failed(vec![m]))?;
+        let checker =
+            self.config_checker(&picked).map_err(|e| fail(format!("plugin {decl_name} declares a config schema that does not compile: {e}")))?;
         let messages = config_violations(entry, &checker, &config);
         if !messages.is_empty() {
             return Err(EntryState::Failed(messages));
@@ -496,11 +492,11 @@ impl Loader {
     /// text.
     fn config_checker(&self, picked: &Picked) -> Result<Arc<Checker>, cordis_abi::schema::InvalidSchema> {
         let text = picked.decl.config_schema.as_str();
-        if let Some(checker) = self.config_checkers.lock().unwrap_or_else(|e| e.into_inner()).get(text) {
+        if let Some(checker) = self.config_checkers.lock_or_recover().get(text) {
             return Ok(checker.clone());
         }
         let checker = Arc::new(Checker::new(picked.config_schema.clone())?);
-        self.config_checkers.lock().unwrap_or_else(|e| e.into_inner()).insert(text.to_string(), checker.clone());
+        self.config_checkers.lock_or_recover().insert(text.to_string(), checker.clone());
         Ok(checker)
     }
 
@@ -510,8 +506,7 @@ impl Loader {
     /// # Errors
     /// The entry's failed state.
     pub fn apply_prepared(&self, entry: &Entry, prepared: Prepared) -> Result<Active, EntryState> {
-        self.run_apply(entry, prepared)
-            .map_err(|e| EntryState::Failed(vec![format!("{}: entry {}: {e}", entry.locate(), entry.id)]))
+        self.run_apply(entry, prepared).map_err(|e| EntryState::Failed(vec![format!("{}: entry {}: {e}", entry.locate(), entry.id)]))
     }
 
     fn run_apply(&self, entry: &Entry, prepared: Prepared) -> Result<Active, String> {
@@ -545,7 +540,7 @@ impl Loader {
     /// The first failure, naming the entry; nothing changed.
     pub fn swap(&self, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<Vec<String>, SwapFailure> {
         let _calls = self.services.tools.exclusive();
-        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let mut active = self.active.lock_or_recover();
         let swapping: Vec<String> = new.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
         // Everything the swapped fibers provide, then everything that uses it.
         let mut provided: Vec<(RealmKey, String)> = Vec::new();
@@ -620,7 +615,13 @@ impl Loader {
             }
             for a in old.into_iter().chain(stopped) {
                 let id = a.entry.id.clone();
-                let again = Prepared { library: a.library.clone(), picked: a.picked.clone(), export: a.export.clone(), config: a.config.clone(), inject: a.inject.clone() };
+                let again = Prepared {
+                    library: a.library.clone(),
+                    picked: a.picked.clone(),
+                    export: a.export.clone(),
+                    config: a.config.clone(),
+                    inject: a.inject.clone(),
+                };
                 match self.run_apply(&a.entry, again) {
                     Ok(restored) => {
                         self.libraries.set(a.library.clone());
@@ -657,12 +658,7 @@ impl Loader {
 
     /// Ids and libraries (source files) of the live entries.
     pub fn live_libraries(&self) -> Vec<(String, PathBuf)> {
-        self.active
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(id, a)| (id.clone(), a.library.source.clone()))
-            .collect()
+        self.active.lock_or_recover().iter().map(|(id, a)| (id.clone(), a.library.source.clone())).collect()
     }
 
     /// The entry as applied for live entry `id`.
@@ -672,7 +668,7 @@ impl Loader {
 
     /// Disposes the fiber of entry `id`; returns whether one was live.
     pub fn dispose(&self, id: &str) -> bool {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        let active = self.active.lock_or_recover().remove(id);
         match active {
             Some(a) => {
                 a.fiber.dispose();
@@ -684,12 +680,12 @@ impl Loader {
 
     /// Ids of the live entries.
     pub fn active_ids(&self) -> Vec<String> {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+        self.active.lock_or_recover().keys().cloned().collect()
     }
 
     /// Runs `f` on the live entry `id`.
     pub fn with_active<R>(&self, id: &str, f: impl FnOnce(&Active) -> R) -> Option<R> {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).get(id).map(f)
+        self.active.lock_or_recover().get(id).map(f)
     }
 }
 
@@ -712,10 +708,14 @@ pub fn config_violations(entry: &Entry, checker: &Checker, config: &Value) -> Ve
             // The config object itself is `config` to an operator.
             let shown = if v.path == "$" { format!("`config` {}", v.message.replace("an object", "a mapping")) } else { v.to_string() };
             let mut text = format!("{}: entry {}: {shown}", entry.locate_config(&steps), entry.id);
-            let pointer: String = v.segments.iter().map(|s| match s {
-                Segment::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
-                Segment::Index(i) => format!("/{i}"),
-            }).collect();
+            let pointer: String = v
+                .segments
+                .iter()
+                .map(|s| match s {
+                    Segment::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+                    Segment::Index(i) => format!("/{i}"),
+                })
+                .collect();
             if let (true, Some(Value::String(given))) = (v.message.contains("must be a boolean"), config.pointer(&pointer)) {
                 text.push_str(&format!(" ({})", composition::bool_hint(given)));
             }

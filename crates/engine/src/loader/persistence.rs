@@ -17,10 +17,14 @@
 use cordis_abi::schema::Checker;
 use serde_json::Map;
 
-use super::composition::{Entry, Switch};
-use super::{config_violations, expr};
-use crate::session::harness::{self, HarnessConfig};
-use crate::session::postgres::{self as pg, PostgresConfig};
+#[cfg(feature = "postgres")]
+use cordis_composition::positions::Step;
+use cordis_composition::{expr, Entry, Switch};
+#[cfg(feature = "postgres")]
+use cordis_session::postgres::PostgresConfig;
+use cordis_session::store::harness::{self, HarnessConfig};
+
+use super::config_violations;
 
 /// What a persistence entry configures.
 #[derive(Debug, Clone)]
@@ -29,6 +33,7 @@ pub enum Persistence {
     /// against the folder of the file the row is written in.
     Harness(HarnessConfig),
     /// The PostgreSQL store (`session-postgres`).
+    #[cfg(feature = "postgres")]
     Postgres(PostgresConfig),
 }
 
@@ -36,7 +41,7 @@ pub enum Persistence {
 pub const HARNESS_NAMES: [&str; 3] = ["cordis:session-persistence-jsonl", harness::BUILTIN, harness::PACKAGE];
 
 /// The builtin names of the PostgreSQL store.
-pub const POSTGRES_NAMES: [&str; 2] = ["cordis:session-postgres", pg::BUILTIN];
+pub const POSTGRES_NAMES: [&str; 2] = ["cordis:session-postgres", "session-postgres"];
 
 /// Whether an entry named `name` is a persistence entry.
 pub fn is_persistence(name: &str) -> bool {
@@ -50,22 +55,32 @@ pub fn is_persistence(name: &str) -> bool {
 /// One message per problem, naming file, line and entry.
 pub fn configure(entry: &Entry) -> Result<Persistence, Vec<String>> {
     let none = Map::new();
-    let config = entry
-        .config_json(&mut |source| expr::evaluate(source, &none).map_err(|e| e.to_string()))
-        .map_err(|m| vec![m])?;
+    let config = entry.config_json(&mut |source| expr::evaluate(source, &none).map_err(|e| e.to_string())).map_err(|m| vec![m])?;
     let postgres = POSTGRES_NAMES.contains(&entry.name.as_str());
+    #[cfg(not(feature = "postgres"))]
+    if postgres {
+        return Err(vec![format!(
+            "{}: entry {}: this cordis was built without PostgreSQL (cargo feature `postgres`); rebuild with the default features, or choose another store",
+            entry.locate(),
+            entry.id
+        )]);
+    }
+    #[cfg(feature = "postgres")]
     let schema = if postgres { PostgresConfig::schema() } else { HarnessConfig::schema() };
+    #[cfg(not(feature = "postgres"))]
+    let schema = HarnessConfig::schema();
     let checker = Checker::new(schema).map_err(|e| vec![format!("the store's schema does not compile: {e}")])?;
     let problems = config_violations(entry, &checker, &config);
     if !problems.is_empty() {
         return Err(problems);
     }
+    #[cfg(feature = "postgres")]
     if postgres {
         let parsed: PostgresConfig =
             serde_json::from_value(config).map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
         if let Err(e) = parsed.check() {
             let key = if parsed.url.is_some() { "url" } else { "urlEnv" };
-            return Err(vec![format!("{}: entry {}: {e}", entry.locate_config(&[super::positions::Step::Key(key.into())]), entry.id)]);
+            return Err(vec![format!("{}: entry {}: {e}", entry.locate_config(&[Step::Key(key.into())]), entry.id)]);
         }
         return Ok(Persistence::Postgres(parsed));
     }
@@ -128,6 +143,7 @@ impl Persistence {
                     harness::Compression::None => "none",
                 }
             ),
+            #[cfg(feature = "postgres")]
             Persistence::Postgres(c) => format!(
                 "session store: PostgreSQL, schema {}, URL from {}",
                 c.schema,
@@ -136,4 +152,3 @@ impl Persistence {
         }
     }
 }
-

@@ -84,24 +84,49 @@ pub struct PluginPath {
 
 impl PluginPath {
     /// The standard search path: `--plugin-dir` folders, `CORDIS_PLUGIN_PATH`
-    /// (colon-separated), `target/release` and `target/debug` beside the
-    /// composition, then the folder of the host executable.
+    /// (colon-separated), the build folders beside the composition
+    /// (`target/<profile>`: first the profile the running `cordis` was built
+    /// with, then `release`, then `debug`), then the folder of the host
+    /// executable. The first folder holding the library wins.
     pub fn standard(plugin_dirs: &[PathBuf], composition_dir: &Path) -> PluginPath {
+        let exe_dir = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf));
+        PluginPath::with_exe_dir(plugin_dirs, composition_dir, exe_dir.as_deref())
+    }
+
+    /// [`PluginPath::standard`] for a host executable in `exe_dir`.
+    pub fn with_exe_dir(plugin_dirs: &[PathBuf], composition_dir: &Path, exe_dir: Option<&Path>) -> PluginPath {
         let mut dirs: Vec<(PathBuf, &'static str)> = plugin_dirs.iter().map(|d| (d.clone(), "--plugin-dir")).collect();
         if let Some(env) = std::env::var_os("CORDIS_PLUGIN_PATH") {
             dirs.extend(std::env::split_paths(&env).filter(|p| !p.as_os_str().is_empty()).map(|p| (p, "CORDIS_PLUGIN_PATH")));
         }
-        dirs.push((composition_dir.join("target").join("release"), BESIDE));
-        dirs.push((composition_dir.join("target").join("debug"), BESIDE));
-        if let Some(exe_dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
-            dirs.push((exe_dir, "the cordis executable's folder"));
+        let own_profile = exe_dir.and_then(cargo_profile_of);
+        let mut profiles: Vec<String> = own_profile.into_iter().collect();
+        for profile in ["release", "debug"] {
+            if !profiles.iter().any(|p| p == profile) {
+                profiles.push(profile.to_string());
+            }
+        }
+        for profile in profiles {
+            dirs.push((composition_dir.join("target").join(profile), BESIDE));
+        }
+        if let Some(exe_dir) = exe_dir {
+            dirs.push((exe_dir.to_path_buf(), "the cordis executable's folder"));
         }
         PluginPath { dirs }
     }
 }
 
-/// The label of the build folders beside the composition
-/// (`target/release`, `target/debug`), between which the newer library wins.
+/// The cargo profile a binary in `exe_dir` was built with: the folder's name
+/// when it sits in a `target` folder (`target/release` → `release`), or in
+/// a target triple's folder there (`target/x86_64-unknown-linux-gnu/debug`).
+fn cargo_profile_of(exe_dir: &Path) -> Option<String> {
+    let name = exe_dir.file_name()?.to_str()?;
+    let parent = exe_dir.parent()?;
+    let in_target = parent.file_name().is_some_and(|n| n == "target") || parent.parent().and_then(Path::file_name).is_some_and(|n| n == "target");
+    in_target.then(|| name.to_string())
+}
+
+/// The label of the build folders beside the composition.
 const BESIDE: &str = "beside the composition";
 
 /// The file name a bare library name maps to: `lib<name with - as _>.so`.
@@ -134,26 +159,12 @@ pub fn resolve(name: &str, composition_dir: &Path, plugin_path: &PluginPath) -> 
         Some((lib, export)) => (lib, Some(export)),
         None => (name, None),
     };
-    let valid = |s: &str| {
-        !s.is_empty() && !s.starts_with('.') && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    };
+    let valid = |s: &str| !s.is_empty() && !s.starts_with('.') && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if valid(library) && export.is_none_or(valid) {
         let file = library_file_name(library);
-        for (i, (dir, label)) in plugin_path.dirs.iter().enumerate() {
-            let mut candidate = dir.join(&file);
+        for (dir, _) in &plugin_path.dirs {
+            let candidate = dir.join(&file);
             if candidate.is_file() {
-                // The release and debug builds beside the composition: the
-                // one built last, so a stale build of the other profile
-                // never shadows the one just made.
-                if *label == BESIDE {
-                    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-                    for (other, _) in plugin_path.dirs[i + 1..].iter().take_while(|(_, l)| *l == BESIDE) {
-                        let other = other.join(&file);
-                        if other.is_file() && modified(&other) > modified(&candidate) {
-                            candidate = other;
-                        }
-                    }
-                }
                 return Ok(Target::Library { path: candidate, export: export.map(str::to_string), library: library.to_string() });
             }
         }
@@ -197,12 +208,7 @@ pub fn package_readings(name: &str) -> Vec<(String, Option<String>)> {
 /// The message for a package no library declares: where it looked, and the
 /// closest library name when one is within two edits.
 pub fn package_not_found(name: &str, plugin_path: &PluginPath) -> ResolveError {
-    let searched = plugin_path
-        .dirs
-        .iter()
-        .map(|(d, from)| format!("{} ({from})", d.display()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let searched = plugin_path.dirs.iter().map(|(d, from)| format!("{} ({from})", d.display())).collect::<Vec<_>>().join(", ");
     let bare = name.rsplit('/').next().unwrap_or(name);
     let hint = closest_library(bare, plugin_path).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default();
     let file = if name.starts_with('@') {
@@ -250,9 +256,7 @@ fn resolve_path(name: &str, composition_dir: &Path) -> Result<Target, ResolveErr
         (full, None)
     } else {
         match name.rsplit_once('/') {
-            Some((lib, export)) if !export.is_empty() && composition_dir.join(lib).is_file() => {
-                (composition_dir.join(lib), Some(export.to_string()))
-            }
+            Some((lib, export)) if !export.is_empty() && composition_dir.join(lib).is_file() => (composition_dir.join(lib), Some(export.to_string())),
             _ => {
                 let dangling = match dangling_end(&full) {
                     Some(end) => format!("; it links to {}, where no file is yet", end.display()),
@@ -321,6 +325,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_running_profile_is_searched_first_beside_the_composition() {
+        let beside = |pp: &PluginPath| -> Vec<PathBuf> { pp.dirs.iter().filter(|(_, l)| *l == BESIDE).map(|(d, _)| d.clone()).collect() };
+        let dir = Path::new("/srv/app");
+        let debug = PluginPath::with_exe_dir(&[], dir, Some(Path::new("/srv/app/target/debug")));
+        assert_eq!(beside(&debug), [dir.join("target/debug"), dir.join("target/release")]);
+        let release = PluginPath::with_exe_dir(&[], dir, Some(Path::new("/srv/app/target/release")));
+        assert_eq!(beside(&release), [dir.join("target/release"), dir.join("target/debug")]);
+        let custom = PluginPath::with_exe_dir(&[], dir, Some(Path::new("/x/target/x86_64-unknown-linux-gnu/profiling")));
+        assert_eq!(beside(&custom), [dir.join("target/profiling"), dir.join("target/release"), dir.join("target/debug")]);
+        let installed = PluginPath::with_exe_dir(&[], dir, Some(Path::new("/usr/local/bin")));
+        assert_eq!(beside(&installed), [dir.join("target/release"), dir.join("target/debug")]);
+        assert_eq!(installed.dirs.last().map(|(d, _)| d.as_path()), Some(Path::new("/usr/local/bin")));
+    }
+
+    #[test]
     fn builtins_and_names() {
         let pp = PluginPath::default();
         assert_eq!(resolve("cordis:group", Path::new("."), &pp).unwrap(), Target::Builtin("group".into()));
@@ -329,13 +348,13 @@ mod tests {
         assert!(matches!(resolve("a/../b", Path::new("."), &pp), Err(ResolveError::InvalidName(_))));
         assert!(matches!(resolve("bad\0name", Path::new("."), &pp), Err(ResolveError::InvalidName(_))));
         assert_eq!(resolve("tool-todo", Path::new("."), &pp).unwrap(), Target::Package { name: "tool-todo".into() });
-        assert_eq!(resolve("@deepseek-ai/dsh-tool-todo", Path::new("."), &pp).unwrap(), Target::Package { name: "@deepseek-ai/dsh-tool-todo".into() });
+        assert_eq!(
+            resolve("@deepseek-ai/dsh-tool-todo", Path::new("."), &pp).unwrap(),
+            Target::Package { name: "@deepseek-ai/dsh-tool-todo".into() }
+        );
         assert!(matches!(resolve("@bad", Path::new("."), &pp), Err(ResolveError::InvalidName(_))));
         assert_eq!(resolve("cordis:include", Path::new("."), &pp).unwrap(), Target::Builtin("include".into()));
-        assert_eq!(
-            package_readings("@s/p/x"),
-            [("@s/p/x".to_string(), None), ("@s/p".to_string(), Some("x".to_string()))]
-        );
+        assert_eq!(package_readings("@s/p/x"), [("@s/p/x".to_string(), None), ("@s/p".to_string(), Some("x".to_string()))]);
         assert_eq!(package_readings("@s/p"), [("@s/p".to_string(), None)]);
         assert_eq!(package_readings("p/x"), [("p/x".to_string(), None), ("p".to_string(), Some("x".to_string()))]);
     }

@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 
 use super::DevHost;
 use crate::agent::{call_tool, close_open_step, Agent, Interrupt, Model, Quiet, ServiceModel, ToolCallRequest, TurnError};
-use crate::session::{Appender, Session};
+use cordis_session::{Appender, Session};
 
 /// Console input: bytes read from a descriptor (stdin), split into lines.
 pub struct Input<'a> {
@@ -168,7 +168,7 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
             }
             *step = u32::try_from(session.next_step()).unwrap_or(u32::MAX);
             let call = ToolCallRequest { id: format!("dev_{turn}_{step}"), name: name.to_string(), arguments: arguments.to_string() };
-            let run = || -> Result<Value, crate::session::AppendError> {
+            let run = || -> Result<Value, cordis_session::AppendError> {
                 session.append_value("step/start", &json!({"turn": turn, "step": *step}), Appender::Host)?;
                 // The call is recorded as the agent's message, so the session's
                 // history pairs every tool result with its call; the developer
@@ -188,28 +188,21 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
                 session.append_value("step/end", &json!({"turn": turn, "step": *step}), Appender::Host)?;
                 Ok(match result.parsed_value() {
                     Ok(value) => json!({"isError": result.is_error, "text": result.text, "value": value}),
-                    Err(e) => json!({"isError": result.is_error, "text": result.text, "value": null, "valueError": format!("the tool's value cannot be read: {e}")}),
+                    Err(e) => {
+                        json!({"isError": result.is_error, "text": result.text, "value": null, "valueError": format!("the tool's value cannot be read: {e}")})
+                    }
                 })
             };
             run().unwrap_or_else(|e| json!({"error": e.to_string()}))
         }
         "plan" => {
-            let states: serde_json::Map<String, Value> = session
-                .states()
-                .into_iter()
-                .map(|(p, state)| (p.key.clone(), serde_json::from_str(&state).unwrap_or(Value::Null)))
-                .collect();
+            let states: serde_json::Map<String, Value> =
+                session.states().into_iter().map(|(p, state)| (p.key.clone(), serde_json::from_str(&state).unwrap_or(Value::Null))).collect();
             Value::Object(states)
         }
-        "tools" => Value::Array(
-            dev.host
-                .services
-                .tools
-                .schemas()
-                .into_iter()
-                .map(|s| json!({"name": s.name, "description": s.description}))
-                .collect(),
-        ),
+        "tools" => {
+            Value::Array(dev.host.services.tools.schemas().into_iter().map(|s| json!({"name": s.name, "description": s.description})).collect())
+        }
         "status" => dev.status(),
         "end" => match session.open_turn() {
             Some(t) => match session.append_value("turn/end", &json!({"turn": t, "reason": {"kind": "completed"}}), Appender::Host) {

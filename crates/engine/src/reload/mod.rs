@@ -27,8 +27,8 @@ pub mod restart;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::{Path, PathBuf};
 use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -38,6 +38,7 @@ use serde_json::Value;
 use crate::loader::{library, resolve, Composition, Entry, EntryState, Layer, Loader, Prepared, ResolveError, Target};
 use crate::runtime::{BootError, Host, HostOptions};
 
+use cordis_sync::LockExt;
 pub use watch::watch;
 
 /// Settings of a dev host.
@@ -71,7 +72,13 @@ pub const DEFAULT_MEMORY_BUDGET: u64 = 128 * 1024 * 1024;
 
 impl Default for DevOptions {
     fn default() -> Self {
-        DevOptions { debounce: Duration::from_millis(150), settle_timeout: Duration::from_secs(60), memory_budget: DEFAULT_MEMORY_BUDGET, handover: None, restart_in_place: false }
+        DevOptions {
+            debounce: Duration::from_millis(150),
+            settle_timeout: Duration::from_secs(60),
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            handover: None,
+            restart_in_place: false,
+        }
     }
 }
 
@@ -204,7 +211,7 @@ impl DevHost {
         let host = Host::boot(&options)?;
         let composition = Composition::compose(&options.composition, &options.layers)?;
         let wake = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
-            .map_err(|e| BootError::Store(crate::session::StoreError::Unusable(format!("cannot create an eventfd: {e}"))))?;
+            .map_err(|e| BootError::Store(cordis_session::StoreError::Unusable(format!("cannot create an eventfd: {e}"))))?;
         let carried = dev.handover.clone().unwrap_or_default();
         let problems = host
             .reports
@@ -258,7 +265,7 @@ impl DevHost {
 
     /// Why a restart in place is due, if one is.
     pub fn restart_due(&self) -> Option<String> {
-        self.restart_due.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.restart_due.lock_or_recover().clone()
     }
 
     /// Restarts in place (see [`restart`]): waits for the change being
@@ -268,7 +275,7 @@ impl DevHost {
     /// commands. Returns only when the restart could not be made; the host
     /// then goes on in this process, loading new builds here.
     pub fn restart(&self, session: &str, input: &[u8]) -> String {
-        let _changes = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _changes = self.busy.lock_or_recover();
         let _calls = self.host.services.tools.exclusive();
         let reason = self.restart_due().unwrap_or_default();
         let handover = restart::Handover {
@@ -284,7 +291,7 @@ impl DevHost {
         let error = restart::exec(handover, &copies, input);
         // Still here: go on without restarting.
         self.kept.store(0, Ordering::SeqCst);
-        *self.restart_due.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.restart_due.lock_or_recover() = None;
         let message = format!("could not restart in place ({error}); going on in this process");
         self.note(message.clone());
         message
@@ -339,13 +346,13 @@ impl DevHost {
 
     /// The composition file.
     pub fn composition_path(&self) -> PathBuf {
-        PathBuf::from(&self.composition.lock().unwrap_or_else(|e| e.into_inner()).file)
+        PathBuf::from(&self.composition.lock_or_recover().file)
     }
 
     /// Every file the composition was composed from: the root file, its
     /// patch layers and the files it includes.
     pub fn composition_files(&self) -> Vec<PathBuf> {
-        self.composition.lock().unwrap_or_else(|e| e.into_inner()).sources.iter().map(|s| s.path.clone()).collect()
+        self.composition.lock_or_recover().sources.iter().map(|s| s.path.clone()).collect()
     }
 
     /// The library files (sources, not copies) live entries use.
@@ -396,7 +403,7 @@ impl DevHost {
     /// waiting for it.
     pub fn awaited_entries(&self) -> Vec<(String, Awaited)> {
         let loader = &self.host.loader;
-        let wanted = enabled_rows(loader, &self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone());
+        let wanted = enabled_rows(loader, &self.composition.lock_or_recover().entries.clone());
         let pending: HashSet<String> = loader.pending_ids().into_iter().collect();
         let plugin_path = loader.plugin_path();
         let mut awaited: Vec<(String, Awaited)> = Vec::new();
@@ -439,7 +446,7 @@ impl DevHost {
     /// to them next is told even if it is the same (a new build landed for
     /// them).
     pub fn forget_problems(&self, ids: &[String]) {
-        let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        let mut known = self.problems.lock_or_recover();
         for id in ids {
             known.remove(id);
         }
@@ -451,7 +458,7 @@ impl DevHost {
     /// it were edited, so a config change and a schema change reload in
     /// either order.
     pub fn composition_changed(&self) -> Outcome {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock_or_recover();
         if self.restart_due().is_some() {
             return Outcome::Restarting;
         }
@@ -460,13 +467,13 @@ impl DevHost {
         if matches!(outcome, Outcome::Restarting) || edited.is_empty() {
             return outcome;
         }
-        let waiting: Vec<PathBuf> = self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+        let waiting: Vec<PathBuf> = self.refused_rows.lock_or_recover().iter().cloned().collect();
         let live = self.host.loader.live_libraries();
         let mut retried = Vec::new();
         for source in waiting {
             if live.iter().any(|(id, p)| *p == source && edited.contains(id)) {
                 if let Outcome::Reloaded(ids) = self.reload_library(&source, true) {
-                    self.refused_files.lock().unwrap_or_else(|e| e.into_inner()).remove(&source);
+                    self.refused_files.lock_or_recover().remove(&source);
                     retried.extend(ids);
                 }
             }
@@ -500,7 +507,7 @@ impl DevHost {
             Ok(Some(sealed)) => sealed,
             Err(e) => return Err(format!("entry {}: {e}", entry.id)),
         };
-        let mut refused = self.refresh_refused.lock().unwrap_or_else(|e| e.into_inner());
+        let mut refused = self.refresh_refused.lock_or_recover();
         if let Some((_, why)) = refused.get(&source).filter(|(copy, _)| copy.same_content(&sealed)) {
             return Err(format!("entry {}: {why}", entry.id));
         }
@@ -530,7 +537,7 @@ impl DevHost {
     /// one they run.
     fn apply_composition(&self, edited: &mut HashSet<String>) -> Outcome {
         let (previous, was_enabled) = {
-            let composition = self.composition.lock().unwrap_or_else(|e| e.into_inner());
+            let composition = self.composition.lock_or_recover();
             let rows: HashMap<String, Entry> = leaves(&composition).map(|e| (e.id.clone(), e.clone())).collect();
             (rows, enabled_rows(&self.host.loader, &composition.entries))
         };
@@ -540,9 +547,13 @@ impl DevHost {
             // mounted: keep the last good tree instead.
             let broken: Vec<String> =
                 next.walk().into_iter().filter(|e| e.is_container() && !e.problems.is_empty()).flat_map(|e| e.problems.clone()).collect();
-            if broken.is_empty() { Ok(next) } else { Err(broken.join("; ")) }
+            if broken.is_empty() {
+                Ok(next)
+            } else {
+                Err(broken.join("; "))
+            }
         });
-        let mut unreadable = self.unreadable.lock().unwrap_or_else(|e| e.into_inner());
+        let mut unreadable = self.unreadable.lock_or_recover();
         let next = match composed {
             Ok(next) => {
                 if unreadable.take().is_some() {
@@ -569,7 +580,7 @@ impl DevHost {
                 self.host.loader.forget_pending(&id);
             }
         }
-        self.problems.lock().unwrap_or_else(|e| e.into_inner()).retain(|id, _| wanted.contains_key(id));
+        self.problems.lock_or_recover().retain(|id, _| wanted.contains_key(id));
         // Expressions in `disabled` that failed to evaluate.
         for p in &problems {
             self.note(format!("{p} (the running version is kept)"));
@@ -586,7 +597,7 @@ impl DevHost {
             let mut problems = problems.clone();
             let mut prepared: Vec<(Entry, Prepared)> = Vec::new();
             let mut waiting: Vec<String> = Vec::new();
-            let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+            let mut known = self.problems.lock_or_recover();
             let mut notes = Vec::new();
             for &entry in &order {
                 let id = &entry.id;
@@ -602,12 +613,10 @@ impl DevHost {
                         known.remove(id);
                         continue;
                     }
-                    Some(_) => {
-                        if previous.get(id).is_none_or(|before| !before.same_setup(entry)) {
-                            edited.insert(id.clone());
-                        }
+                    Some(_) if previous.get(id).is_none_or(|before| !before.same_setup(entry)) => {
+                        edited.insert(id.clone());
                     }
-                    None => {}
+                    Some(_) | None => {}
                 }
                 let found = if let Some(message) = failed.get(id) {
                     vec![message.clone()]
@@ -648,7 +657,7 @@ impl DevHost {
                 for m in &waiting {
                     self.note(m.clone());
                 }
-                *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
+                *self.composition.lock_or_recover() = next;
                 return if problems.is_empty() { Outcome::Unchanged } else { Outcome::Refused(problems.join("\n")) };
             }
             let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
@@ -662,12 +671,19 @@ impl DevHost {
                     // Rows there before, disabled, that now start were enabled.
                     let (enabled, added): (Vec<String>, Vec<String>) =
                         added.iter().cloned().partition(|id| previous.contains_key(id) && !was_enabled.contains_key(id));
-                    let what = [("added", &added), ("enabled", &enabled), ("changed", &changed), ("removed", &removed), ("disabled", &disabled), ("restarted", &restarted)]
-                        .iter()
-                        .filter(|(_, ids)| !ids.is_empty())
-                        .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
-                        .collect::<Vec<_>>()
-                        .join("; ");
+                    let what = [
+                        ("added", &added),
+                        ("enabled", &enabled),
+                        ("changed", &changed),
+                        ("removed", &removed),
+                        ("disabled", &disabled),
+                        ("restarted", &restarted),
+                    ]
+                    .iter()
+                    .filter(|(_, ids)| !ids.is_empty())
+                    .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; ");
                     let touched: Vec<String> = touched.into_iter().chain(restarted).collect();
                     let pending = self.host.loader.pending_ids();
                     for m in waiting.iter().filter(|m| pending.iter().any(|w| m.contains(&format!("entry {w}:")))) {
@@ -675,12 +691,12 @@ impl DevHost {
                     }
                     // Applied: what was found wrong with these rows before
                     // is over.
-                    let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut known = self.problems.lock_or_recover();
                     for id in added.iter().chain(&changed) {
                         known.remove(id);
                     }
                     drop(known);
-                    *self.composition.lock().unwrap_or_else(|e| e.into_inner()) = next;
+                    *self.composition.lock_or_recover() = next;
                     self.reloads.fetch_add(1, Ordering::SeqCst);
                     self.note(format!("composition reloaded: {what}"));
                     self.reloaded();
@@ -702,17 +718,17 @@ impl DevHost {
     /// (same inode, size and modification time) gets one notice, however
     /// many watch events it causes.
     pub fn library_changed(&self, source: &Path) -> Outcome {
-        let _busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let _busy = self.busy.lock_or_recover();
         if self.restart_due().is_some() {
             return Outcome::Restarting;
         }
         let identity = library::file_identity(source);
-        if identity.is_some() && self.refused_files.lock().unwrap_or_else(|e| e.into_inner()).get(source) == identity.as_ref() {
+        if identity.is_some() && self.refused_files.lock_or_recover().get(source) == identity.as_ref() {
             return Outcome::Unchanged;
         }
         let outcome = self.reload_library(source, false);
         self.hold_source(source);
-        let mut refused = self.refused_files.lock().unwrap_or_else(|e| e.into_inner());
+        let mut refused = self.refused_files.lock_or_recover();
         match (&outcome, identity) {
             (Outcome::Refused(_), Some(id)) => {
                 refused.insert(source.to_path_buf(), id);
@@ -731,8 +747,7 @@ impl DevHost {
     /// unless `retry`.
     fn reload_library(&self, source: &Path, retry: bool) -> Outcome {
         let loader = &self.host.loader;
-        let users: Vec<String> =
-            loader.live_libraries().into_iter().filter(|(_, p)| p == source).map(|(id, _)| id).collect();
+        let users: Vec<String> = loader.live_libraries().into_iter().filter(|(_, p)| p == source).map(|(id, _)| id).collect();
         if users.is_empty() {
             return Outcome::Unchanged;
         }
@@ -750,16 +765,16 @@ impl DevHost {
             Err(e) => return self.refuse(format!("{e}; the previous version keeps serving")),
         };
         if !retry {
-            let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            let refused = self.refused.lock_or_recover();
             if refused.get(source).is_some_and(|r| r.same_content(&sealed)) {
                 return Outcome::Unchanged;
             }
         }
         // A new build: whether it suits the rows is found out again below.
-        self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
+        self.refused_rows.lock_or_recover().remove(source);
         if let Some(reason) = self.over_budget(sealed.len()) {
             if self.composition_composes() {
-                *self.restart_due.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+                *self.restart_due.lock_or_recover() = Some(reason);
                 // Wakes the console, which restarts between two commands.
                 let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
                 return Outcome::Restarting;
@@ -770,13 +785,13 @@ impl DevHost {
             Ok(lib) => lib,
             Err(e) => {
                 self.kept.fetch_add(sealed.len(), Ordering::SeqCst);
-                self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), sealed);
+                self.refused.lock_or_recover().insert(source.to_path_buf(), sealed);
                 return self.refuse(format!("{e}; the previous version keeps serving"));
             }
         };
         // Every copy loaded is mapped for good, also a refused one.
         self.kept.fetch_add(sealed.len(), Ordering::SeqCst);
-        self.refused.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf(), sealed);
+        self.refused.lock_or_recover().insert(source.to_path_buf(), sealed);
         // The new build must still export the plugin each entry runs.
         for id in &users {
             let Some((was, export)) = loader.with_active(id, |a| (a.picked.decl.name.to_string(), a.export.clone())) else { continue };
@@ -792,7 +807,7 @@ impl DevHost {
                 return self.refuse(format!("the new build of {} was not loaded: {found}; the previous version keeps serving", source.display()));
             }
         }
-        let mut wanted = enabled_rows(loader, &self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone());
+        let mut wanted = enabled_rows(loader, &self.composition.lock_or_recover().entries.clone());
         let mut prepared = Vec::new();
         let mut applied_rows = Vec::new();
         for id in &users {
@@ -812,7 +827,7 @@ impl DevHost {
                     if let Some(old) = old {
                         loader.libraries().set(old);
                     }
-                    self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf());
+                    self.refused_rows.lock_or_recover().insert(source.to_path_buf());
                     return self.refuse(format!("{}; the previous version keeps serving", m.join("; ")));
                 }
                 Err(_) => {}
@@ -821,9 +836,9 @@ impl DevHost {
         match loader.swap(prepared, &[]) {
             Ok(restarted) => {
                 let users: Vec<String> = users.into_iter().chain(restarted).collect();
-                self.refused.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
-                self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
-                let mut known = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+                self.refused.lock_or_recover().remove(source);
+                self.refused_rows.lock_or_recover().remove(source);
+                let mut known = self.problems.lock_or_recover();
                 for id in &applied_rows {
                     known.remove(id);
                 }
@@ -841,7 +856,7 @@ impl DevHost {
                     loader.libraries().set(old);
                 }
                 // `apply` refused: with other rows it may not.
-                self.refused_rows.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_path_buf());
+                self.refused_rows.lock_or_recover().insert(source.to_path_buf());
                 self.refuse(format!("{e}; the previous version keeps serving"))
             }
         }
@@ -864,9 +879,9 @@ impl DevHost {
             self.hold_source(source);
             self.host.loader.libraries().prepare_spare(source);
         }
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock_or_recover();
         let gone: Vec<PathBuf> = held.keys().filter(|p| !sources.contains(p)).cloned().collect();
-        let mut replaced = self.replaced.lock().unwrap_or_else(|e| e.into_inner());
+        let mut replaced = self.replaced.lock_or_recover();
         for path in gone {
             replaced.extend(held.remove(&path));
         }
@@ -879,10 +894,10 @@ impl DevHost {
     fn hold_source(&self, source: &Path) {
         use std::os::unix::fs::MetadataExt;
         let file = library::open_without_waiting(source).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock_or_recover();
         let Some(file) = file else {
             if let Some(old) = held.remove(source) {
-                self.replaced.lock().unwrap_or_else(|e| e.into_inner()).push(old);
+                self.replaced.lock_or_recover().push(old);
             }
             return;
         };
@@ -893,7 +908,7 @@ impl DevHost {
             }
         }
         if let Some(old) = held.insert(source.to_path_buf(), file) {
-            self.replaced.lock().unwrap_or_else(|e| e.into_inner()).push(old);
+            self.replaced.lock_or_recover().push(old);
         }
     }
 
@@ -901,18 +916,18 @@ impl DevHost {
     /// now, if nothing else has them). The watcher calls it once changes
     /// have been quiet for the debounce.
     pub fn release_replaced(&self) {
-        let files: Vec<std::fs::File> = std::mem::take(&mut *self.replaced.lock().unwrap_or_else(|e| e.into_inner()));
+        let files: Vec<std::fs::File> = std::mem::take(&mut *self.replaced.lock_or_recover());
         drop(files);
     }
 
     /// Calls `listener` after every reload that was applied (composition or
     /// library), on the thread that applied it.
     pub fn on_reload(&self, listener: impl Fn() + Send + Sync + 'static) {
-        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(listener));
+        self.listeners.lock_or_recover().push(Box::new(listener));
     }
 
     fn reloaded(&self) {
-        for listener in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for listener in self.listeners.lock_or_recover().iter() {
             listener();
         }
     }
@@ -937,8 +952,8 @@ impl DevHost {
     pub fn status(&self) -> Value {
         let reloads = self.reloads();
         let loader = &self.host.loader;
-        let enabled = enabled_rows(loader, &self.composition.lock().unwrap_or_else(|e| e.into_inner()).entries.clone());
-        let mut held = self.problems.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let enabled = enabled_rows(loader, &self.composition.lock_or_recover().entries.clone());
+        let mut held = self.problems.lock_or_recover().clone();
         // Only rows that are not the ones running are held back.
         held.retain(|id, _| {
             enabled.get(id).is_some_and(|row| loader.live_entry(id).is_some_and(|live| !live.same_setup(row) || self.resolves_elsewhere(id, row)))
@@ -965,7 +980,7 @@ impl DevHost {
             })
             .collect();
         let pending = loader.pending_ids();
-        let reasons = self.problems.lock().unwrap_or_else(|e| e.into_inner());
+        let reasons = self.problems.lock_or_recover();
         let not_running: Vec<Value> = enabled
             .values()
             .filter(|e| loader.live_entry(&e.id).is_none() && !pending.contains(&e.id))

@@ -112,10 +112,7 @@ fn is_change(kind: &notify::EventKind) -> bool {
 fn writer_finished(kind: &notify::EventKind) -> bool {
     use notify::event::{AccessKind, AccessMode, ModifyKind};
     use notify::EventKind;
-    matches!(
-        kind,
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) | EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(_))
-    )
+    matches!(kind, EventKind::Access(AccessKind::Close(AccessMode::Write)) | EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(_)))
 }
 
 /// Reloads `path` at once if it is a watched library and a complete ELF
@@ -141,7 +138,6 @@ fn reload_finished_library(dev: &DevHost, path: &Path) -> bool {
     // debounced check takes it once it has settled.
     !matches!(dev.library_changed(&path), Outcome::Unsettled)
 }
-
 
 /// Handles the files of one batch: `raw` as the events named them. `seen`:
 /// they come from file events (not from a look for files that may have
@@ -178,7 +174,11 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>, seen: bool) {
                 // A symlink pointing where nothing is yet (what it points to
                 // is awaited too), or a file gone again.
                 if let Some(to) = crate::loader::resolve::dangling_end(path) {
-                    dev.note(format!("{} links to {}, which is not there yet; the entries waiting for it load when it is", path.display(), to.display()));
+                    dev.note(format!(
+                        "{} links to {}, which is not there yet; the entries waiting for it load when it is",
+                        path.display(),
+                        to.display()
+                    ));
                 }
                 continue;
             }

@@ -15,207 +15,11 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::json::RawJson;
+use crate::event::{Event, Header};
 
-use super::backend::{LogWriter, SessionStore};
-use super::event::{raw_null, Envelope, Event, Header, SurfaceOp};
-
-/// When appended events are forced to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Durability {
-    /// `fdatasync` after every event (the default): an acknowledged event
-    /// survives a power loss.
-    #[default]
-    Event,
-    /// `fdatasync` at the end of each turn: a crash of the process loses
-    /// nothing (the kernel has the data), a power loss may lose the current
-    /// turn.
-    Turn,
-    /// Never sync; the kernel writes back when it likes.
-    None,
-}
-
-/// Errors of the session store.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A session id that could escape the sessions folder or is malformed.
-    #[error("invalid session id `{0}`: use 1-128 letters, digits, `-`, `_` or `.`, not starting with `.`")]
-    BadId(String),
-    /// A session id a store cannot hold, with that store's rule.
-    #[error("invalid session id `{id}`: {rule}")]
-    BadIdFor {
-        /// The id (escaped for printing).
-        id: String,
-        /// The store's rule it breaks.
-        rule: String,
-    },
-    /// No such session.
-    #[error("no session `{id}` in {dir}")]
-    NotFound {
-        /// The id.
-        id: String,
-        /// The sessions folder.
-        dir: String,
-    },
-    /// The session exists already.
-    #[error("session `{0}` already exists")]
-    Exists(String),
-    /// Another process holds the session.
-    #[error("session `{id}` is open in another process (its file {path} is locked); close that process first")]
-    Locked {
-        /// The id.
-        id: String,
-        /// The file.
-        path: String,
-    },
-    /// The file's header is unusable.
-    #[error("{path}:1: not a session file: {detail}")]
-    BadHeader {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        detail: String,
-    },
-    /// The state directory is a file.
-    #[error("{0} is not a directory (give --state-dir a folder)")]
-    NotADirectory(String),
-    /// A harness log that cannot be read as a whole: a complete frame that
-    /// fails its checksum, a defect before a committed `turn/end`, a header
-    /// that does not match its place in the store.
-    #[error("{path}: {detail}")]
-    Corrupt {
-        /// The file.
-        path: String,
-        /// What is wrong, with the byte offset or line where known.
-        detail: String,
-    },
-    /// Another process (on this machine or another) is writing the session.
-    #[error("session `{id}` is being written by {holder}; only one writer at a time: stop that one first")]
-    Held {
-        /// The id.
-        id: String,
-        /// Who holds it (application name, host, process), as the store knows.
-        holder: String,
-    },
-    /// The database refused or failed an operation.
-    #[error("{store}: {detail}")]
-    Database {
-        /// The store (server and schema, never a password).
-        store: String,
-        /// What went wrong.
-        detail: String,
-    },
-    /// The composition chose a store that cannot be used (its entry's
-    /// config was refused); nothing is stored anywhere else instead.
-    #[error("the session store is unusable: {0}")]
-    Unusable(String),
-    /// An I/O failure.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file or folder.
-        path: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-}
-
-pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io { path: path.display().to_string(), source }
-}
-
-/// What a reported line problem means for the line's records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProblemKind {
-    /// The line was not read: its records are not in the session (an
-    /// import does not copy them, replay does not see them).
-    Skipped,
-    /// A record breaks a rule of the log's structure (see
-    /// [`super::structure`]) or of its history (a tool result without its
-    /// call, a replacement that cannot apply, a gap in `seq`). The record
-    /// stays in the log; the derived history is kept well-formed around it.
-    /// `--strict` refuses to continue or import such a log.
-    Broken,
-    /// The line was read as written; something about it is worth knowing
-    /// (CRLF endings, two records on one line, a newline added).
-    Note,
-}
-
-/// A problem with one line of a session file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineProblem {
-    /// 1-based line number.
-    pub line: usize,
-    /// What is wrong.
-    pub message: String,
-    /// What it means for the line's records.
-    pub kind: ProblemKind,
-}
-
-impl LineProblem {
-    /// A line that was not read.
-    pub fn skipped(line: usize, message: impl Into<String>) -> LineProblem {
-        LineProblem { line, message: message.into(), kind: ProblemKind::Skipped }
-    }
-
-    /// A record that breaks a structure or history rule (kept in the log).
-    pub fn broken(line: usize, message: impl Into<String>) -> LineProblem {
-        LineProblem { line, message: message.into(), kind: ProblemKind::Broken }
-    }
-
-    /// A line read as written, with a note.
-    pub fn note(line: usize, message: impl Into<String>) -> LineProblem {
-        LineProblem { line, message: message.into(), kind: ProblemKind::Note }
-    }
-}
-
-impl std::fmt::Display for LineProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
-}
-
-/// The number of distinct lines among `problems` that were skipped (not
-/// read): what an import reports as "lines skipped".
-pub fn skipped_lines(problems: &[LineProblem]) -> usize {
-    let mut lines: Vec<usize> = problems.iter().filter(|p| p.kind == ProblemKind::Skipped).map(|p| p.line).collect();
-    lines.sort_unstable();
-    lines.dedup();
-    lines.len()
-}
-
-/// A session file as read.
-#[derive(Debug)]
-pub struct ReadLog {
-    /// The header (line 1).
-    pub header: Header,
-    /// Every good event, in file order.
-    pub events: Vec<Event>,
-    /// 1-based line of each event in `events`.
-    pub lines: Vec<usize>,
-    /// Every bad line.
-    pub problems: Vec<LineProblem>,
-    /// A last line cut mid-record: `(line, byte offset where it starts)`.
-    pub torn: Option<(usize, u64)>,
-    /// The line number of a complete last record that lacks its newline.
-    pub unterminated: Option<usize>,
-}
-
-/// Checks a session id: 1-128 characters of `[A-Za-z0-9._-]`, not starting
-/// with `.` (so no `..`, no `/`, no NUL, no absolute path).
-///
-/// # Errors
-/// [`StoreError::BadId`].
-pub fn check_id(id: &str) -> Result<(), StoreError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && !id.starts_with('.')
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(StoreError::BadId(id.escape_debug().to_string()))
-    }
-}
+use super::fs::{create_private_dir, lock_exclusive, set_private_mode, sync_dir};
+use super::jsonl::parse_log;
+use super::{check_id, io, Durability, LineProblem, LogWriter, ReadLog, SessionStore, StoreError};
 
 /// Our own store: one JSONL file per session in one folder,
 /// `<state dir>/sessions/<id>.jsonl`.
@@ -258,10 +62,8 @@ impl FlatStore {
     pub fn create(&self, header: &Header, durability: Durability) -> Result<FlatWriter, StoreError> {
         let (path, file) = self.create_file(&header.id)?;
         let mut writer = FlatWriter::locked(file, &path, &header.id, durability)?;
-        let mut line = serde_json::to_string(header).map_err(|e| StoreError::BadHeader {
-            path: path.display().to_string(),
-            detail: e.to_string(),
-        })?;
+        let mut line =
+            serde_json::to_string(header).map_err(|e| StoreError::BadHeader { path: path.display().to_string(), detail: e.to_string() })?;
         line.push('\n');
         writer.write_line(line.as_bytes())?;
         writer.sync()?;
@@ -361,69 +163,6 @@ impl FlatStore {
     }
 }
 
-/// Creates `dir` and any missing parents with mode `0700` (every folder the
-/// host creates is private to its user: the state directory, `sessions/`,
-/// `hmr/`). A folder that exists already is left as it is.
-///
-/// # Errors
-/// [`StoreError::NotADirectory`] when `dir` is a file, [`StoreError::Io`].
-pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(StoreError::NotADirectory(dir.display().to_string()));
-    }
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir).map_err(io(dir))
-}
-
-pub(crate) fn set_private_mode(options: &mut OpenOptions) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-}
-
-pub(crate) fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
-/// How long a busy session lock is retried before the session counts as
-/// open in another process.
-const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(300);
-
-/// Takes the exclusive lock (`flock`) of the file of session `id`.
-///
-/// A lock can be held for an instant by a process that is being started
-/// from this one (between fork and exec it shares our open files), so a busy
-/// lock is tried again for a short while before the session counts as open
-/// elsewhere.
-///
-/// # Errors
-/// [`StoreError::Locked`], [`StoreError::Io`].
-pub(crate) fn lock_exclusive(file: &File, path: &Path, id: &str) -> Result<(), StoreError> {
-    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked { id: id.to_string(), path: path.display().to_string() })
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(StoreError::Io { path: path.display().to_string(), source: e }),
-        }
-    }
-}
-
 /// The appending end of one session file; holds the file's lock.
 #[derive(Debug)]
 pub struct FlatWriter {
@@ -495,248 +234,6 @@ pub fn read_file(path: &Path) -> Result<ReadLog, StoreError> {
     parse_log(&bytes, path)
 }
 
-/// Parses the bytes of a session file (see [`read_file`]).
-///
-/// # Errors
-/// [`StoreError::BadHeader`].
-pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
-    let shown = path.display().to_string();
-    let mut problems = Vec::new();
-    let mut events: Vec<Event> = Vec::new();
-    let mut lines = Vec::new();
-    let mut torn = None;
-    let mut unterminated = None;
-    let mut header: Option<Header> = None;
-    let mut offset = 0usize;
-    let mut line_no = 0usize;
-    let mut next_seq = 0u64;
-    let mut crlf_lines = 0usize;
-    let mut crlf_first: Option<usize> = None;
-    while offset < bytes.len() {
-        line_no += 1;
-        let (raw, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
-            Some(n) => (&bytes[offset..offset + n], true),
-            None => (&bytes[offset..], false),
-        };
-        let start = offset;
-        offset += raw.len() + usize::from(complete);
-        if !complete {
-            // A whole record without its newline is kept; anything else at
-            // the end is a record cut mid-write.
-            let whole = std::str::from_utf8(raw).is_ok_and(|t| {
-                if header.is_none() {
-                    serde_json::from_str::<Header>(t).is_ok()
-                } else {
-                    serde_json::from_str::<Envelope>(t).is_ok()
-                }
-            });
-            if !whole {
-                torn = Some((line_no, start as u64));
-                break;
-            }
-            unterminated = Some(line_no);
-        }
-        let raw = match raw.strip_suffix(b"\r") {
-            Some(stripped) if complete => {
-                crlf_lines += 1;
-                crlf_first.get_or_insert(line_no);
-                stripped
-            }
-            Some(stripped) => stripped,
-            None => raw,
-        };
-        if header.is_none() {
-            let parsed = std::str::from_utf8(raw)
-                .map_err(|e| e.to_string())
-                .and_then(|text| serde_json::from_str::<Header>(text).map_err(|e| e.to_string()))
-                .and_then(|h| match (h.kind.as_str(), h.version) {
-                    ("session", 0) => Ok(h),
-                    ("session", v) => Err(format!("format version {v} is not supported (this host reads version 0)")),
-                    (other, _) => Err(format!("type is `{other}`, expected `session`")),
-                });
-            match parsed {
-                Ok(h) => {
-                    header = Some(h);
-                    continue;
-                }
-                Err(detail) => return Err(StoreError::BadHeader { path: shown, detail }),
-            }
-        }
-        if raw.iter().all(|b| b.is_ascii_whitespace()) {
-            if !raw.is_empty() {
-                problems.push(LineProblem::skipped(line_no, "blank line"));
-            }
-            continue;
-        }
-        if raw.contains(&0) {
-            problems.push(LineProblem::skipped(line_no, "the line contains NUL bytes"));
-            continue;
-        }
-        let text = match std::str::from_utf8(raw) {
-            Ok(t) => t,
-            Err(e) => {
-                problems.push(LineProblem::skipped(line_no, format!("not UTF-8 text: {e}")));
-                continue;
-            }
-        };
-        let records = match serde_json::from_str::<Envelope>(text) {
-            Ok(env) => vec![env],
-            Err(e) => match split_glued(text) {
-                Some(records) => {
-                    problems.push(LineProblem::note(
-                        line_no,
-                        format!("{} records on one line (a missing newline); each is read and kept", records.len()),
-                    ));
-                    records
-                }
-                None => {
-                    problems.push(LineProblem::skipped(line_no, describe_bad_event(text, &e)));
-                    continue;
-                }
-            },
-        };
-        for env in records {
-            if super::packed::is_packed(&env.kind) {
-                let data = env.data.as_ref().map_or("null", |d| d.get());
-                match super::packed::expand(&env.kind, data, env.seq0, env.time0, next_seq) {
-                    Ok(expanded) => {
-                        if let Some(last) = expanded.last() {
-                            next_seq = last.seq + 1;
-                        }
-                        lines.extend(std::iter::repeat_n(line_no, expanded.len()));
-                        events.extend(expanded);
-                    }
-                    Err(message) => problems.push(LineProblem::skipped(line_no, message)),
-                }
-                continue;
-            }
-            let seq = env.seq.unwrap_or(next_seq);
-            if let Some(message) = seq_problem(seq, next_seq, events.is_empty()) {
-                problems.push(LineProblem::broken(line_no, message));
-            }
-            next_seq = seq.saturating_add(1);
-            events.push(Event {
-                seq,
-                time: env.time.unwrap_or(0),
-                kind: env.kind,
-                data: env.data.map_or_else(raw_null, RawJson::from),
-                surface_op: env.surface_op.map(SurfaceOp::from_raw),
-                source_event_seqs: env.source_event_seqs,
-            });
-            lines.push(line_no);
-        }
-    }
-    if let Some(first) = crlf_first {
-        problems.push(LineProblem::note(
-            first,
-            format!(
-                "{} ended by CRLF (first here); read as LF line ends, every record as written; appends end lines with LF",
-                if crlf_lines == 1 { "1 line is".to_string() } else { format!("{crlf_lines} lines are") }
-            ),
-        ));
-    }
-    let header = match header {
-        Some(h) => h,
-        None if torn.is_some() => {
-            return Err(StoreError::BadHeader { path: shown, detail: "the header line is incomplete".into() })
-        }
-        None => return Err(StoreError::BadHeader { path: shown, detail: "the file is empty".into() }),
-    };
-    Ok(ReadLog { header, events, lines, problems, torn, unterminated })
-}
-
-/// What is wrong with an event's `seq` when `expected` was due (`None`:
-/// nothing). The first event may start anywhere.
-fn seq_problem(seq: u64, expected: u64, first: bool) -> Option<String> {
-    if first || seq == expected {
-        return None;
-    }
-    let previous = expected.wrapping_sub(1);
-    Some(if seq > expected {
-        let last_missing = seq - 1;
-        if last_missing == expected {
-            format!("seq {seq} follows {previous}: a gap, seq {expected} is missing (the events after it are kept)")
-        } else {
-            format!("seq {seq} follows {previous}: a gap from {expected} to {last_missing} (the events after it are kept)")
-        }
-    } else {
-        format!("seq {seq} follows {previous}: a duplicate or out-of-order seq (kept)")
-    })
-}
-
-/// A line holding several whole records glued together (a newline lost
-/// between them): each record, when every part of the line is one.
-fn split_glued(text: &str) -> Option<Vec<Envelope>> {
-    let mut records = Vec::new();
-    for record in serde_json::Deserializer::from_str(text).into_iter::<Envelope>() {
-        records.push(record.ok()?);
-    }
-    (records.len() >= 2).then_some(records)
-}
-
-fn describe_bad_event(text: &str, e: &serde_json::Error) -> String {
-    let message = e.to_string();
-    if message.contains("unknown field") {
-        // serde's message already lists the expected keys.
-        return format!("not a valid event: {message}");
-    }
-    if message.contains("trailing characters") && text.contains("}{") {
-        return format!("two records glued on one line ({message})");
-    }
-    format!("not a valid event: {message}")
-}
-
-/// A parsed data text, or the error that says why it is not JSON.
-///
-/// # Errors
-/// The JSON parser's message.
-pub fn parse_data(text: &str) -> Result<RawJson, String> {
-    RawJson::parse(text).map_err(|e| format!("event data is not JSON: {e}"))
-}
-
-/// The store of a host whose composition chose a store it cannot use: every
-/// operation is refused with the reason, so that no session goes to a place
-/// the operator did not choose.
-#[derive(Debug, Clone)]
-pub struct UnusableStore {
-    /// Why, naming the file, line and entry.
-    pub reason: String,
-}
-
-impl SessionStore for UnusableStore {
-    fn location(&self) -> String {
-        format!("no usable store ({})", self.reason)
-    }
-
-    fn check_id(&self, _: &str) -> Result<(), StoreError> {
-        Err(StoreError::Unusable(self.reason.clone()))
-    }
-
-    fn create(&self, _: &Header, _: Durability) -> Result<Box<dyn LogWriter>, StoreError> {
-        Err(StoreError::Unusable(self.reason.clone()))
-    }
-
-    fn open_for_append(&self, _: &str, _: Durability) -> Result<(Box<dyn LogWriter>, ReadLog), StoreError> {
-        Err(StoreError::Unusable(self.reason.clone()))
-    }
-
-    fn read(&self, _: &str) -> Result<ReadLog, StoreError> {
-        Err(StoreError::Unusable(self.reason.clone()))
-    }
-
-    fn write_whole(&self, _: &Header, _: &[Event]) -> Result<String, StoreError> {
-        Err(StoreError::Unusable(self.reason.clone()))
-    }
-
-    fn ids(&self) -> Result<Vec<String>, StoreError> {
-        Err(StoreError::Unusable(self.reason.clone()))
-    }
-
-    fn contains(&self, _: &Path) -> bool {
-        false
-    }
-}
-
 impl SessionStore for FlatStore {
     fn location(&self) -> String {
         self.dir.display().to_string()
@@ -797,6 +294,7 @@ impl LogWriter for FlatWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{skipped_lines, ProblemKind};
 
     #[test]
     fn reads_good_lines_and_reports_bad_ones() {
@@ -817,13 +315,7 @@ mod tests {
         let shown: Vec<(usize, ProblemKind)> = log.problems.iter().map(|p| (p.line, p.kind)).collect();
         assert_eq!(
             shown,
-            [
-                (3, ProblemKind::Note),
-                (4, ProblemKind::Skipped),
-                (5, ProblemKind::Skipped),
-                (6, ProblemKind::Broken),
-                (6, ProblemKind::Note)
-            ]
+            [(3, ProblemKind::Note), (4, ProblemKind::Skipped), (5, ProblemKind::Skipped), (6, ProblemKind::Broken), (6, ProblemKind::Note)]
         );
         assert_eq!(log.problems[0].message, "2 records on one line (a missing newline); each is read and kept");
         assert!(log.problems[2].message.contains("unknown field"));
@@ -862,7 +354,8 @@ mod tests {
         assert_eq!(log.events.len(), 2);
         assert_eq!(log.problems[0].line, 3);
         assert_eq!(log.problems[0].message, "seq 7 follows 0: a gap from 1 to 6 (the events after it are kept)");
-        let one = "{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n{\"seq\":0,\"type\":\"a\",\"data\":{}}\n{\"seq\":2,\"type\":\"a\",\"data\":{}}\n";
+        let one =
+            "{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n{\"seq\":0,\"type\":\"a\",\"data\":{}}\n{\"seq\":2,\"type\":\"a\",\"data\":{}}\n";
         let log = parse_log(one.as_bytes(), Path::new("s.jsonl")).unwrap();
         assert_eq!(log.problems[0].message, "seq 2 follows 0: a gap, seq 1 is missing (the events after it are kept)");
         let v7 = "{\"type\":\"session\",\"version\":7,\"id\":\"s\"}\n";

@@ -1,18 +1,29 @@
 //! The store seam: what the `sessions` service needs from a place that keeps
 //! session logs durably.
 //!
-//! Two stores implement it: [`super::store::FlatStore`] (our own
-//! `<state dir>/sessions/<id>.jsonl` files, the default) and
-//! [`super::harness::HarnessStore`] (the TypeScript harness's
-//! `<root>/--<cwd>--/<id>/session.jsonl[.zstd]` layout). A store hands out
+//! Three stores implement it, one file each: [`flat::FlatStore`] (our own
+//! `<state dir>/sessions/<id>.jsonl` files, the default),
+//! `harness::HarnessStore` (the TypeScript harness's
+//! `<root>/--<cwd>--/<id>/session.jsonl[.zstd]` layout, feature `harness`)
+//! and `postgres::PostgresStore` (feature `postgres`). A store hands out
 //! one [`LogWriter`] per open session; the writer is the only thing that
 //! appends to that session while it lives (a second process is refused).
 
 use std::fmt::Debug;
 use std::path::Path;
 
-use super::event::{Event, Header};
-use super::store::{Durability, ReadLog, StoreError};
+use crate::event::{Event, Header};
+
+pub mod flat;
+pub mod fs;
+#[cfg(feature = "harness")]
+pub mod harness;
+pub mod jsonl;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+
+pub use flat::{read_file, FlatStore, FlatWriter};
+pub use jsonl::{parse_data, parse_log};
 
 /// A place where session logs are kept.
 ///
@@ -112,7 +123,7 @@ impl Follower for FileFollower {
     fn wait(&mut self, timeout: std::time::Duration) -> Result<bool, StoreError> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            let meta = std::fs::metadata(&self.path).map_err(super::store::io(&self.path))?;
+            let meta = std::fs::metadata(&self.path).map_err(io(&self.path))?;
             let now = (meta.len(), meta.modified().ok());
             if self.seen != Some(now) {
                 self.seen = Some(now);
@@ -144,4 +155,243 @@ pub trait LogWriter: Send + Debug {
 
     /// The file written, for messages.
     fn path(&self) -> &Path;
+}
+
+/// When appended events are forced to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Durability {
+    /// `fdatasync` after every event (the default): an acknowledged event
+    /// survives a power loss.
+    #[default]
+    Event,
+    /// `fdatasync` at the end of each turn: a crash of the process loses
+    /// nothing (the kernel has the data), a power loss may lose the current
+    /// turn.
+    Turn,
+    /// Never sync; the kernel writes back when it likes.
+    None,
+}
+
+/// Errors of the session store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A session id that could escape the sessions folder or is malformed.
+    #[error("invalid session id `{0}`: use 1-128 letters, digits, `-`, `_` or `.`, not starting with `.`")]
+    BadId(String),
+    /// A session id a store cannot hold, with that store's rule.
+    #[error("invalid session id `{id}`: {rule}")]
+    BadIdFor {
+        /// The id (escaped for printing).
+        id: String,
+        /// The store's rule it breaks.
+        rule: String,
+    },
+    /// No such session.
+    #[error("no session `{id}` in {dir}")]
+    NotFound {
+        /// The id.
+        id: String,
+        /// The sessions folder.
+        dir: String,
+    },
+    /// The session exists already.
+    #[error("session `{0}` already exists")]
+    Exists(String),
+    /// Another process holds the session.
+    #[error("session `{id}` is open in another process (its file {path} is locked); close that process first")]
+    Locked {
+        /// The id.
+        id: String,
+        /// The file.
+        path: String,
+    },
+    /// The file's header is unusable.
+    #[error("{path}:1: not a session file: {detail}")]
+    BadHeader {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The state directory is a file.
+    #[error("{0} is not a directory (give --state-dir a folder)")]
+    NotADirectory(String),
+    /// A harness log that cannot be read as a whole: a complete frame that
+    /// fails its checksum, a defect before a committed `turn/end`, a header
+    /// that does not match its place in the store.
+    #[error("{path}: {detail}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong, with the byte offset or line where known.
+        detail: String,
+    },
+    /// Another process (on this machine or another) is writing the session.
+    #[error("session `{id}` is being written by {holder}; only one writer at a time: stop that one first")]
+    Held {
+        /// The id.
+        id: String,
+        /// Who holds it (application name, host, process), as the store knows.
+        holder: String,
+    },
+    /// The database refused or failed an operation.
+    #[error("{store}: {detail}")]
+    Database {
+        /// The store (server and schema, never a password).
+        store: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The composition chose a store that cannot be used (its entry's
+    /// config was refused); nothing is stored anywhere else instead.
+    #[error("the session store is unusable: {0}")]
+    Unusable(String),
+    /// An I/O failure.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io { path: path.display().to_string(), source }
+}
+
+/// What a reported line problem means for the line's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// The line was not read: its records are not in the session (an
+    /// import does not copy them, replay does not see them).
+    Skipped,
+    /// A record breaks a rule of the log's structure (see
+    /// [`crate::structure`]) or of its history (a tool result without its
+    /// call, a replacement that cannot apply, a gap in `seq`). The record
+    /// stays in the log; the derived history is kept well-formed around it.
+    /// `--strict` refuses to continue or import such a log.
+    Broken,
+    /// The line was read as written; something about it is worth knowing
+    /// (CRLF endings, two records on one line, a newline added).
+    Note,
+}
+
+/// A problem with one line of a session file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineProblem {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+    /// What it means for the line's records.
+    pub kind: ProblemKind,
+}
+
+impl LineProblem {
+    /// A line that was not read.
+    pub fn skipped(line: usize, message: impl Into<String>) -> LineProblem {
+        LineProblem { line, message: message.into(), kind: ProblemKind::Skipped }
+    }
+
+    /// A record that breaks a structure or history rule (kept in the log).
+    pub fn broken(line: usize, message: impl Into<String>) -> LineProblem {
+        LineProblem { line, message: message.into(), kind: ProblemKind::Broken }
+    }
+
+    /// A line read as written, with a note.
+    pub fn note(line: usize, message: impl Into<String>) -> LineProblem {
+        LineProblem { line, message: message.into(), kind: ProblemKind::Note }
+    }
+}
+
+impl std::fmt::Display for LineProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// The number of distinct lines among `problems` that were skipped (not
+/// read): what an import reports as "lines skipped".
+pub fn skipped_lines(problems: &[LineProblem]) -> usize {
+    let mut lines: Vec<usize> = problems.iter().filter(|p| p.kind == ProblemKind::Skipped).map(|p| p.line).collect();
+    lines.sort_unstable();
+    lines.dedup();
+    lines.len()
+}
+
+/// A session file as read.
+#[derive(Debug)]
+pub struct ReadLog {
+    /// The header (line 1).
+    pub header: Header,
+    /// Every good event, in file order.
+    pub events: Vec<Event>,
+    /// 1-based line of each event in `events`.
+    pub lines: Vec<usize>,
+    /// Every bad line.
+    pub problems: Vec<LineProblem>,
+    /// A last line cut mid-record: `(line, byte offset where it starts)`.
+    pub torn: Option<(usize, u64)>,
+    /// The line number of a complete last record that lacks its newline.
+    pub unterminated: Option<usize>,
+}
+
+/// Checks a session id: 1-128 characters of `[A-Za-z0-9._-]`, not starting
+/// with `.` (so no `..`, no `/`, no NUL, no absolute path).
+///
+/// # Errors
+/// [`StoreError::BadId`].
+pub fn check_id(id: &str) -> Result<(), StoreError> {
+    let ok =
+        !id.is_empty() && id.len() <= 128 && !id.starts_with('.') && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::BadId(id.escape_debug().to_string()))
+    }
+}
+
+/// The store of a host whose composition chose a store it cannot use: every
+/// operation is refused with the reason, so that no session goes to a place
+/// the operator did not choose.
+#[derive(Debug, Clone)]
+pub struct UnusableStore {
+    /// Why, naming the file, line and entry.
+    pub reason: String,
+}
+
+impl SessionStore for UnusableStore {
+    fn location(&self) -> String {
+        format!("no usable store ({})", self.reason)
+    }
+
+    fn check_id(&self, _: &str) -> Result<(), StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn create(&self, _: &Header, _: Durability) -> Result<Box<dyn LogWriter>, StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn open_for_append(&self, _: &str, _: Durability) -> Result<(Box<dyn LogWriter>, ReadLog), StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn read(&self, _: &str) -> Result<ReadLog, StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn write_whole(&self, _: &Header, _: &[Event]) -> Result<String, StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn ids(&self) -> Result<Vec<String>, StoreError> {
+        Err(StoreError::Unusable(self.reason.clone()))
+    }
+
+    fn contains(&self, _: &Path) -> bool {
+        false
+    }
 }

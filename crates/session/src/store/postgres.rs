@@ -42,9 +42,10 @@ use postgres::{Client, NoTls};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::backend::{Follower, LogWriter, SessionStore};
-use super::event::{Event, Header};
-use super::store::{parse_log, Durability, ReadLog, StoreError};
+use crate::event::{Event, Header};
+
+use super::{parse_log, Durability, Follower, LogWriter, ReadLog, SessionStore, StoreError};
+use cordis_sync::LockExt;
 
 /// The builtin name of this store (`cordis:session-postgres` also works).
 pub const BUILTIN: &str = "session-postgres";
@@ -202,7 +203,8 @@ impl PostgresStore {
     /// # Errors
     /// [`StoreError::Database`] (the message never holds the password).
     pub fn connect(url: &str, schema: &str) -> Result<PostgresStore, StoreError> {
-        let config: postgres::Config = url.parse().map_err(|e| StoreError::Database { store: "postgres".into(), detail: format!("bad connection URL: {e}") })?;
+        let config: postgres::Config =
+            url.parse().map_err(|e| StoreError::Database { store: "postgres".into(), detail: format!("bad connection URL: {e}") })?;
         let shown = describe(&config, schema);
         if !valid_schema(schema) {
             return Err(StoreError::Database { store: shown, detail: format!("`{schema}` is not a schema name this store accepts (a-z, 0-9, _)") });
@@ -210,7 +212,7 @@ impl PostgresStore {
         let store = PostgresStore { url: url.to_string(), schema: schema.to_string(), shown, reader: Mutex::new(None) };
         let mut client = store.client()?;
         store.migrate(&mut client)?;
-        *store.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
+        *store.reader.lock_or_recover() = Some(client);
         Ok(store)
     }
 
@@ -266,7 +268,7 @@ impl PostgresStore {
     /// Runs `f` on the shared reading connection, reconnecting once when
     /// the connection was lost.
     fn with_reader<T>(&self, f: impl Fn(&mut Client) -> Result<T, postgres::Error>) -> Result<T, StoreError> {
-        let mut guard = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.reader.lock_or_recover();
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = Some(self.client()?);
         }
@@ -302,10 +304,8 @@ impl PostgresStore {
 
     fn read_with(&self, client: &mut Client, id: &str) -> Result<ReadLog, StoreError> {
         let s = self.quoted();
-        let header: Option<String> = client
-            .query_opt(&format!("SELECT header FROM {s}.sessions WHERE id = $1"), &[&id])
-            .map_err(|e| self.pg(e))?
-            .map(|r| r.get(0));
+        let header: Option<String> =
+            client.query_opt(&format!("SELECT header FROM {s}.sessions WHERE id = $1"), &[&id]).map_err(|e| self.pg(e))?.map(|r| r.get(0));
         let Some(header) = header else { return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }) };
         let mut text = header.into_bytes();
         text.push(b'\n');
@@ -375,7 +375,7 @@ impl SessionStore for PostgresStore {
     }
 
     fn check_id(&self, id: &str) -> Result<(), StoreError> {
-        super::store::check_id(id)
+        super::check_id(id)
     }
 
     fn create(&self, header: &Header, durability: Durability) -> Result<Box<dyn LogWriter>, StoreError> {
@@ -405,7 +405,7 @@ impl SessionStore for PostgresStore {
 
     fn read(&self, id: &str) -> Result<ReadLog, StoreError> {
         self.check_id(id)?;
-        let mut guard = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.reader.lock_or_recover();
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = Some(self.client()?);
         }
@@ -436,9 +436,7 @@ impl SessionStore for PostgresStore {
         for event in events {
             let line = event.to_line();
             let line = line.trim_end_matches('\n');
-            writer
-                .write(&[&header.id, &(event.seq as i64), &(event.time as i64), &event.kind, &line])
-                .map_err(|e| self.pg(e))?;
+            writer.write(&[&header.id, &(event.seq as i64), &(event.time as i64), &event.kind, &line]).map_err(|e| self.pg(e))?;
         }
         writer.finish().map_err(|e| self.pg(e))?;
         tx.commit().map_err(|e| self.pg(e))?;
@@ -456,10 +454,7 @@ impl SessionStore for PostgresStore {
 
     fn follow(&self, id: &str) -> Result<Box<dyn Follower>, StoreError> {
         let mut client = self.client()?;
-        let exists = client
-            .query_opt(&format!("SELECT 1 FROM {}.sessions WHERE id = $1", self.quoted()), &[&id])
-            .map_err(|e| self.pg(e))?
-            .is_some();
+        let exists = client.query_opt(&format!("SELECT 1 FROM {}.sessions WHERE id = $1", self.quoted()), &[&id]).map_err(|e| self.pg(e))?.is_some();
         if !exists {
             return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() });
         }

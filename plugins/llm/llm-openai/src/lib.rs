@@ -15,8 +15,6 @@
 //! (one request's worker: HTTP, retries, Server-Sent Events), [`service`]
 //! (the `model` service's start / next / cancel protocol).
 
-#![warn(missing_docs)]
-
 pub mod service;
 pub mod stream;
 pub mod wire;
@@ -95,7 +93,9 @@ impl Plugin for LlmOpenAi {
                 Ok(key) if !key.trim().is_empty() => Some(key.trim().to_string()),
                 Ok(_) => return Err(PluginError::new(format!("llm-openai: the environment variable {var} (apiKeyEnv) is empty"))),
                 Err(std::env::VarError::NotPresent) => {
-                    return Err(PluginError::new(format!("llm-openai: the environment variable {var} (apiKeyEnv) is not set; export the API key in it")))
+                    return Err(PluginError::new(format!(
+                        "llm-openai: the environment variable {var} (apiKeyEnv) is not set; export the API key in it"
+                    )))
                 }
                 Err(std::env::VarError::NotUnicode(_)) => {
                     return Err(PluginError::new(format!("llm-openai: the environment variable {var} (apiKeyEnv) is not valid text")))

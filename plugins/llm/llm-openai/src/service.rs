@@ -97,7 +97,8 @@ impl ModelService {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(StreamState::default());
-        spawn(self.endpoint.clone(), body.to_string(), state.clone()).map_err(|e| ServiceError::new(format!("model start: cannot start the stream: {e}")))?;
+        spawn(self.endpoint.clone(), body.to_string(), state.clone())
+            .map_err(|e| ServiceError::new(format!("model start: cannot start the stream: {e}")))?;
         streams.insert(id, state);
         Ok(json!({"stream": id.to_string()}))
     }

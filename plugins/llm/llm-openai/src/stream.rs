@@ -185,11 +185,7 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
         if state.is_cancelled() {
             return;
         }
-        let mut request = endpoint
-            .agent
-            .post(url)
-            .header("Content-Type", "application/json")
-            .header("Accept", "text/event-stream");
+        let mut request = endpoint.agent.post(url).header("Content-Type", "application/json").header("Accept", "text/event-stream");
         if let Some(key) = &endpoint.api_key {
             request = request.header("Authorization", format!("Bearer {key}"));
         }
@@ -201,13 +197,9 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
                     format!("no answer from the model API at {url} within {} ms (requestTimeoutMs)", endpoint.timeout.as_millis()),
                 );
             }
-            Err(e) => (
-                "connection failed".into(),
-                None,
-                "connection",
-                None,
-                format!("cannot reach the model API at {url}: {}", transport_message(&e)),
-            ),
+            Err(e) => {
+                ("connection failed".into(), None, "connection", None, format!("cannot reach the model API at {url}: {}", transport_message(&e)))
+            }
             Ok(response) => {
                 let status = response.status().as_u16();
                 if (200..300).contains(&status) {
@@ -216,14 +208,17 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
                 let headers = response.headers().clone();
                 let text = response.into_body().with_config().limit(64 * 1024).read_to_string().unwrap_or_default();
                 let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                let server = if parsed.is_null() { wire::clip(text.trim(), 300) } else { wire::error_message(parsed.get("error").unwrap_or(&parsed)) };
+                let server =
+                    if parsed.is_null() { wire::clip(text.trim(), 300) } else { wire::error_message(parsed.get("error").unwrap_or(&parsed)) };
                 match status {
                     401 | 403 => {
                         // The server's text is not repeated: some echo part
                         // of the key they refused.
                         let message = match &endpoint.key_env {
                             Some(var) => format!("the model API at {url} refused the API key (HTTP {status}): check the key in ${var} (apiKeyEnv)"),
-                            None => format!("the model API at {url} asks for an API key (HTTP {status}): set apiKeyEnv to the environment variable that holds it"),
+                            None => format!(
+                                "the model API at {url} asks for an API key (HTTP {status}): set apiKeyEnv to the environment variable that holds it"
+                            ),
                         };
                         return state.fail("auth", Some(status), message);
                     }
@@ -234,7 +229,10 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
                             retry_after(&headers),
                             kind,
                             Some(status),
-                            format!("the model API at {url} {what} (HTTP {status}){}", if server.is_empty() { String::new() } else { format!(": {server}") }),
+                            format!(
+                                "the model API at {url} {what} (HTTP {status}){}",
+                                if server.is_empty() { String::new() } else { format!(": {server}") }
+                            ),
                         )
                     }
                     _ if wire::is_context_length(&parsed) => {
@@ -268,7 +266,9 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
             );
         }
         attempt += 1;
-        state.push(json!({"type": "retry", "attempt": attempt, "retries": endpoint.max_retries, "delayMs": wait.as_millis() as u64, "reason": reason}));
+        state.push(
+            json!({"type": "retry", "attempt": attempt, "retries": endpoint.max_retries, "delayMs": wait.as_millis() as u64, "reason": reason}),
+        );
         if sleep_unless_cancelled(state, wait) {
             return;
         }
@@ -279,7 +279,9 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
 /// OpenAI), else `Retry-After` in seconds (RFC 9110; an HTTP date is not
 /// read, and the default backoff applies).
 fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
-    let number = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).filter(|n| n.is_finite() && *n >= 0.0);
+    let number = |name: &str| {
+        headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).filter(|n| n.is_finite() && *n >= 0.0)
+    };
     if let Some(ms) = number("retry-after-ms") {
         return Some(Duration::from_secs_f64((ms / 1000.0).min(1e6)));
     }
@@ -384,7 +386,11 @@ fn read_stream(endpoint: &Endpoint, response: ureq::http::Response<ureq::Body>, 
                 );
             }
             Err(e) => {
-                return state.fail("malformed", None, format!("the model API sent a stream that is not Server-Sent Events (after {chunks} chunks): {e}"));
+                return state.fail(
+                    "malformed",
+                    None,
+                    format!("the model API sent a stream that is not Server-Sent Events (after {chunks} chunks): {e}"),
+                );
             }
         }
     }

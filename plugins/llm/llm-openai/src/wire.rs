@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 /// One message of the history, as the host sends it to `start`
-/// (`cordis_host::session::Message` serialized): `{"role": "user", "text"}`,
+/// (`cordis_session::Message` serialized): `{"role": "user", "text"}`,
 /// `{"role": "assistant", "text", "toolCalls": [{"id", "name",
 /// "arguments"}], "reasoning"?}` or `{"role": "tool", "callId", "text",
 /// "isError"}`.
@@ -374,7 +374,9 @@ mod tests {
         let c = parse_chunk(r#"{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":5,"prompt_cache_hit_tokens":60,"completion_tokens_details":{"reasoning_tokens":2}}}"#).unwrap();
         assert_eq!(
             c,
-            Chunk::Events(vec![json!({"type": "usage", "usage": {"inputTokens": 40, "outputTokens": 5, "cacheReadTokens": 60, "reasoningTokens": 2}})])
+            Chunk::Events(vec![
+                json!({"type": "usage", "usage": {"inputTokens": 40, "outputTokens": 5, "cacheReadTokens": 60, "reasoningTokens": 2}})
+            ])
         );
         assert_eq!(parse_chunk(" [DONE]").unwrap(), Chunk::Done);
         assert_eq!(parse_chunk(r#"{"error":{"message":"overloaded"}}"#).unwrap(), Chunk::ServerError("overloaded".into()));

@@ -13,8 +13,6 @@
 //! TEXT}` (`nudge` counts from 1 within the turn; `open` lists the
 //! unfinished todos as `[status] content`).
 
-#![warn(missing_docs)]
-
 use std::collections::HashMap;
 use std::sync::Mutex;
 

@@ -50,8 +50,7 @@ pub fn check_todo_write(data: &str) -> Result<(), String> {
     if certainly_valid(data) {
         return Ok(());
     }
-    let value: Value = serde_json::from_str(data)
-        .map_err(|e| format!("todo/write data is not valid JSON ({e})"))?;
+    let value: Value = serde_json::from_str(data).map_err(|e| format!("todo/write data is not valid JSON ({e})"))?;
     check_todo_write_value(&value)
 }
 
@@ -68,20 +67,14 @@ fn certainly_valid(data: &str) -> bool {
     };
     let good = |item: &FastItem<'_>| {
         let content = item.content.as_ref();
-        !content.is_empty()
-            && js_trim(content) == content
-            && Status::from_wire(&item.status).is_some()
+        !content.is_empty() && js_trim(content) == content && Status::from_wire(&item.status).is_some()
     };
     if !items.iter().all(good) {
         return false;
     }
     // Unique contents: pairwise for short lists, hashed for long ones.
     if items.len() <= 16 {
-        items.iter().enumerate().all(|(i, a)| {
-            items[..i]
-                .iter()
-                .all(|b| a.content.as_ref() != b.content.as_ref())
-        })
+        items.iter().enumerate().all(|(i, a)| items[..i].iter().all(|b| a.content.as_ref() != b.content.as_ref()))
     } else {
         let mut seen = HashSet::with_capacity(items.len());
         items.iter().all(|item| seen.insert(item.content.as_ref()))
@@ -157,10 +150,7 @@ impl<'de> Deserialize<'de> for FastItem<'de> {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an object with content and status")
             }
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<FastItem<'de>, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FastItem<'de>, A::Error> {
                 let (mut content, mut status) = (None, None);
                 while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
                     let slot = match key.as_ref() {
@@ -189,44 +179,27 @@ impl<'de> Deserialize<'de> for FastItem<'de> {
 /// As [`check_todo_write`].
 pub fn check_todo_write_value(value: &Value) -> Result<(), String> {
     let Value::Object(map) = value else {
-        return Err(format!(
-            "$ must be an object holding a todos list, got {}",
-            describe_value(value)
-        ));
+        return Err(format!("$ must be an object holding a todos list, got {}", describe_value(value)));
     };
     if let Some(key) = map.keys().find(|k| k.as_str() != "todos") {
-        return Err(format!(
-            "{} is not an allowed key in todo/write data (allowed: todos)",
-            key_path("$", key)
-        ));
+        return Err(format!("{} is not an allowed key in todo/write data (allowed: todos)", key_path("$", key)));
     }
     let Some(todos) = map.get("todos") else {
         return Err("$.todos is required".into());
     };
     let Value::Array(items) = todos else {
-        return Err(format!(
-            "$.todos must be an array, got {}",
-            describe_value(todos)
-        ));
+        return Err(format!("$.todos must be an array, got {}", describe_value(todos)));
     };
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
         let at = format!("$.todos[{index}]");
         let Value::Object(fields) = item else {
-            return Err(format!(
-                "{at} must be an object, got {}",
-                describe_value(item)
-            ));
+            return Err(format!("{at} must be an object, got {}", describe_value(item)));
         };
         let content = match fields.get("content") {
             None => return Err(format!("{at}.content is required")),
             Some(Value::String(s)) => s.as_str(),
-            Some(other) => {
-                return Err(format!(
-                    "{at}.content must be a string, got {}",
-                    describe_value(other)
-                ))
-            }
+            Some(other) => return Err(format!("{at}.content must be a string, got {}", describe_value(other))),
         };
         if content.is_empty() {
             return Err(format!("{at}.content must not be empty"));
@@ -238,46 +211,25 @@ pub fn check_todo_write_value(value: &Value) -> Result<(), String> {
             ));
         }
         if let Some(first) = seen.insert(content, index) {
-            return Err(format!(
-                "{at}.content {} repeats $.todos[{first}].content; contents must be unique",
-                Value::String(content.to_string())
-            ));
+            return Err(format!("{at}.content {} repeats $.todos[{first}].content; contents must be unique", Value::String(content.to_string())));
         }
         match fields.get("status") {
             None => return Err(format!("{at}.status is required")),
             Some(Value::String(s)) if Status::from_wire(s).is_some() => {}
             Some(Value::String(s)) => {
-                return Err(format!(
-                    "{at}.status {} is not a known status (pending, in_progress, completed)",
-                    Value::String(s.clone())
-                ))
+                return Err(format!("{at}.status {} is not a known status (pending, in_progress, completed)", Value::String(s.clone())))
             }
-            Some(other) => {
-                return Err(format!(
-                    "{at}.status must be a string, got {}",
-                    describe_value(other)
-                ))
-            }
+            Some(other) => return Err(format!("{at}.status must be a string, got {}", describe_value(other))),
         }
-        if let Some(key) = fields
-            .keys()
-            .find(|k| !matches!(k.as_str(), "content" | "status"))
-        {
-            return Err(format!(
-                "{} is not an allowed key (allowed: content, status)",
-                key_path(&at, key)
-            ));
+        if let Some(key) = fields.keys().find(|k| !matches!(k.as_str(), "content" | "status")) {
+            return Err(format!("{} is not an allowed key (allowed: content, status)", key_path(&at, key)));
         }
     }
     Ok(())
 }
 
 fn key_path(parent: &str, key: &str) -> String {
-    let plain = key
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let plain = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if plain {
         format!("{parent}.{key}")
     } else {
@@ -317,23 +269,17 @@ mod tests {
 
     #[test]
     fn rejects_untrimmed_content() {
-        let err =
-            check(json!({"todos": [{"content": " padded", "status": "pending"}]})).unwrap_err();
+        let err = check(json!({"todos": [{"content": " padded", "status": "pending"}]})).unwrap_err();
         assert!(err.starts_with("$.todos[0].content \" padded\""), "{err}");
-        let err =
-            check(json!({"todos": [{"content": "bom\u{FEFF}", "status": "pending"}]})).unwrap_err();
+        let err = check(json!({"todos": [{"content": "bom\u{FEFF}", "status": "pending"}]})).unwrap_err();
         assert!(err.contains("$.todos[0].content"), "{err}");
         // U+0085 is not JavaScript whitespace, so a content ending in it is trimmed.
-        assert_eq!(
-            check(json!({"todos": [{"content": "nel\u{0085}", "status": "pending"}]})),
-            Ok(())
-        );
+        assert_eq!(check(json!({"todos": [{"content": "nel\u{0085}", "status": "pending"}]})), Ok(()));
     }
 
     #[test]
     fn rejects_empty_content() {
-        let err = check(json!({"todos": [{"content": "ok", "status": "pending"}, {"content": "", "status": "pending"}]}))
-            .unwrap_err();
+        let err = check(json!({"todos": [{"content": "ok", "status": "pending"}, {"content": "", "status": "pending"}]})).unwrap_err();
         assert_eq!(err, "$.todos[1].content must not be empty");
     }
 
@@ -345,20 +291,13 @@ mod tests {
             {"content": "deploy", "status": "completed"},
         ]}))
         .unwrap_err();
-        assert_eq!(
-            err,
-            "$.todos[2].content \"deploy\" repeats $.todos[0].content; contents must be unique"
-        );
+        assert_eq!(err, "$.todos[2].content \"deploy\" repeats $.todos[0].content; contents must be unique");
     }
 
     #[test]
     fn rejects_unknown_status() {
-        let err = check(json!({"todos": [{"content": "a", "status": "pending"}, {"content": "b", "status": "done"}]}))
-            .unwrap_err();
-        assert_eq!(
-            err,
-            "$.todos[1].status \"done\" is not a known status (pending, in_progress, completed)"
-        );
+        let err = check(json!({"todos": [{"content": "a", "status": "pending"}, {"content": "b", "status": "done"}]})).unwrap_err();
+        assert_eq!(err, "$.todos[1].status \"done\" is not a known status (pending, in_progress, completed)");
         assert!(check(json!({"todos": [{"content": "a", "status": "PENDING"}]})).is_err());
         let err = check(json!({"todos": [{"content": "a", "status": 1}]})).unwrap_err();
         assert_eq!(err, "$.todos[0].status must be a string, got the number 1");
@@ -366,66 +305,35 @@ mod tests {
 
     #[test]
     fn rejects_wrong_shapes() {
-        assert_eq!(
-            check(json!({"todos": "[]"})).unwrap_err(),
-            "$.todos must be an array, got the string \"[]\""
-        );
-        assert_eq!(
-            check(json!({"todos": {}})).unwrap_err(),
-            "$.todos must be an array, got an object"
-        );
+        assert_eq!(check(json!({"todos": "[]"})).unwrap_err(), "$.todos must be an array, got the string \"[]\"");
+        assert_eq!(check(json!({"todos": {}})).unwrap_err(), "$.todos must be an array, got an object");
         assert_eq!(check(json!({})).unwrap_err(), "$.todos is required");
-        assert_eq!(
-            check(json!([])).unwrap_err(),
-            "$ must be an object holding a todos list, got an array of 0 items"
-        );
-        assert_eq!(
-            check(json!({"todos": [null]})).unwrap_err(),
-            "$.todos[0] must be an object, got null"
-        );
-        assert_eq!(
-            check(json!({"todos": [{"status": "pending"}]})).unwrap_err(),
-            "$.todos[0].content is required"
-        );
-        assert_eq!(
-            check(json!({"todos": [{"content": "x"}]})).unwrap_err(),
-            "$.todos[0].status is required"
-        );
+        assert_eq!(check(json!([])).unwrap_err(), "$ must be an object holding a todos list, got an array of 0 items");
+        assert_eq!(check(json!({"todos": [null]})).unwrap_err(), "$.todos[0] must be an object, got null");
+        assert_eq!(check(json!({"todos": [{"status": "pending"}]})).unwrap_err(), "$.todos[0].content is required");
+        assert_eq!(check(json!({"todos": [{"content": "x"}]})).unwrap_err(), "$.todos[0].status is required");
         assert_eq!(
             check(json!({"todos": [{"content": 5, "status": "pending"}]})).unwrap_err(),
             "$.todos[0].content must be a string, got the number 5"
         );
-        assert!(check_todo_write("{not json")
-            .unwrap_err()
-            .starts_with("todo/write data is not valid JSON"));
+        assert!(check_todo_write("{not json").unwrap_err().starts_with("todo/write data is not valid JSON"));
     }
 
     #[test]
     fn rejects_unknown_keys() {
         assert_eq!(
-            check(json!({"todos": [{"content": "x", "status": "pending", "activeForm": "x-ing"}]}))
-                .unwrap_err(),
+            check(json!({"todos": [{"content": "x", "status": "pending", "activeForm": "x-ing"}]})).unwrap_err(),
             "$.todos[0].activeForm is not an allowed key (allowed: content, status)"
         );
-        assert_eq!(
-            check(json!({"todos": [], "merge": true})).unwrap_err(),
-            "$.merge is not an allowed key in todo/write data (allowed: todos)"
-        );
-        assert!(check(json!({"todos": [], "odd key": 1}))
-            .unwrap_err()
-            .starts_with("$[\"odd key\"]"));
+        assert_eq!(check(json!({"todos": [], "merge": true})).unwrap_err(), "$.merge is not an allowed key in todo/write data (allowed: todos)");
+        assert!(check(json!({"todos": [], "odd key": 1})).unwrap_err().starts_with("$[\"odd key\"]"));
     }
 
     #[test]
     fn works_as_an_event_invariant() {
         let invariant = TodoWriteInvariant;
-        assert_eq!(
-            invariant.validate(r#"{"todos":[{"content":"a","status":"in_progress"}]}"#),
-            Ok(())
-        );
-        assert!(invariant
-            .validate(r#"{"todos":[{"content":"a ","status":"in_progress"}]}"#)
-            .is_err());
+        assert_eq!(invariant.validate(r#"{"todos":[{"content":"a","status":"in_progress"}]}"#), Ok(()));
+        assert!(invariant.validate(r#"{"todos":[{"content":"a ","status":"in_progress"}]}"#).is_err());
     }
 
     /// The full check's verdict on `data`, without the shortcut.
@@ -445,17 +353,13 @@ mod tests {
             assert!(certainly_valid(data), "{data}");
             assert_eq!(full(data), Ok(()), "{data}");
         }
-        let long: Vec<Value> = (0..40)
-            .map(|i| json!({"content": format!("item {i}"), "status": "pending"}))
-            .collect();
+        let long: Vec<Value> = (0..40).map(|i| json!({"content": format!("item {i}"), "status": "pending"})).collect();
         assert!(certainly_valid(&json!({ "todos": long }).to_string()));
     }
 
     #[test]
     fn shortcut_never_accepts_what_the_full_check_rejects() {
-        let mut repeated: Vec<Value> = (0..40)
-            .map(|i| json!({"content": format!("item {i}"), "status": "pending"}))
-            .collect();
+        let mut repeated: Vec<Value> = (0..40).map(|i| json!({"content": format!("item {i}"), "status": "pending"})).collect();
         repeated.push(json!({"content": "item 7", "status": "completed"}));
         let repeated = json!({ "todos": repeated }).to_string();
         let cases = [
@@ -489,10 +393,7 @@ mod tests {
         }
         // Repeated keys: the shortcut steps aside, the full check decides
         // (the last value wins, as in the reference's JSON.parse).
-        for data in [
-            r#"{"todos":1,"todos":[]}"#,
-            r#"{"todos":[{"content":"a","content":"b","status":"pending"}]}"#,
-        ] {
+        for data in [r#"{"todos":1,"todos":[]}"#, r#"{"todos":[{"content":"a","content":"b","status":"pending"}]}"#] {
             assert!(!certainly_valid(data), "{data}");
             assert_eq!(check_todo_write(data), full(data), "{data}");
         }

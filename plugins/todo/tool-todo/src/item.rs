@@ -64,10 +64,7 @@ pub struct Todo {
 impl Todo {
     /// A todo with the given content and status.
     pub fn new(content: impl Into<String>, status: Status) -> Self {
-        Todo {
-            content: content.into(),
-            status,
-        }
+        Todo { content: content.into(), status }
     }
 }
 
@@ -177,25 +174,14 @@ mod tests {
             Todo::new("d", Status::Pending),
         ];
         let counts = Counts::of(&todos);
-        assert_eq!(
-            counts,
-            Counts {
-                pending: 1,
-                in_progress: 2,
-                completed: 1
-            }
-        );
+        assert_eq!(counts, Counts { pending: 1, in_progress: 2, completed: 1 });
         assert_eq!(counts.total(), 4);
-        assert_eq!(
-            serde_json::to_string(&counts).unwrap(),
-            r#"{"pending":1,"inProgress":2,"completed":1}"#
-        );
+        assert_eq!(serde_json::to_string(&counts).unwrap(), r#"{"pending":1,"inProgress":2,"completed":1}"#);
     }
 
     #[test]
     fn todo_rejects_other_keys() {
-        let err =
-            serde_json::from_value::<Todo>(json!({"content": "x", "status": "pending", "id": 1}));
+        let err = serde_json::from_value::<Todo>(json!({"content": "x", "status": "pending", "id": 1}));
         assert!(err.is_err());
     }
 }

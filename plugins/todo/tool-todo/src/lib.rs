@@ -23,8 +23,6 @@
 //! exporting the plugin `tool-todo`) and an `rlib`, so tests and benchmarks
 //! can call the same validation in-process without the ABI.
 
-#![warn(missing_docs)]
-
 pub mod invariant;
 pub mod item;
 pub mod projection;
@@ -39,9 +37,8 @@ pub use invariant::{check_todo_write, TodoWriteInvariant};
 pub use item::{Counts, Status, Todo, TodoRef, TodoWrite};
 pub use projection::{TodosProjection, TodosState};
 pub use tool::{
-    encoded_reply, execute_call, execute_call_encoded, execute_call_parsed, validate_borrowed, validate_call, Policy, TodoArgs,
-    TodoArgsRef, TodoSink, TodoWriteTool, TodoWriteValue,
-    TODO_WRITE, TOOL_NAME,
+    encoded_reply, execute_call, execute_call_encoded, execute_call_parsed, validate_borrowed, validate_call, Policy, TodoArgs, TodoArgsRef,
+    TodoSink, TodoWriteTool, TodoWriteValue, TODO_WRITE, TOOL_NAME,
 };
 pub use trim::js_trim;
 pub use view::{plan_summary, render_plan, PlanSummary};
@@ -116,45 +113,20 @@ mod tests {
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["required"], json!(["allowParallelInProgress"]));
         assert_eq!(schema["additionalProperties"], json!(false));
-        assert_eq!(
-            schema["properties"]["allowParallelInProgress"]["type"],
-            "boolean"
-        );
-        assert!(
-            schema["properties"]["allowParallelInProgress"]["description"]
-                .as_str()
-                .unwrap()
-                .contains("in_progress")
-        );
-        assert!(schema["properties"]["allowParallelInProgress"]
-            .get("default")
-            .is_none());
+        assert_eq!(schema["properties"]["allowParallelInProgress"]["type"], "boolean");
+        assert!(schema["properties"]["allowParallelInProgress"]["description"].as_str().unwrap().contains("in_progress"));
+        assert!(schema["properties"]["allowParallelInProgress"].get("default").is_none());
 
         let checker = Checker::new(schema).unwrap();
-        assert!(checker
-            .violations(&json!({"allowParallelInProgress": true}))
-            .is_empty());
+        assert!(checker.violations(&json!({"allowParallelInProgress": true})).is_empty());
         let missing = checker.violations(&json!({}));
         assert_eq!(missing.len(), 1);
-        assert_eq!(
-            missing[0].to_string(),
-            "$.allowParallelInProgress is required"
-        );
-        let typo =
-            checker.violations(&json!({"allowParallelInProgress": false, "allowParallel": true}));
+        assert_eq!(missing[0].to_string(), "$.allowParallelInProgress is required");
+        let typo = checker.violations(&json!({"allowParallelInProgress": false, "allowParallel": true}));
         assert_eq!(typo.len(), 1);
-        assert!(
-            typo[0]
-                .to_string()
-                .starts_with("$.allowParallel is not an allowed key"),
-            "{}",
-            typo[0]
-        );
+        assert!(typo[0].to_string().starts_with("$.allowParallel is not an allowed key"), "{}", typo[0]);
         let wrong = checker.violations(&json!({"allowParallelInProgress": "yes"}));
-        assert_eq!(
-            wrong[0].to_string(),
-            "$.allowParallelInProgress must be a boolean, got the string \"yes\""
-        );
+        assert_eq!(wrong[0].to_string(), "$.allowParallelInProgress must be a boolean, got the string \"yes\"");
     }
 
     #[test]
@@ -164,9 +136,7 @@ mod tests {
         let single: Config = serde_json::from_str(r#"{"allowParallelInProgress":false}"#).unwrap();
         assert_eq!(single.policy(), Policy::Single);
         assert!(serde_json::from_str::<Config>("{}").is_err());
-        assert!(
-            serde_json::from_str::<Config>(r#"{"allowParallelInProgress":true,"x":1}"#).is_err()
-        );
+        assert!(serde_json::from_str::<Config>(r#"{"allowParallelInProgress":true,"x":1}"#).is_err());
     }
 
     #[test]

@@ -36,8 +36,7 @@ pub type TodosState = Option<Vec<Todo>>;
 pub fn fold(state: TodosState, event_type: &str, data: &str) -> Result<TodosState, String> {
     match event_type {
         TODO_WRITE => {
-            let write: TodoWrite = serde_json::from_str(data)
-                .map_err(|e| format!("unreadable todo/write data: {e}"))?;
+            let write: TodoWrite = serde_json::from_str(data).map_err(|e| format!("unreadable todo/write data: {e}"))?;
             Ok(Some(write.todos))
         }
         TURN_START => Ok(None),
@@ -85,10 +84,7 @@ impl Fold for TodosProjection {
 
     /// Empty for `null`; otherwise [`plan_summary`] joined into one line.
     fn summary(&self, state: &TodosState) -> String {
-        state
-            .as_deref()
-            .map(|todos| plan_summary(todos).to_string())
-            .unwrap_or_default()
+        state.as_deref().map(|todos| plan_summary(todos).to_string()).unwrap_or_default()
     }
 }
 
@@ -97,8 +93,7 @@ mod tests {
     use super::*;
     use crate::item::Status;
 
-    const WRITE_A: &str =
-        r#"{"todos":[{"content":"a","status":"in_progress"},{"content":"b","status":"pending"}]}"#;
+    const WRITE_A: &str = r#"{"todos":[{"content":"a","status":"in_progress"},{"content":"b","status":"pending"}]}"#;
     const WRITE_B: &str = r#"{"todos":[{"content":"a","status":"completed"}]}"#;
 
     fn run(events: &[(&str, &str)]) -> TodosState {
@@ -119,11 +114,7 @@ mod tests {
         for t in p.types() {
             assert!(p.replaces(&t), "{t}");
             let data = if t == TODO_WRITE { WRITE_B } else { "{}" };
-            assert_eq!(
-                p.apply(before.clone(), &t, data).unwrap(),
-                p.apply(p.init(), &t, data).unwrap(),
-                "{t}"
-            );
+            assert_eq!(p.apply(before.clone(), &t, data).unwrap(), p.apply(p.init(), &t, data).unwrap(), "{t}");
         }
         assert!(!p.replaces("turn/end"));
     }
@@ -131,54 +122,29 @@ mod tests {
     #[test]
     fn null_before_any_write() {
         assert_eq!(run(&[]), None);
-        assert_eq!(
-            serde_json::to_string(&TodosProjection.init()).unwrap(),
-            "null"
-        );
+        assert_eq!(serde_json::to_string(&TodosProjection.init()).unwrap(), "null");
         assert_eq!(run(&[("turn/start", "{}"), ("user/message", "{}")]), None);
     }
 
     #[test]
     fn write_sets_and_last_write_wins() {
         let state = run(&[("turn/start", "{}"), ("todo/write", WRITE_A)]);
-        assert_eq!(
-            state,
-            Some(vec![
-                Todo::new("a", Status::InProgress),
-                Todo::new("b", Status::Pending)
-            ])
-        );
-        let state = run(&[
-            ("turn/start", "{}"),
-            ("todo/write", WRITE_A),
-            ("todo/write", WRITE_B),
-        ]);
+        assert_eq!(state, Some(vec![Todo::new("a", Status::InProgress), Todo::new("b", Status::Pending)]));
+        let state = run(&[("turn/start", "{}"), ("todo/write", WRITE_A), ("todo/write", WRITE_B)]);
         assert_eq!(state, Some(vec![Todo::new("a", Status::Completed)]));
-        assert_eq!(
-            serde_json::to_string(&state).unwrap(),
-            r#"[{"content":"a","status":"completed"}]"#
-        );
+        assert_eq!(serde_json::to_string(&state).unwrap(), r#"[{"content":"a","status":"completed"}]"#);
     }
 
     #[test]
     fn other_types_keep_and_turn_start_clears() {
         let p = TodosProjection;
         let state = fold(None, "todo/write", WRITE_A).unwrap();
-        for t in [
-            "turn/end",
-            "tool/result",
-            "step/end",
-            "assistant/message",
-            "x/unknown",
-        ] {
+        for t in ["turn/end", "tool/result", "step/end", "assistant/message", "x/unknown"] {
             assert_eq!(p.apply(state.clone(), t, "{}").unwrap(), state, "{t}");
         }
         assert_eq!(p.apply(state, "turn/start", r#"{"turn":2}"#).unwrap(), None);
         assert!(!p.types().contains(&"turn/end".to_string()));
-        assert_eq!(
-            p.types(),
-            vec!["todo/write".to_string(), "turn/start".to_string()]
-        );
+        assert_eq!(p.types(), vec!["todo/write".to_string(), "turn/start".to_string()]);
         assert_eq!(p.version(), 1);
         assert_eq!(p.key(), "todos");
     }
@@ -186,12 +152,7 @@ mod tests {
     #[test]
     fn unreadable_write_is_an_error() {
         assert!(fold(None, "todo/write", "{").is_err());
-        assert!(fold(
-            None,
-            "todo/write",
-            r#"{"todos":[{"content":"a","status":"done"}]}"#
-        )
-        .is_err());
+        assert!(fold(None, "todo/write", r#"{"todos":[{"content":"a","status":"done"}]}"#).is_err());
     }
 
     #[test]

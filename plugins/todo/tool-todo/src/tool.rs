@@ -217,9 +217,7 @@ fn validate_list<T: ListItem>(mut todos: Vec<T>, policy: Policy) -> Result<Vec<T
     for (index, todo) in todos.iter().enumerate() {
         let content = todo.content();
         if content.is_empty() {
-            return Err(format!(
-                "$.todos[{index}].content must not be empty: it has no text once surrounding whitespace is removed"
-            ));
+            return Err(format!("$.todos[{index}].content must not be empty: it has no text once surrounding whitespace is removed"));
         }
         if let Some(first) = seen.insert(content, index) {
             return Err(format!(
@@ -229,14 +227,9 @@ fn validate_list<T: ListItem>(mut todos: Vec<T>, policy: Policy) -> Result<Vec<T
         }
     }
     if policy == Policy::Single {
-        let active = todos
-            .iter()
-            .filter(|t| t.status() == Status::InProgress)
-            .count();
+        let active = todos.iter().filter(|t| t.status() == Status::InProgress).count();
         if active > 1 {
-            return Err(format!(
-                "at most one todo may be in_progress at a time in this deployment; this list marks {active}"
-            ));
+            return Err(format!("at most one todo may be in_progress at a time in this deployment; this list marks {active}"));
         }
     }
     Ok(todos)
@@ -312,10 +305,7 @@ struct TodoWriteData<'a, T> {
 fn encoded_reply_of<T: ListItem>(todos: &[T], data: &JsonText) -> Result<EncodedReply, ToolError> {
     let counts = Counts::of_statuses(todos.iter().map(ListItem::status));
     let value = data.with_member("counts", &counts).map_err(|e| ToolError(format!("cannot encode the result value: {e}")))?;
-    Ok(EncodedReply {
-        text: reply_text(&counts),
-        value: Some(value),
-    })
+    Ok(EncodedReply { text: reply_text(&counts), value: Some(value) })
 }
 
 /// Where a validated list goes: the calling agent's session. Implemented for
@@ -350,11 +340,7 @@ impl TodoSink for ToolContext<'_> {
 /// # Errors
 /// The validation error; `todo_write needs an agent session that owns the
 /// call ...` when `sink` has no session; or the append's error.
-pub fn execute_call(
-    args: TodoArgs,
-    policy: Policy,
-    sink: &dyn TodoSink,
-) -> Result<ToolReply, ToolError> {
+pub fn execute_call(args: TodoArgs, policy: Policy, sink: &dyn TodoSink) -> Result<ToolReply, ToolError> {
     let todos = validate_call(args, policy).map_err(ToolError)?;
     record(todos, sink).map(|(todos, _)| reply(todos))
 }
@@ -365,11 +351,7 @@ pub fn execute_call(
 ///
 /// # Errors
 /// As [`execute_call`].
-pub fn execute_call_encoded(
-    args: TodoArgs,
-    policy: Policy,
-    sink: &dyn TodoSink,
-) -> Result<EncodedReply, ToolError> {
+pub fn execute_call_encoded(args: TodoArgs, policy: Policy, sink: &dyn TodoSink) -> Result<EncodedReply, ToolError> {
     let todos = validate_call(args, policy).map_err(ToolError)?;
     let (todos, data) = record(todos, sink)?;
     encoded_reply_of(&todos, &data)
@@ -385,11 +367,7 @@ pub fn execute_call_encoded(
 /// As [`execute_call`]. Arguments of the wrong shape (which the host's
 /// schema check keeps out) get the message deserializing [`TodoArgs`]
 /// gives, as on the text path.
-pub fn execute_call_parsed(
-    args: ParsedArgs<'_>,
-    policy: Policy,
-    sink: &dyn TodoSink,
-) -> Result<EncodedReply, ToolError> {
+pub fn execute_call_parsed(args: ParsedArgs<'_>, policy: Policy, sink: &dyn TodoSink) -> Result<EncodedReply, ToolError> {
     let Ok(borrowed) = args.deserialize::<TodoArgsRef<'_>>() else {
         // serde names the type it was building in its message: build the
         // owned one to say what the text path says.
@@ -411,8 +389,7 @@ fn record<T: ListItem>(todos: Vec<T>, sink: &dyn TodoSink) -> Result<(Vec<T>, Js
         ));
     }
     let data = encode_data(&todos)?;
-    sink.append_todo_write(data.as_json_str())
-        .map_err(|e| ToolError(format!("the todo list could not be recorded: {e}")))?;
+    sink.append_todo_write(data.as_json_str()).map_err(|e| ToolError(format!("the todo list could not be recorded: {e}")))?;
     Ok((todos, data))
 }
 
@@ -439,10 +416,7 @@ pub struct TodoWriteTool {
 impl TodoWriteTool {
     /// The tool under `policy`.
     pub fn new(policy: Policy) -> Self {
-        TodoWriteTool {
-            policy,
-            description: description(policy),
-        }
+        TodoWriteTool { policy, description: description(policy) }
     }
 
     /// The policy the tool enforces.
@@ -470,19 +444,11 @@ impl TypedTool for TodoWriteTool {
         execute_call(args, self.policy, cx)
     }
 
-    fn execute_encoded(
-        &self,
-        args: TodoArgs,
-        cx: &ToolContext<'_>,
-    ) -> Result<EncodedReply, ToolError> {
+    fn execute_encoded(&self, args: TodoArgs, cx: &ToolContext<'_>) -> Result<EncodedReply, ToolError> {
         execute_call_encoded(args, self.policy, cx)
     }
 
-    fn execute_parsed(
-        &self,
-        args: ParsedArgs<'_>,
-        cx: &ToolContext<'_>,
-    ) -> Result<EncodedReply, ToolError> {
+    fn execute_parsed(&self, args: ParsedArgs<'_>, cx: &ToolContext<'_>) -> Result<EncodedReply, ToolError> {
         execute_call_parsed(args, self.policy, cx)
     }
 
@@ -502,9 +468,7 @@ mod tests {
     use std::cell::RefCell;
 
     fn args(items: &[(&str, Status)]) -> TodoArgs {
-        TodoArgs {
-            todos: items.iter().map(|(c, s)| Todo::new(*c, *s)).collect(),
-        }
+        TodoArgs { todos: items.iter().map(|(c, s)| Todo::new(*c, *s)).collect() }
     }
 
     struct Recorder {
@@ -515,11 +479,7 @@ mod tests {
 
     impl Recorder {
         fn agent() -> Self {
-            Recorder {
-                session: true,
-                refuse: None,
-                written: RefCell::new(Vec::new()),
-            }
+            Recorder { session: true, refuse: None, written: RefCell::new(Vec::new()) }
         }
     }
 
@@ -539,11 +499,7 @@ mod tests {
 
     #[test]
     fn encoded_reply_is_the_reply_encoded() {
-        let todos = vec![
-            Todo::new("a \"quoted\" one", Status::Completed),
-            Todo::new("b", Status::InProgress),
-            Todo::new("c", Status::Pending),
-        ];
+        let todos = vec![Todo::new("a \"quoted\" one", Status::Completed), Todo::new("b", Status::InProgress), Todo::new("c", Status::Pending)];
         let plain = reply(todos.clone());
         let encoded = encoded_reply(todos).unwrap();
         assert_eq!(encoded.text, plain.text);
@@ -561,14 +517,9 @@ mod tests {
             ],
         ] {
             let data = encode_data(&todos).unwrap();
-            let expected = TodoWrite {
-                todos: todos.clone(),
-            };
+            let expected = TodoWrite { todos: todos.clone() };
             assert_eq!(data.as_str(), serde_json::to_string(&expected).unwrap());
-            let value = TodoWriteValue {
-                counts: Counts::of(&todos),
-                todos: todos.clone(),
-            };
+            let value = TodoWriteValue { counts: Counts::of(&todos), todos: todos.clone() };
             let reply = encoded_reply_of(&todos, &data).unwrap();
             assert_eq!(reply.value.as_ref().map(JsonText::as_str), Some(serde_json::to_string(&value).unwrap().as_str()));
             assert_eq!(reply.text, super::reply(todos).text);
@@ -581,10 +532,7 @@ mod tests {
         let (plain_sink, encoded_sink) = (Recorder::agent(), Recorder::agent());
         let plain = execute_call(call(), Policy::Single, &plain_sink).unwrap();
         let encoded = execute_call_encoded(call(), Policy::Single, &encoded_sink).unwrap();
-        assert_eq!(
-            plain_sink.written.borrow().clone(),
-            encoded_sink.written.borrow().clone()
-        );
+        assert_eq!(plain_sink.written.borrow().clone(), encoded_sink.written.borrow().clone());
         assert_eq!(encoded.text, plain.text);
         assert_eq!(encoded.value.as_ref().map(JsonText::as_str), plain.value.map(|v| v.to_string()).as_deref());
     }
@@ -634,7 +582,10 @@ mod tests {
         assert_eq!(list[0].content, "spaced");
         assert!(matches!(list[0].content, Cow::Borrowed(text) if std::ptr::eq(text, &given[2..8])), "trimmed in place, not copied");
         assert!(matches!(list[1].content, Cow::Borrowed(_)));
-        assert_eq!(list.iter().map(TodoRef::to_todo).collect::<Vec<_>>(), [Todo::new("spaced", Status::Pending), Todo::new("plain", Status::Completed)]);
+        assert_eq!(
+            list.iter().map(TodoRef::to_todo).collect::<Vec<_>>(),
+            [Todo::new("spaced", Status::Pending), Todo::new("plain", Status::Completed)]
+        );
         // Parsed from text with an escape, the content is owned, and trims the same.
         let from_text: TodoArgsRef<'_> = serde_json::from_str(r#"{"todos": [{"content": " \u0041 ", "status": "pending"}]}"#).unwrap();
         let list = validate_borrowed(from_text, Policy::Single).unwrap();
@@ -644,11 +595,7 @@ mod tests {
     #[test]
     fn trims_with_javascript_rules() {
         let out = validate_call(
-            args(&[
-                ("  a  ", Status::Pending),
-                ("\u{FEFF}b\u{2028}", Status::Completed),
-                ("\u{0085}c", Status::Pending),
-            ]),
+            args(&[("  a  ", Status::Pending), ("\u{FEFF}b\u{2028}", Status::Completed), ("\u{0085}c", Status::Pending)]),
             Policy::Single,
         )
         .unwrap();
@@ -658,74 +605,30 @@ mod tests {
 
     #[test]
     fn empty_content_names_the_item() {
-        let err = validate_call(
-            args(&[
-                ("a", Status::Pending),
-                ("b", Status::Pending),
-                (" \t\n", Status::Pending),
-            ]),
-            Policy::Parallel,
-        )
-        .unwrap_err();
-        assert!(
-            err.starts_with("$.todos[2].content must not be empty"),
-            "{err}"
-        );
+        let err = validate_call(args(&[("a", Status::Pending), ("b", Status::Pending), (" \t\n", Status::Pending)]), Policy::Parallel).unwrap_err();
+        assert!(err.starts_with("$.todos[2].content must not be empty"), "{err}");
     }
 
     #[test]
     fn duplicate_names_the_content_and_both_items() {
-        let err = validate_call(
-            args(&[
-                ("deploy", Status::Pending),
-                ("  deploy  ", Status::Completed),
-            ]),
-            Policy::Parallel,
-        )
-        .unwrap_err();
-        assert!(
-            err.starts_with("$.todos[1].content \"deploy\" repeats $.todos[0].content"),
-            "{err}"
-        );
-        assert!(validate_call(
-            args(&[("Task", Status::Pending), ("task", Status::Pending)]),
-            Policy::Single
-        )
-        .is_ok());
+        let err = validate_call(args(&[("deploy", Status::Pending), ("  deploy  ", Status::Completed)]), Policy::Parallel).unwrap_err();
+        assert!(err.starts_with("$.todos[1].content \"deploy\" repeats $.todos[0].content"), "{err}");
+        assert!(validate_call(args(&[("Task", Status::Pending), ("task", Status::Pending)]), Policy::Single).is_ok());
     }
 
     #[test]
     fn single_policy_caps_in_progress() {
-        let two = args(&[
-            ("a", Status::InProgress),
-            ("b", Status::InProgress),
-            ("c", Status::Pending),
-        ]);
-        assert_eq!(
-            validate_call(two.clone(), Policy::Parallel).unwrap().len(),
-            3
-        );
+        let two = args(&[("a", Status::InProgress), ("b", Status::InProgress), ("c", Status::Pending)]);
+        assert_eq!(validate_call(two.clone(), Policy::Parallel).unwrap().len(), 3);
         let err = validate_call(two, Policy::Single).unwrap_err();
         assert!(err.contains("at most one todo may be in_progress"), "{err}");
         assert!(err.ends_with("marks 2"), "{err}");
-        assert!(validate_call(
-            args(&[("a", Status::InProgress), ("b", Status::Completed)]),
-            Policy::Single
-        )
-        .is_ok());
+        assert!(validate_call(args(&[("a", Status::InProgress), ("b", Status::Completed)]), Policy::Single).is_ok());
     }
 
     #[test]
     fn content_errors_come_before_the_policy_error() {
-        let err = validate_call(
-            args(&[
-                ("a", Status::InProgress),
-                ("b", Status::InProgress),
-                ("", Status::Pending),
-            ]),
-            Policy::Single,
-        )
-        .unwrap_err();
+        let err = validate_call(args(&[("a", Status::InProgress), ("b", Status::InProgress), ("", Status::Pending)]), Policy::Single).unwrap_err();
         assert!(err.starts_with("$.todos[2].content"), "{err}");
     }
 
@@ -733,11 +636,7 @@ mod tests {
     fn long_lists_and_long_todos_are_accepted_as_the_reference_accepts_them() {
         // The reference accepts 1 001 todos and a 5 000-character todo (issue
         // 11, kind 8): so do we, trimmed and in order.
-        let many = TodoArgs {
-            todos: (0..1001)
-                .map(|i| Todo::new(format!("t{i}"), Status::Pending))
-                .collect(),
-        };
+        let many = TodoArgs { todos: (0..1001).map(|i| Todo::new(format!("t{i}"), Status::Pending)).collect() };
         let list = validate_call(many, Policy::Parallel).unwrap();
         assert_eq!(list.len(), 1001);
         assert_eq!(list[1000].content, "t1000");
@@ -753,10 +652,7 @@ mod tests {
             Todo::new("write the parser", Status::InProgress),
             Todo::new("add tests", Status::Pending),
         ]);
-        assert_eq!(
-            reply.text,
-            "Updated todo list: 1 pending, 1 in progress, 1 completed."
-        );
+        assert_eq!(reply.text, "Updated todo list: 1 pending, 1 in progress, 1 completed.");
         assert_eq!(
             reply.value.unwrap().to_string(),
             r#"{"todos":[{"content":"read the spec","status":"completed"},{"content":"write the parser","status":"in_progress"},{"content":"add tests","status":"pending"}],"counts":{"pending":1,"inProgress":1,"completed":1}}"#
@@ -766,44 +662,25 @@ mod tests {
     #[test]
     fn execute_appends_the_trimmed_list() {
         let sink = Recorder::agent();
-        let out =
-            execute_call(args(&[(" a ", Status::InProgress)]), Policy::Single, &sink).unwrap();
-        assert_eq!(
-            out.text,
-            "Updated todo list: 0 pending, 1 in progress, 0 completed."
-        );
-        assert_eq!(
-            *sink.written.borrow(),
-            vec![r#"{"todos":[{"content":"a","status":"in_progress"}]}"#.to_string()]
-        );
+        let out = execute_call(args(&[(" a ", Status::InProgress)]), Policy::Single, &sink).unwrap();
+        assert_eq!(out.text, "Updated todo list: 0 pending, 1 in progress, 0 completed.");
+        assert_eq!(*sink.written.borrow(), vec![r#"{"todos":[{"content":"a","status":"in_progress"}]}"#.to_string()]);
     }
 
     #[test]
     fn execute_needs_a_session_but_validates_first() {
-        let sink = Recorder {
-            session: false,
-            ..Recorder::agent()
-        };
-        let err =
-            execute_call(args(&[("a", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
-        assert!(
-            err.0.starts_with("todo_write needs an agent session"),
-            "{err}"
-        );
-        let err =
-            execute_call(args(&[("  ", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
+        let sink = Recorder { session: false, ..Recorder::agent() };
+        let err = execute_call(args(&[("a", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
+        assert!(err.0.starts_with("todo_write needs an agent session"), "{err}");
+        let err = execute_call(args(&[("  ", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
         assert!(err.0.contains("must not be empty"), "{err}");
         assert!(sink.written.borrow().is_empty());
     }
 
     #[test]
     fn append_failure_is_the_tool_error() {
-        let sink = Recorder {
-            refuse: Some("no open turn"),
-            ..Recorder::agent()
-        };
-        let err =
-            execute_call(args(&[("a", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
+        let sink = Recorder { refuse: Some("no open turn"), ..Recorder::agent() };
+        let err = execute_call(args(&[("a", Status::Pending)]), Policy::Parallel, &sink).unwrap_err();
         assert!(err.0.ends_with("no open turn"), "{err}");
     }
 
@@ -823,10 +700,7 @@ mod tests {
         let schema = parameters();
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["required"], json!(["todos"]));
-        assert!(
-            schema.get("additionalProperties").is_none(),
-            "extra top-level keys are ignored, not rejected"
-        );
+        assert!(schema.get("additionalProperties").is_none(), "extra top-level keys are ignored, not rejected");
         assert!(schema.get("description").is_none());
         let todos = &schema["properties"]["todos"];
         assert_eq!(todos["type"], "array");
@@ -839,16 +713,9 @@ mod tests {
         assert_eq!(items["properties"]["content"]["type"], "string");
         let status = &items["properties"]["status"];
         assert_eq!(status["type"], "string");
-        assert_eq!(
-            status["enum"],
-            json!(["pending", "in_progress", "completed"])
-        );
+        assert_eq!(status["enum"], json!(["pending", "in_progress", "completed"]));
         assert!(status.get("oneOf").is_none());
-        assert_eq!(
-            status.as_object().unwrap().len(),
-            3,
-            "type, enum, description: {status}"
-        );
+        assert_eq!(status.as_object().unwrap().len(), 3, "type, enum, description: {status}");
         let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["todos"]);
     }
@@ -867,13 +734,7 @@ mod tests {
     #[test]
     fn card_carries_the_todos_argument_as_given() {
         let given = json!({"todos": [{"content": "  x ", "status": "bogus"}]});
-        assert_eq!(
-            present_call(&given),
-            json!({"kind": "generic", "title": "Update todo list", "todos": [{"content": "  x ", "status": "bogus"}]})
-        );
-        assert_eq!(
-            present_call(&json!("not json")),
-            json!({"kind": "generic", "title": "Update todo list", "todos": null})
-        );
+        assert_eq!(present_call(&given), json!({"kind": "generic", "title": "Update todo list", "todos": [{"content": "  x ", "status": "bogus"}]}));
+        assert_eq!(present_call(&json!("not json")), json!({"kind": "generic", "title": "Update todo list", "todos": null}));
     }
 }

@@ -43,15 +43,11 @@ pub fn marker(status: Status) -> char {
 /// progress, pending, joined by ` · ` (`1 completed · 2 in progress · 1 pending`);
 /// [`EMPTY_HEADER`] when every count is zero.
 pub fn plan_header(counts: &Counts) -> String {
-    let segments: Vec<String> = [
-        (counts.completed, "completed"),
-        (counts.in_progress, "in progress"),
-        (counts.pending, "pending"),
-    ]
-    .into_iter()
-    .filter(|(n, _)| *n > 0)
-    .map(|(n, label)| format!("{n} {label}"))
-    .collect();
+    let segments: Vec<String> = [(counts.completed, "completed"), (counts.in_progress, "in progress"), (counts.pending, "pending")]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, label)| format!("{n} {label}"))
+        .collect();
     if segments.is_empty() {
         EMPTY_HEADER.to_string()
     } else {
@@ -115,17 +111,10 @@ impl fmt::Display for PlanSummary {
 /// honours), and how many more are `in_progress`.
 pub fn plan_summary(todos: &[Todo]) -> PlanSummary {
     let counts = Counts::of(todos);
-    let active = todos
-        .iter()
-        .find(|t| t.status == Status::InProgress)
-        .map(|t| one_line(&t.content));
+    let active = todos.iter().find(|t| t.status == Status::InProgress).map(|t| one_line(&t.content));
     PlanSummary {
         counts: format!("{}/{} completed", counts.completed, counts.total()),
-        more_active: if active.is_some() {
-            counts.in_progress - 1
-        } else {
-            0
-        },
+        more_active: if active.is_some() { counts.in_progress - 1 } else { 0 },
         active,
     }
 }
@@ -166,30 +155,9 @@ mod tests {
 
     #[test]
     fn header_orders_and_omits_zero_counts() {
-        assert_eq!(
-            plan_header(&Counts {
-                pending: 1,
-                in_progress: 2,
-                completed: 1
-            }),
-            "1 completed · 2 in progress · 1 pending"
-        );
-        assert_eq!(
-            plan_header(&Counts {
-                pending: 3,
-                in_progress: 0,
-                completed: 0
-            }),
-            "3 pending"
-        );
-        assert_eq!(
-            plan_header(&Counts {
-                pending: 1,
-                in_progress: 0,
-                completed: 2
-            }),
-            "2 completed · 1 pending"
-        );
+        assert_eq!(plan_header(&Counts { pending: 1, in_progress: 2, completed: 1 }), "1 completed · 2 in progress · 1 pending");
+        assert_eq!(plan_header(&Counts { pending: 3, in_progress: 0, completed: 0 }), "3 pending");
+        assert_eq!(plan_header(&Counts { pending: 1, in_progress: 0, completed: 2 }), "2 completed · 1 pending");
         assert_eq!(plan_header(&Counts::default()), "no todos");
     }
 
@@ -205,54 +173,27 @@ mod tests {
     #[test]
     fn summary_names_first_active_and_counts_the_rest() {
         let summary = plan_summary(&plan());
-        assert_eq!(
-            summary,
-            PlanSummary {
-                counts: "1/4 completed".into(),
-                active: Some("read the code".into()),
-                more_active: 1
-            }
-        );
+        assert_eq!(summary, PlanSummary { counts: "1/4 completed".into(), active: Some("read the code".into()), more_active: 1 });
         assert_eq!(summary.suffix().as_deref(), Some("+1"));
         assert_eq!(summary.to_string(), "1/4 completed · read the code +1");
     }
 
     #[test]
     fn summary_with_one_or_no_active_item() {
-        let one = vec![
-            Todo::new("a", Status::Completed),
-            Todo::new("b", Status::InProgress),
-            Todo::new("c", Status::Pending),
-        ];
+        let one = vec![Todo::new("a", Status::Completed), Todo::new("b", Status::InProgress), Todo::new("c", Status::Pending)];
         assert_eq!(plan_summary(&one).to_string(), "1/3 completed · b");
         assert_eq!(plan_summary(&one).suffix(), None);
-        let none = vec![
-            Todo::new("a", Status::Completed),
-            Todo::new("b", Status::Completed),
-        ];
+        let none = vec![Todo::new("a", Status::Completed), Todo::new("b", Status::Completed)];
         let summary = plan_summary(&none);
-        assert_eq!(
-            summary,
-            PlanSummary {
-                counts: "2/2 completed".into(),
-                active: None,
-                more_active: 0
-            }
-        );
+        assert_eq!(summary, PlanSummary { counts: "2/2 completed".into(), active: None, more_active: 0 });
         assert_eq!(summary.to_string(), "2/2 completed");
         assert_eq!(plan_summary(&[]).to_string(), "0/0 completed");
     }
 
     #[test]
     fn line_breaks_inside_content_stay_on_one_line() {
-        let todos = vec![Todo::new(
-            "first\r\nsecond\u{2028}third",
-            Status::InProgress,
-        )];
+        let todos = vec![Todo::new("first\r\nsecond\u{2028}third", Status::InProgress)];
         assert_eq!(render_plan(&todos), "1 in progress\n● first second third");
-        assert_eq!(
-            plan_summary(&todos).active.as_deref(),
-            Some("first second third")
-        );
+        assert_eq!(plan_summary(&todos).active.as_deref(), Some("first second third"));
     }
 }

@@ -2,6 +2,8 @@
 //! (`lib_header_from_path` + `init_root_module`): its one
 //! export must still carry its name, `inject` and config schema.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
+
 use std::path::PathBuf;
 
 use abi_stable::library::lib_header_from_path;
@@ -13,11 +15,7 @@ fn library_path() -> Option<PathBuf> {
     // crate's cdylib into target/<profile> before running them.
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?.parent()?;
-    let name = format!(
-        "{}tool_todo{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    );
+    let name = format!("{}tool_todo{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
     Some(dir.join(name)).filter(|p| p.exists())
 }
 
@@ -34,8 +32,5 @@ fn the_library_exports_tool_todo_with_inject_and_schema() {
     assert_eq!(inject, ["tools", "projections"]);
     let schema: Value = serde_json::from_str(decl.config_schema.as_str()).unwrap();
     assert_eq!(schema, tool_todo::config_schema());
-    assert_eq!(
-        schema["required"],
-        serde_json::json!(["allowParallelInProgress"])
-    );
+    assert_eq!(schema["required"], serde_json::json!(["allowParallelInProgress"]));
 }

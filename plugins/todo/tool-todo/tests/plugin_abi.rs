@@ -3,13 +3,15 @@
 //! through their ABI objects. (The loader path through the compiled `cdylib`
 //! is tested by the host crate.)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a failed unwrap is a failed test
+
 use std::sync::Mutex;
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
 use cordis_abi::ffi::{
-    EventValidatorBox, ExecContext, ExecContext_TO, HostContext, HostContext_TO, LogLevel,
-    ProjectionBox, Service, ServiceBox, Service_TO, ToolBox, TurnEndHookBox,
+    EventValidatorBox, ExecContext, ExecContext_TO, HostContext, HostContext_TO, LogLevel, ProjectionBox, Service, ServiceBox, Service_TO, ToolBox,
+    TurnEndHookBox,
 };
 use cordis_abi::JsonStr;
 use serde_json::{json, Value};
@@ -42,15 +44,8 @@ impl HostContext for Host {
         self.tools.lock().unwrap().push(tool);
         ROk(())
     }
-    fn own_event_type(
-        &self,
-        event_type: RStr<'_>,
-        validator: EventValidatorBox,
-    ) -> RResult<(), RString> {
-        self.owned
-            .lock()
-            .unwrap()
-            .push((event_type.to_string(), validator));
+    fn own_event_type(&self, event_type: RStr<'_>, validator: EventValidatorBox) -> RResult<(), RString> {
+        self.owned.lock().unwrap().push((event_type.to_string(), validator));
         ROk(())
     }
     fn register_projection(&self, projection: ProjectionBox) -> RResult<(), RString> {
@@ -110,9 +105,7 @@ fn applied(config: &str) -> (Host, Result<(), String>) {
     let decl = cordis_abi::sdk::declare::<tool_todo::TodoPlugin>();
     let result = {
         let ctx = HostContext_TO::from_ptr(&host, TD_Opaque);
-        (decl.apply)(ctx, config.into())
-            .into_result()
-            .map_err(|e| e.to_string())
+        (decl.apply)(ctx, config.into()).into_result().map_err(|e| e.to_string())
     };
     (host, result)
 }
@@ -128,20 +121,13 @@ fn apply_registers_the_type_the_projection_and_the_tool() {
     assert_eq!(projections.len(), 1);
     assert_eq!(projections[0].key().as_str(), "todos");
     assert_eq!(projections[0].version(), 1);
-    let types: Vec<String> = projections[0]
-        .types()
-        .into_iter()
-        .map(|s| s.to_string())
-        .collect();
+    let types: Vec<String> = projections[0].types().into_iter().map(|s| s.to_string()).collect();
     assert_eq!(types, ["todo/write", "turn/start"]);
     assert_eq!(projections[0].init().as_str(), "null");
     let tools = host.tools.lock().unwrap();
     assert_eq!(tools.len(), 1);
     assert_eq!(tools[0].name().as_str(), "todo_write");
-    assert_eq!(
-        tools[0].description().as_str(),
-        tool_todo::tool::description(tool_todo::Policy::Parallel)
-    );
+    assert_eq!(tools[0].description().as_str(), tool_todo::tool::description(tool_todo::Policy::Parallel));
     let parameters: Value = serde_json::from_str(tools[0].parameters().as_str()).unwrap();
     assert_eq!(parameters, tool_todo::tool::parameters());
 }
@@ -151,26 +137,13 @@ fn apply_reads_the_policy_from_config() {
     let (host, result) = applied(r#"{"allowParallelInProgress":false}"#);
     assert_eq!(result, Ok(()));
     let tools = host.tools.lock().unwrap();
-    assert_eq!(
-        tools[0].description().as_str(),
-        tool_todo::tool::description(tool_todo::Policy::Single)
-    );
+    assert_eq!(tools[0].description().as_str(), tool_todo::tool::description(tool_todo::Policy::Single));
     let owned = host.owned.lock().unwrap();
-    let call = Call {
-        session: true,
-        validator: &owned[0].1,
-        log: Mutex::new(Vec::new()),
-    };
+    let call = Call { session: true, validator: &owned[0].1, log: Mutex::new(Vec::new()) };
     let args = r#"{"todos":[{"content":"a","status":"in_progress"},{"content":"b","status":"in_progress"}]}"#;
     let out = tools[0].execute(args.into(), ExecContext_TO::from_ptr(&call, TD_Opaque));
     assert!(out.is_error);
-    assert!(
-        out.text
-            .as_str()
-            .starts_with("Error: at most one todo may be in_progress"),
-        "{}",
-        out.text
-    );
+    assert!(out.text.as_str().starts_with("Error: at most one todo may be in_progress"), "{}", out.text);
     assert!(call.log.lock().unwrap().is_empty());
 }
 
@@ -186,20 +159,13 @@ fn execute_appends_replies_and_folds() {
     let tools = host.tools.lock().unwrap();
     let owned = host.owned.lock().unwrap();
     let projections = host.projections.lock().unwrap();
-    let call = Call {
-        session: true,
-        validator: &owned[0].1,
-        log: Mutex::new(Vec::new()),
-    };
+    let call = Call { session: true, validator: &owned[0].1, log: Mutex::new(Vec::new()) };
 
     // The arguments a real model sent (fixtures/upstream-sessions/todo-write.session.jsonl).
     let args = r#"{"todos": [{"content": "read the code", "status": "in_progress"}, {"content": "watch the background build", "status": "in_progress"}, {"content": "write the fix", "status": "pending"}]}"#;
     let out = tools[0].execute(args.into(), ExecContext_TO::from_ptr(&call, TD_Opaque));
     assert!(!out.is_error, "{}", out.text);
-    assert_eq!(
-        out.text.as_str(),
-        "Updated todo list: 1 pending, 2 in progress, 0 completed."
-    );
+    assert_eq!(out.text.as_str(), "Updated todo list: 1 pending, 2 in progress, 0 completed.");
     let log = call.log.lock().unwrap().clone();
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].0, "todo/write");
@@ -209,34 +175,15 @@ fn execute_appends_replies_and_folds() {
         r#"{"todos":[{"content":"read the code","status":"in_progress"},{"content":"watch the background build","status":"in_progress"},{"content":"write the fix","status":"pending"}]}"#
     );
     let value: Value = serde_json::from_str(out.value.into_option().unwrap().as_str()).unwrap();
-    assert_eq!(
-        value["counts"],
-        json!({"pending": 1, "inProgress": 2, "completed": 0})
-    );
+    assert_eq!(value["counts"], json!({"pending": 1, "inProgress": 2, "completed": 0}));
 
     let p = &projections[0];
-    let state = p
-        .apply(
-            p.init().as_rstr(),
-            "todo/write".into(),
-            log[0].1.as_str().into(),
-        )
-        .unwrap();
-    assert_eq!(
-        p.render(state.as_rstr()).as_str(),
-        "2 in progress · 1 pending\n● read the code\n● watch the background build\n○ write the fix"
-    );
-    assert_eq!(
-        p.summary(state.as_rstr()).as_str(),
-        "0/3 completed · read the code +1"
-    );
-    let kept = p
-        .apply(state.as_rstr(), "turn/end".into(), "{}".into())
-        .unwrap();
+    let state = p.apply(p.init().as_rstr(), "todo/write".into(), log[0].1.as_str().into()).unwrap();
+    assert_eq!(p.render(state.as_rstr()).as_str(), "2 in progress · 1 pending\n● read the code\n● watch the background build\n○ write the fix");
+    assert_eq!(p.summary(state.as_rstr()).as_str(), "0/3 completed · read the code +1");
+    let kept = p.apply(state.as_rstr(), "turn/end".into(), "{}".into()).unwrap();
     assert_eq!(kept, state);
-    let cleared = p
-        .apply(kept.as_rstr(), "turn/start".into(), r#"{"turn":2}"#.into())
-        .unwrap();
+    let cleared = p.apply(kept.as_rstr(), "turn/start".into(), r#"{"turn":2}"#.into()).unwrap();
     assert_eq!(cleared.as_str(), "null");
     assert_eq!(p.render(cleared.as_rstr()).as_str(), "");
     assert_eq!(p.summary(cleared.as_rstr()).as_str(), "");
@@ -247,29 +194,16 @@ fn execute_rejects_bad_calls_with_their_path() {
     let (host, _) = applied(r#"{"allowParallelInProgress":true}"#);
     let tools = host.tools.lock().unwrap();
     let owned = host.owned.lock().unwrap();
-    let agent = Call {
-        session: true,
-        validator: &owned[0].1,
-        log: Mutex::new(Vec::new()),
-    };
+    let agent = Call { session: true, validator: &owned[0].1, log: Mutex::new(Vec::new()) };
     // The schema check (every violation with its path) is the host's,
     // before the tool runs (`tests/hostile_input.rs`); called directly, the
     // tool still refuses what does not parse as its arguments.
     let cases = [
         ("", "Error: invalid arguments: not valid JSON"),
         ("[]", "Error: invalid arguments: invalid length 0, expected struct TodoArgs"),
-        (
-            r#"{"todos":[{"content":"x","status":"done"}]}"#,
-            "Error: invalid arguments: unknown variant `done`",
-        ),
-        (
-            r#"{"todos":[{"content":"x","status":"pending"},{"content":" x","status":"pending"}]}"#,
-            "Error: $.todos[1].content \"x\" repeats",
-        ),
-        (
-            r#"{"todos":[{"content":"\u2028","status":"pending"}]}"#,
-            "Error: $.todos[0].content must not be empty",
-        ),
+        (r#"{"todos":[{"content":"x","status":"done"}]}"#, "Error: invalid arguments: unknown variant `done`"),
+        (r#"{"todos":[{"content":"x","status":"pending"},{"content":" x","status":"pending"}]}"#, "Error: $.todos[1].content \"x\" repeats"),
+        (r#"{"todos":[{"content":"\u2028","status":"pending"}]}"#, "Error: $.todos[0].content must not be empty"),
     ];
     for (args, want) in cases {
         let out = tools[0].execute(args.into(), ExecContext_TO::from_ptr(&agent, TD_Opaque));
@@ -279,23 +213,10 @@ fn execute_rejects_bad_calls_with_their_path() {
     }
     assert!(agent.log.lock().unwrap().is_empty());
 
-    let stranger = Call {
-        session: false,
-        validator: &owned[0].1,
-        log: Mutex::new(Vec::new()),
-    };
-    let out = tools[0].execute(
-        r#"{"todos":[]}"#.into(),
-        ExecContext_TO::from_ptr(&stranger, TD_Opaque),
-    );
+    let stranger = Call { session: false, validator: &owned[0].1, log: Mutex::new(Vec::new()) };
+    let out = tools[0].execute(r#"{"todos":[]}"#.into(), ExecContext_TO::from_ptr(&stranger, TD_Opaque));
     assert!(out.is_error);
-    assert!(
-        out.text
-            .as_str()
-            .starts_with("Error: todo_write needs an agent session"),
-        "{}",
-        out.text
-    );
+    assert!(out.text.as_str().starts_with("Error: todo_write needs an agent session"), "{}", out.text);
 }
 
 #[test]
@@ -305,33 +226,17 @@ fn owned_type_validator_is_the_invariant() {
     let v = &owned[0].1;
     // Silent on the number in progress, whatever the policy.
     assert!(v.validate(r#"{"todos":[{"content":"a","status":"in_progress"},{"content":"b","status":"in_progress"}]}"#.into()).is_ok());
-    let err = v
-        .validate(r#"{"todos":[{"content":"a","status":"done"}]}"#.into())
-        .unwrap_err();
-    assert_eq!(
-        err.as_str(),
-        "$.todos[0].status \"done\" is not a known status (pending, in_progress, completed)"
-    );
+    let err = v.validate(r#"{"todos":[{"content":"a","status":"done"}]}"#.into()).unwrap_err();
+    assert_eq!(err.as_str(), "$.todos[0].status \"done\" is not a known status (pending, in_progress, completed)");
 }
 
 #[test]
 fn present_call_is_a_generic_card_with_the_list() {
     let (host, _) = applied(r#"{"allowParallelInProgress":true}"#);
     let tools = host.tools.lock().unwrap();
-    let card: Value = serde_json::from_str(
-        tools[0]
-            .present_call(r#"{"todos":[{"content":" a ","status":"pending"}]}"#.into())
-            .as_str(),
-    )
-    .unwrap();
-    assert_eq!(
-        card,
-        json!({"kind": "generic", "title": "Update todo list", "todos": [{"content": " a ", "status": "pending"}]})
-    );
-    assert_eq!(
-        card.as_object().unwrap().keys().collect::<Vec<_>>(),
-        ["kind", "title", "todos"]
-    );
+    let card: Value = serde_json::from_str(tools[0].present_call(r#"{"todos":[{"content":" a ","status":"pending"}]}"#.into()).as_str()).unwrap();
+    assert_eq!(card, json!({"kind": "generic", "title": "Update todo list", "todos": [{"content": " a ", "status": "pending"}]}));
+    assert_eq!(card.as_object().unwrap().keys().collect::<Vec<_>>(), ["kind", "title", "todos"]);
 }
 
 /// What the host calls: `execute_tokens` with its parse of the arguments.
@@ -342,7 +247,10 @@ fn execute_tokens_answers_as_execute_does() {
     let tools = host.tools.lock().unwrap();
     let owned = host.owned.lock().unwrap();
     let cases = [
-        (r#"{"todos": [{"content": " read the code ", "status": "in_progress"}, {"content": "ship", "status": "pending"}]}"#, "Updated todo list: 1 pending, 1 in progress, 0 completed."),
+        (
+            r#"{"todos": [{"content": " read the code ", "status": "in_progress"}, {"content": "ship", "status": "pending"}]}"#,
+            "Updated todo list: 1 pending, 1 in progress, 0 completed.",
+        ),
         (r#"{"todos":[]}"#, "Updated todo list: 0 pending, 0 in progress, 0 completed."),
         ("[]", "Error: invalid arguments: invalid length 0, expected struct TodoArgs"),
         (r#"{"todos":[{"content":"x","status":"done"}]}"#, "Error: invalid arguments: unknown variant `done`"),

@@ -12,7 +12,7 @@ use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 
-use super::super::store::{io, StoreError};
+use crate::store::{io, StoreError};
 
 /// The magic number that starts every Zstandard frame (little-endian
 /// `0xFD2FB528`).
@@ -231,8 +231,14 @@ mod tests {
         // split reads it): make its size run past the end of the file.
         let descriptor = whole[a.len() + 4];
         let single = descriptor & 0x20 != 0;
-        let fcs = match descriptor >> 6 { 0 => usize::from(single), f => 1 << f };
-        let dict = match descriptor & 3 { 3 => 4, n => n as usize };
+        let fcs = match descriptor >> 6 {
+            0 => usize::from(single),
+            f => 1 << f,
+        };
+        let dict = match descriptor & 3 {
+            3 => 4,
+            n => n as usize,
+        };
         let block = a.len() + 5 + usize::from(!single) + dict + fcs;
         whole[block] |= 0xF8;
         whole[block + 1] = 0xFF;

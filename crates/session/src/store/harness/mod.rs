@@ -24,7 +24,7 @@
 //! appends to a log at a time (`flock` on the log file).
 //!
 //! Source of the format and rules: `@deepseek-ai/dsh-session-persistence-jsonl`
-//! 0.1.0-rc.8, checked against it by `tests/harness_store.rs`.
+//! 0.1.0-rc.8, checked against it by the session suite's `harness_store` tests.
 
 pub mod frames;
 pub mod layout;
@@ -37,9 +37,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::backend::{LogWriter, SessionStore};
-use super::event::{Event, Header};
-use super::store::{create_private_dir, io, lock_exclusive, set_private_mode, sync_dir, Durability, LineProblem, ReadLog, StoreError};
+use crate::event::{Event, Header};
+use crate::store::fs::{create_private_dir, lock_exclusive, set_private_mode, sync_dir};
+use crate::store::{io, Durability, LineProblem, LogWriter, ReadLog, SessionStore, StoreError};
 use frames::FrameEncoder;
 
 /// The package name of the harness's backend; a composition entry with
@@ -50,7 +50,8 @@ pub const PACKAGE: &str = "@deepseek-ai/dsh-session-persistence-jsonl";
 pub const BUILTIN: &str = "session-persistence-jsonl";
 
 /// How a harness store encodes its logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     /// `session.jsonl.zstd`, Zstandard frames (the default).
@@ -386,10 +387,8 @@ fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(Re
         ));
         lines.extend(std::iter::repeat_n(line, closers.len()));
     }
-    let repair = (cut_at.is_some() || !closers.is_empty()).then(|| Repair {
-        cut_at,
-        append: recovered.into_iter().chain(closers.iter().cloned()).collect(),
-    });
+    let repair =
+        (cut_at.is_some() || !closers.is_empty()).then(|| Repair { cut_at, append: recovered.into_iter().chain(closers.iter().cloned()).collect() });
     events.extend(closers);
     Ok((ReadLog { header, events, lines, problems, torn: None, unterminated: None }, repair))
 }
@@ -403,8 +402,8 @@ fn harness_header(header: &Header) -> Header {
 }
 
 fn header_line(header: &Header, path: &Path) -> Result<Vec<u8>, StoreError> {
-    let mut line = serde_json::to_vec(&harness_header(header))
-        .map_err(|e| StoreError::BadHeader { path: path.display().to_string(), detail: e.to_string() })?;
+    let mut line =
+        serde_json::to_vec(&harness_header(header)).map_err(|e| StoreError::BadHeader { path: path.display().to_string(), detail: e.to_string() })?;
     line.push(b'\n');
     Ok(line)
 }
@@ -570,7 +569,9 @@ pub struct HarnessWriter {
 impl HarnessWriter {
     fn new(store: &HarnessStore, header: Header, path: PathBuf, file: Option<File>, durability: Durability) -> Result<HarnessWriter, StoreError> {
         let encoder = match store.compression {
-            Compression::Zstd => Some(FrameEncoder::new().map_err(|e| StoreError::Io { path: path.display().to_string(), source: std::io::Error::other(e) })?),
+            Compression::Zstd => {
+                Some(FrameEncoder::new().map_err(|e| StoreError::Io { path: path.display().to_string(), source: std::io::Error::other(e) })?)
+            }
             Compression::None => None,
         };
         Ok(HarnessWriter {
@@ -592,7 +593,9 @@ impl HarnessWriter {
     /// The bytes of `text` as stored: one frame, or the text itself.
     fn encode(&mut self, text: &[u8]) -> Result<Vec<u8>, StoreError> {
         match self.encoder.as_mut() {
-            Some(encoder) => encoder.frame(text).map_err(|e| StoreError::Io { path: self.path.display().to_string(), source: std::io::Error::other(e) }),
+            Some(encoder) => {
+                encoder.frame(text).map_err(|e| StoreError::Io { path: self.path.display().to_string(), source: std::io::Error::other(e) })
+            }
             None => Ok(text.to_vec()),
         }
     }
@@ -610,7 +613,7 @@ impl HarnessWriter {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.pending);
-        let lines = super::packed::storage_lines(&batch, self.pack_chunks);
+        let lines = crate::packed::storage_lines(&batch, self.pack_chunks);
         let body = self.encode(lines.as_bytes())?;
         let result = match self.file.is_some() {
             true => self.append_bytes(&body, sync),

@@ -14,8 +14,8 @@
 
 use serde_json::{Map, Value};
 
-use super::super::event::{raw_null, to_raw, Envelope, Event, Header, RawJson, SurfaceOp};
-use super::super::packed;
+use crate::event::{raw_null, to_raw, Envelope, Event, Header, RawJson, SurfaceOp};
+use crate::packed;
 
 /// The lines read so far, and where the good part ends.
 #[derive(Debug)]
@@ -59,10 +59,7 @@ pub fn parse_header(record: &[u8]) -> Result<Header, String> {
     let Some(text) = record.strip_suffix(b"\n").filter(|t| !t.contains(&b'\n')) else {
         return Err("the log is empty or has no header line".into());
     };
-    let value: Value = std::str::from_utf8(text)
-        .ok()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .ok_or("the header line is not JSON")?;
+    let value: Value = std::str::from_utf8(text).ok().and_then(|t| serde_json::from_str(t).ok()).ok_or("the header line is not JSON")?;
     let Value::Object(map) = &value else { return Err("the header line is not a JSON object".into()) };
     if let Some(v) = map.get("version").and_then(Value::as_u64).filter(|&v| v != 0) {
         return Err(format!("format version {v} is not supported (this host reads version 0)"));
@@ -140,14 +137,7 @@ impl Scanner {
 
     /// The result; an incomplete last line is left out.
     pub fn finish(self) -> Scanned {
-        Scanned {
-            header: self.header,
-            events: self.events,
-            lines: self.lines,
-            committed: self.committed,
-            input: self.input,
-            issue: self.issue,
-        }
+        Scanned { header: self.header, events: self.events, lines: self.lines, committed: self.committed, input: self.input, issue: self.issue }
     }
 
     fn line(&mut self, raw: &[u8], end: usize) -> Result<(), String> {
@@ -219,10 +209,8 @@ pub fn interrupted_closers(events: &[Event]) -> Vec<Event> {
     // (call id, its step, the seq of its `tool/call` once started)
     let mut pending: Vec<(String, Value, Option<u64>)> = Vec::new();
     for e in events {
-        let interesting = matches!(
-            e.kind.as_str(),
-            "turn/start" | "turn/end" | "step/start" | "step/end" | "assistant/message" | "tool/call" | "tool/result"
-        );
+        let interesting =
+            matches!(e.kind.as_str(), "turn/start" | "turn/end" | "step/start" | "step/end" | "assistant/message" | "tool/call" | "tool/result");
         if !interesting {
             continue;
         }

@@ -1,0 +1,207 @@
+//! Our session log format, one JSON document per line: the header, then
+//! one event per line. The flat store reads its files with it and the
+//! PostgreSQL store its rows.
+
+use std::path::Path;
+
+use crate::event::{raw_null, Envelope, Event, Header, SurfaceOp};
+use crate::json::RawJson;
+
+use super::{LineProblem, ReadLog, StoreError};
+
+/// Parses the bytes of a session file (see [`super::read_file`]).
+///
+/// # Errors
+/// [`StoreError::BadHeader`].
+pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
+    let shown = path.display().to_string();
+    let mut problems = Vec::new();
+    let mut events: Vec<Event> = Vec::new();
+    let mut lines = Vec::new();
+    let mut torn = None;
+    let mut unterminated = None;
+    let mut header: Option<Header> = None;
+    let mut offset = 0usize;
+    let mut line_no = 0usize;
+    let mut next_seq = 0u64;
+    let mut crlf_lines = 0usize;
+    let mut crlf_first: Option<usize> = None;
+    while offset < bytes.len() {
+        line_no += 1;
+        let (raw, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+            Some(n) => (&bytes[offset..offset + n], true),
+            None => (&bytes[offset..], false),
+        };
+        let start = offset;
+        offset += raw.len() + usize::from(complete);
+        if !complete {
+            // A whole record without its newline is kept; anything else at
+            // the end is a record cut mid-write.
+            let whole = std::str::from_utf8(raw).is_ok_and(|t| {
+                if header.is_none() {
+                    serde_json::from_str::<Header>(t).is_ok()
+                } else {
+                    serde_json::from_str::<Envelope>(t).is_ok()
+                }
+            });
+            if !whole {
+                torn = Some((line_no, start as u64));
+                break;
+            }
+            unterminated = Some(line_no);
+        }
+        let raw = match raw.strip_suffix(b"\r") {
+            Some(stripped) if complete => {
+                crlf_lines += 1;
+                crlf_first.get_or_insert(line_no);
+                stripped
+            }
+            Some(stripped) => stripped,
+            None => raw,
+        };
+        if header.is_none() {
+            let parsed = std::str::from_utf8(raw)
+                .map_err(|e| e.to_string())
+                .and_then(|text| serde_json::from_str::<Header>(text).map_err(|e| e.to_string()))
+                .and_then(|h| match (h.kind.as_str(), h.version) {
+                    ("session", 0) => Ok(h),
+                    ("session", v) => Err(format!("format version {v} is not supported (this host reads version 0)")),
+                    (other, _) => Err(format!("type is `{other}`, expected `session`")),
+                });
+            match parsed {
+                Ok(h) => {
+                    header = Some(h);
+                    continue;
+                }
+                Err(detail) => return Err(StoreError::BadHeader { path: shown, detail }),
+            }
+        }
+        if raw.iter().all(|b| b.is_ascii_whitespace()) {
+            if !raw.is_empty() {
+                problems.push(LineProblem::skipped(line_no, "blank line"));
+            }
+            continue;
+        }
+        if raw.contains(&0) {
+            problems.push(LineProblem::skipped(line_no, "the line contains NUL bytes"));
+            continue;
+        }
+        let text = match std::str::from_utf8(raw) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(LineProblem::skipped(line_no, format!("not UTF-8 text: {e}")));
+                continue;
+            }
+        };
+        let records = match serde_json::from_str::<Envelope>(text) {
+            Ok(env) => vec![env],
+            Err(e) => match split_glued(text) {
+                Some(records) => {
+                    problems.push(LineProblem::note(
+                        line_no,
+                        format!("{} records on one line (a missing newline); each is read and kept", records.len()),
+                    ));
+                    records
+                }
+                None => {
+                    problems.push(LineProblem::skipped(line_no, describe_bad_event(text, &e)));
+                    continue;
+                }
+            },
+        };
+        for env in records {
+            if crate::packed::is_packed(&env.kind) {
+                let data = env.data.as_ref().map_or("null", |d| d.get());
+                match crate::packed::expand(&env.kind, data, env.seq0, env.time0, next_seq) {
+                    Ok(expanded) => {
+                        if let Some(last) = expanded.last() {
+                            next_seq = last.seq + 1;
+                        }
+                        lines.extend(std::iter::repeat_n(line_no, expanded.len()));
+                        events.extend(expanded);
+                    }
+                    Err(message) => problems.push(LineProblem::skipped(line_no, message)),
+                }
+                continue;
+            }
+            let seq = env.seq.unwrap_or(next_seq);
+            if let Some(message) = seq_problem(seq, next_seq, events.is_empty()) {
+                problems.push(LineProblem::broken(line_no, message));
+            }
+            next_seq = seq.saturating_add(1);
+            events.push(Event {
+                seq,
+                time: env.time.unwrap_or(0),
+                kind: env.kind,
+                data: env.data.map_or_else(raw_null, RawJson::from),
+                surface_op: env.surface_op.map(SurfaceOp::from_raw),
+                source_event_seqs: env.source_event_seqs,
+            });
+            lines.push(line_no);
+        }
+    }
+    if let Some(first) = crlf_first {
+        problems.push(LineProblem::note(
+            first,
+            format!(
+                "{} ended by CRLF (first here); read as LF line ends, every record as written; appends end lines with LF",
+                if crlf_lines == 1 { "1 line is".to_string() } else { format!("{crlf_lines} lines are") }
+            ),
+        ));
+    }
+    let header = match header {
+        Some(h) => h,
+        None if torn.is_some() => return Err(StoreError::BadHeader { path: shown, detail: "the header line is incomplete".into() }),
+        None => return Err(StoreError::BadHeader { path: shown, detail: "the file is empty".into() }),
+    };
+    Ok(ReadLog { header, events, lines, problems, torn, unterminated })
+}
+
+/// What is wrong with an event's `seq` when `expected` was due (`None`:
+/// nothing). The first event may start anywhere.
+fn seq_problem(seq: u64, expected: u64, first: bool) -> Option<String> {
+    if first || seq == expected {
+        return None;
+    }
+    let previous = expected.wrapping_sub(1);
+    Some(if seq > expected {
+        let last_missing = seq - 1;
+        if last_missing == expected {
+            format!("seq {seq} follows {previous}: a gap, seq {expected} is missing (the events after it are kept)")
+        } else {
+            format!("seq {seq} follows {previous}: a gap from {expected} to {last_missing} (the events after it are kept)")
+        }
+    } else {
+        format!("seq {seq} follows {previous}: a duplicate or out-of-order seq (kept)")
+    })
+}
+
+/// A line holding several whole records glued together (a newline lost
+/// between them): each record, when every part of the line is one.
+fn split_glued(text: &str) -> Option<Vec<Envelope>> {
+    let mut records = Vec::new();
+    for record in serde_json::Deserializer::from_str(text).into_iter::<Envelope>() {
+        records.push(record.ok()?);
+    }
+    (records.len() >= 2).then_some(records)
+}
+
+fn describe_bad_event(text: &str, e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    if message.contains("unknown field") {
+        // serde's message already lists the expected keys.
+        return format!("not a valid event: {message}");
+    }
+    if message.contains("trailing characters") && text.contains("}{") {
+        return format!("two records glued on one line ({message})");
+    }
+    format!("not a valid event: {message}")
+}
+
+/// A parsed data text, or the error that says why it is not JSON.
+///
+/// # Errors
+/// The JSON parser's message.
+pub fn parse_data(text: &str) -> Result<RawJson, String> {
+    RawJson::parse(text).map_err(|e| format!("event data is not JSON: {e}"))
+}

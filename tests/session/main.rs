@@ -1,0 +1,8 @@
+//! The session suite: agent turns and their logs, crashes, the harness's
+//! store both ways, PostgreSQL, and the harness's own session files.
+
+mod agent_turn;
+mod crash;
+mod harness_store;
+mod postgres;
+mod upstream;
