@@ -2,12 +2,27 @@
 // newer rustc flags; the expansion is correct, the lint is about style.
 #![allow(non_local_definitions)]
 
-//! The raw types that cross the library boundary.
+//! The raw types that cross the library boundary: cordis-abi 1.
 //!
-//! Every type here derives `StableAbi`, so its layout is part of the check
-//! `init_root_module` performs when the host loads a library. Changing any of
-//! them is a breaking change of the ABI: bump this crate's minor version (while
-//! it is 0.x) so that old libraries are refused with a version error.
+//! Every type here derives `StableAbi`, and `init_root_module` checks the
+//! layout of every type reachable from the root module when the host loads
+//! a library. Within ABI major 1 these types are frozen: no field, method or
+//! variant is ever added, removed or changed, so a library built against
+//! any 1.x loads in every 1.x host. What a later 1.x adds reaches the other
+//! side through lookups by name and version, each contract frozen once
+//! released:
+//!
+//! - host capabilities: [`HostContext::capability`] and
+//!   [`ExecContext::capability`] (what the host offers is listed by
+//!   [`HostContext::capabilities`]); a plugin declares the ones it cannot
+//!   work without in [`PluginDecl::requires`], and a host lacking one
+//!   refuses the plugin before its `apply` runs;
+//! - plugin-side extensions: [`PluginDecl::extension`] and the `extension`
+//!   method of the plugin-side interfaces (tools, event validators,
+//!   projections, turn-end hooks), which the host asks for a newer contract
+//!   before falling back to the 1.0 behaviour.
+//!
+//! The rules and the changelog of ABI versions are in docs/abi.md.
 //!
 //! Conventions:
 //! - every payload is JSON text (`RString` / `RStr`); the two the host
@@ -23,7 +38,7 @@
 use abi_stable::{
     declare_root_module_statics,
     library::RootModule,
-    package_version_strings, sabi_trait,
+    sabi_trait,
     sabi_types::RRef,
     sabi_types::VersionStrings,
     std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec},
@@ -33,29 +48,67 @@ use abi_stable::{
 use crate::json::{JsonStr, JsonText};
 use crate::tape::ArgToken;
 
-/// The root module a plugin library exports: the list of its plugins.
+/// An ABI version: `major.minor` of this interface, its own number (not the
+/// crate's package version).
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AbiVersion {
+    /// Bumped by a breaking change; a host loads libraries of its own major.
+    pub major: u32,
+    /// Bumped by each release that adds a capability or an extension.
+    pub minor: u32,
+}
+
+impl std::fmt::Display for AbiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// A capability or an extension contract: a name and the version of its
+/// contract (`host.info` version 1). A released (name, version) never
+/// changes meaning; a changed contract is the next version.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct CapabilityId {
+    /// The name, dotted lower case (`host.info`).
+    pub name: RString,
+    /// The contract's version, from 1.
+    pub version: u32,
+}
+
+/// A host capability a plugin cannot work without.
+#[repr(C)]
+#[derive(StableAbi, Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// The capability.
+    pub capability: CapabilityId,
+    /// The ABI version that brought it, so that an older host can say which
+    /// host the plugin needs.
+    pub since: AbiVersion,
+}
+
+/// The root module a plugin library exports. Frozen for ABI major 1: every
+/// field is in the prefix and none is ever added.
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginLibraryRef)))]
 #[sabi(missing_field(panic))]
 pub struct PluginLibrary {
+    /// The ABI version the library was built against (major 1, and the
+    /// minor of the cordis-abi crate it was built with).
+    pub abi: extern "C" fn() -> AbiVersion,
     /// Returns every plugin declaration the library exports, in declaration
     /// order. Called once per load.
-    #[sabi(last_prefix_field)]
     pub plugins: extern "C" fn() -> RVec<PluginDecl>,
     /// Returns the package names the library implements, each with the
     /// plugin (export) it selects, e.g. `@deepseek-ai/dsh-tool-todo` →
     /// `tool-todo`, so a composition written for the TypeScript harness can
-    /// name the package. Added in cordis-abi 0.2, after the prefix, so a host
-    /// that reads it as optional could load a library without it; but
-    /// abi_stable refuses a library that knows fewer root-module fields than
-    /// the host, so libraries must be rebuilt for 0.2 anyway (see
-    /// `docs/plugins.md`, "The ABI and its versioning rules").
-    #[sabi(missing_field(option))]
+    /// name the package.
     pub packages: extern "C" fn() -> RVec<PackageName>,
     /// Returns, per plugin, the services it provides, so the host can list
-    /// them without running `apply` (`cordis plugins`). Added in 0.2.
-    #[sabi(missing_field(option))]
+    /// them without running `apply` (`cordis plugins`).
+    #[sabi(last_prefix_field)]
     pub provides: extern "C" fn() -> RVec<ProvidedService>,
 }
 
@@ -84,7 +137,10 @@ impl RootModule for PluginLibraryRef {
     declare_root_module_statics! {PluginLibraryRef}
     const BASE_NAME: &'static str = "cordis_plugin_library";
     const NAME: &'static str = crate::ROOT_MODULE_NAME;
-    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+    /// The root module's version for abi_stable's check: the ABI major
+    /// alone, fixed for all of 1.x (a host refuses a library of another
+    /// major before reading anything else). The minor is [`PluginLibrary::abi`].
+    const VERSION_STRINGS: VersionStrings = VersionStrings::new("1.0.0");
 }
 
 /// One plugin a library exports.
@@ -101,10 +157,20 @@ pub struct PluginDecl {
     /// JSON Schema (draft 7 unless it names another with `$schema`) of the
     /// plugin's config, as JSON text.
     pub config_schema: RString,
+    /// Host capabilities the plugin cannot work without: a host that lacks
+    /// one refuses the plugin, naming it, before `apply` runs.
+    pub requires: RVec<Requirement>,
+    /// Host capabilities the plugin uses when the host has them and does
+    /// without otherwise (listed by `cordis plugins`).
+    pub uses: RVec<CapabilityId>,
     /// Runs the plugin for one entry: registers its tools, event types and
     /// projections on `ctx`. An `Err` (or a panic, which the SDK turns into an
     /// `Err`) makes the host dispose whatever was registered.
     pub apply: extern "C" fn(ctx: HostContextRef<'_>, config: RStr<'_>) -> RResult<(), RString>,
+    /// A plugin-side contract added after 1.0, looked up by name and
+    /// version: `RNone` when the plugin does not implement it (every 1.0
+    /// plugin), and the host then keeps the 1.0 behaviour.
+    pub extension: extern "C" fn(name: RStr<'_>, version: u32) -> ROption<ServiceBox>,
 }
 
 /// Severity of a plugin log line.
@@ -141,12 +207,11 @@ pub trait HostContext {
     /// Registers a projection folded over every session's events.
     fn register_projection(&self, projection: ProjectionBox) -> RResult<(), RString>;
     /// Writes a log line attributed to the plugin.
-    #[sabi(last_prefix_field)]
     fn log(&self, level: LogLevel, message: RStr<'_>);
     /// Provides the service `name` in the entry's realm until the fiber is
     /// disposed. Fails when the plugin does not declare `name` among the
     /// services it provides, or another live entry already provides `name`
-    /// in that realm (the message names it). Added in 0.2.
+    /// in that realm (the message names it).
     fn provide(&self, name: RStr<'_>, service: ServiceBox) -> RResult<(), RString>;
     /// A handle on the service `name` as the entry sees it (in its realm):
     /// each call goes to whichever provider is live at that moment, and
@@ -161,6 +226,14 @@ pub trait HostContext {
     /// Registers a hook the agent loop runs when the model ends a turn (a
     /// response with no tool calls). Fails when `agent` is not injected.
     fn on_turn_end(&self, hook: TurnEndHookBox) -> RResult<(), RString>;
+    /// The host capabilities this host offers, each with its version.
+    fn capabilities(&self) -> RVec<CapabilityId>;
+    /// Uses host capability `name` at contract `version`: `request` is JSON
+    /// text, `object` a callback some capabilities take, and the answer is
+    /// JSON text. Fails with a message starting `unknown capability` when
+    /// the host does not offer it, or as the capability's contract says.
+    #[sabi(last_prefix_field)]
+    fn capability(&self, name: RStr<'_>, version: u32, request: RStr<'_>, object: ROption<ServiceBox>) -> RResult<RString, RString>;
 }
 
 /// A hook run when the model ends a turn.
@@ -170,8 +243,10 @@ pub trait TurnEndHook: Send + Sync {
     /// "the model's last text"}`; `cx` appends the plugin's own event types
     /// to that session. Returns `true` to let the model take another step
     /// in the same turn.
-    #[sabi(last_prefix_field)]
     fn turn_end(&self, turn: RStr<'_>, cx: ExecContextRef<'_>) -> RResult<bool, RString>;
+    /// A contract added after 1.0 (see [`PluginDecl::extension`]).
+    #[sabi(last_prefix_field)]
+    fn extension(&self, name: RStr<'_>, version: u32) -> ROption<ServiceBox>;
 }
 
 /// An owned [`TurnEndHook`] object.
@@ -237,8 +312,10 @@ pub trait Tool: Send + Sync {
     /// [`crate::tape`]), `arguments` the text it came from. What the host
     /// calls; the same contract as `execute`, without parsing the text a
     /// second time.
-    #[sabi(last_prefix_field)]
     fn execute_tokens(&self, arguments: RStr<'_>, tokens: RSlice<'_, ArgToken<'_>>, cx: ExecContextRef<'_>) -> ToolOutcome;
+    /// A contract added after 1.0 (see [`PluginDecl::extension`]).
+    #[sabi(last_prefix_field)]
+    fn extension(&self, name: RStr<'_>, version: u32) -> ROption<ServiceBox>;
 }
 
 /// An owned [`Tool`] object.
@@ -257,8 +334,11 @@ pub trait ExecContext {
     /// log's structure rules refuse it, or the event cannot be written
     /// durably. The owner's own invariant is not run again on its own
     /// appends; it guards events that come from elsewhere.
-    #[sabi(last_prefix_field)]
     fn append(&self, event_type: RStr<'_>, data: JsonStr<'_>) -> RResult<u64, RString>;
+    /// Uses host capability `name` at contract `version` during this call,
+    /// as [`HostContext::capability`] does.
+    #[sabi(last_prefix_field)]
+    fn capability(&self, name: RStr<'_>, version: u32, request: RStr<'_>, object: ROption<ServiceBox>) -> RResult<RString, RString>;
 }
 
 /// A borrowed [`ExecContext`] object, valid for one `execute` call.
@@ -268,8 +348,10 @@ pub type ExecContextRef<'a> = ExecContext_TO<'a, RRef<'a, ()>>;
 #[sabi_trait]
 pub trait EventValidator: Send + Sync {
     /// Checks one event's `data` (JSON text). Runs on append and on replay.
-    #[sabi(last_prefix_field)]
     fn validate(&self, data: RStr<'_>) -> RResult<(), RString>;
+    /// A contract added after 1.0 (see [`PluginDecl::extension`]).
+    #[sabi(last_prefix_field)]
+    fn extension(&self, name: RStr<'_>, version: u32) -> ROption<ServiceBox>;
 }
 
 /// An owned [`EventValidator`] object.
@@ -298,8 +380,10 @@ pub trait Projection: Send + Sync {
     fn render(&self, state: RStr<'_>) -> RString;
     /// Renders the state as a one-line summary; empty when there is nothing
     /// to show.
-    #[sabi(last_prefix_field)]
     fn summary(&self, state: RStr<'_>) -> RString;
+    /// A contract added after 1.0 (see [`PluginDecl::extension`]).
+    #[sabi(last_prefix_field)]
+    fn extension(&self, name: RStr<'_>, version: u32) -> ROption<ServiceBox>;
 }
 
 /// An owned [`Projection`] object.

@@ -23,7 +23,7 @@
 //! host does for config.
 //!
 //! ```ignore
-//! use cordis_abi::sdk::prelude::*;
+//! use cordis_abi::prelude::*;
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! #[serde(deny_unknown_fields)]
@@ -42,16 +42,46 @@
 //! cordis_abi::export_library!();
 //! ```
 
+#[doc(hidden)]
 pub mod ffi;
 pub mod json;
+#[doc(hidden)]
 pub mod schema;
 pub mod sdk;
+#[doc(hidden)]
 pub mod tape;
 
+#[doc(hidden)]
 pub use abi_stable;
+pub use ffi::AbiVersion;
+#[doc(hidden)]
 pub use ffi::{PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, ProvidedService};
+#[doc(hidden)]
 pub use inventory;
 pub use json::{JsonStr, JsonText};
+
+/// The front door for plugin authors: the SDK's traits and types, serde,
+/// schemars and the JSON helpers. `use cordis_abi::prelude::*;`
+pub mod prelude {
+    pub use crate::sdk::prelude::*;
+}
+
+/// The ABI version this crate implements: major 1, and the minor of the
+/// last capability or extension added. A library built with this crate
+/// reports it; a host built with it offers every capability up to it.
+pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 0 };
+
+/// The host capabilities this SDK knows, each with the ABI version that
+/// brought it (the changelog is in docs/abi.md). Pass them to
+/// [`sdk::Context::capability`], or list them in
+/// [`sdk::Plugin::REQUIRES`] / [`sdk::Plugin::USES`]. cordis-abi 1.0 has
+/// none yet: the lookup is the way later 1.x releases add them.
+pub mod capabilities {
+    use crate::sdk::Capability;
+
+    /// Every capability this SDK knows, oldest first.
+    pub const ALL: &[Capability] = &[];
+}
 
 /// The symbol-independent name of the root module type, as reported by the
 /// host in load errors.

@@ -23,9 +23,9 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ffi::{
-    EventValidator, EventValidatorBox, EventValidator_TO, ExecContextRef, ExecContext_TO, HostContextRef, HostContext_TO, LogLevel, PackageName,
-    PluginDecl, PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, ProvidedService, Service, ServiceBox, Service_TO, Tool,
-    ToolBox, ToolOutcome, Tool_TO, TurnEndHook, TurnEndHookBox, TurnEndHook_TO,
+    AbiVersion, CapabilityId, EventValidator, EventValidatorBox, EventValidator_TO, ExecContextRef, ExecContext_TO, HostContextRef, HostContext_TO,
+    LogLevel, PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, Projection, ProjectionBox, Projection_TO, ProvidedService, Requirement,
+    Service, ServiceBox, Service_TO, Tool, ToolBox, ToolOutcome, Tool_TO, TurnEndHook, TurnEndHookBox, TurnEndHook_TO,
 };
 use crate::json::{JsonStr, JsonText};
 use crate::schema;
@@ -36,8 +36,8 @@ use crate::tape::{self, ArgToken};
 /// Everything a plugin crate usually needs.
 pub mod prelude {
     pub use super::{
-        Context, EncodedReply, EventInvariant, Fold, ParsedArgs, Plugin, PluginError, ServiceError, ServiceHandle, ServiceProvider, ToolContext,
-        ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
+        Capability, Context, EncodedReply, EventInvariant, Fold, ParsedArgs, Plugin, PluginError, ServiceError, ServiceHandle, ServiceProvider,
+        ToolContext, ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
     };
     pub use crate::ffi::LogLevel;
     pub use crate::json::{JsonStr, JsonText};
@@ -63,6 +63,14 @@ pub trait Plugin: 'static {
     /// [`Context::provide`]; providing a name not listed is an error. `cordis
     /// plugins` lists them without running `apply`. None by default.
     const PROVIDES: &'static [&'static str] = &[];
+    /// Host capabilities (see [`crate::capabilities`]) the plugin cannot
+    /// work without: a host that lacks one refuses the plugin, naming it
+    /// and the ABI version that brings it, before `apply` runs. None by
+    /// default.
+    const REQUIRES: &'static [Capability] = &[];
+    /// Host capabilities the plugin uses when the host has them and does
+    /// without otherwise; listed by `cordis plugins`. None by default.
+    const USES: &'static [Capability] = &[];
     /// The config; its JSON Schema (from `schemars`) is what the host
     /// validates the entry's `config` against. Use
     /// `#[serde(deny_unknown_fields)]` so a misspelled key is an error.
@@ -84,6 +92,7 @@ impl PluginError {
     }
 }
 
+#[doc(hidden)]
 /// One plugin declaration submitted with [`export_plugin!`](crate::export_plugin).
 pub struct PluginRegistration {
     /// Builds the declaration.
@@ -92,6 +101,7 @@ pub struct PluginRegistration {
     pub meta: fn() -> PluginMeta,
 }
 
+#[doc(hidden)]
 /// What a library lists about a plugin besides its declaration.
 #[derive(Debug, Clone, Copy)]
 pub struct PluginMeta {
@@ -103,6 +113,7 @@ pub struct PluginMeta {
     pub provides: &'static [&'static str],
 }
 
+#[doc(hidden)]
 /// The [`PluginMeta`] of `P`, for [`PluginRegistration::meta`].
 pub fn meta_of<P: Plugin>() -> PluginMeta {
     PluginMeta { name: P::NAME, packages: P::PACKAGES, provides: P::PROVIDES }
@@ -111,19 +122,55 @@ pub fn meta_of<P: Plugin>() -> PluginMeta {
 inventory::collect!(PluginRegistration);
 
 /// Builds the raw declaration of `P`.
+#[doc(hidden)]
 pub fn declare<P: Plugin>() -> PluginDecl {
     PluginDecl {
         name: P::NAME.into(),
         inject: P::INJECT.iter().map(|s| RString::from(*s)).collect(),
         config_schema: schema::schema_for::<P::Config>().to_string().into(),
+        requires: P::REQUIRES.iter().map(|c| Requirement { capability: c.id(), since: c.since }).collect(),
+        uses: P::USES.iter().map(Capability::id).collect(),
         apply: apply_plugin::<P>,
+        extension: no_extension,
+    }
+}
+
+/// The plugin-side extension lookup of an SDK plugin: the SDK implements
+/// no contract beyond 1.0 yet.
+extern "C" fn no_extension(_name: RStr<'_>, _version: u32) -> ROption<ServiceBox> {
+    ROption::RNone
+}
+
+/// A host capability: a named, versioned contract the host may offer, and
+/// the ABI version that brought it. The ones this SDK knows are in
+/// [`crate::capabilities`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capability {
+    /// The name (`host.info`).
+    pub name: &'static str,
+    /// The contract's version.
+    pub version: u32,
+    /// The ABI version that brought it.
+    pub since: AbiVersion,
+}
+
+impl Capability {
+    /// The raw (name, version).
+    pub fn id(&self) -> CapabilityId {
+        CapabilityId { name: self.name.into(), version: self.version }
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} version {} (cordis-abi {})", self.name, self.version, self.since)
     }
 }
 
 extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>) -> RResult<(), RString> {
     let outcome = guard(P::NAME, "apply", || {
         let config: P::Config = serde_json::from_str(config.as_str()).map_err(|e| format!("plugin {} could not read its config: {e}", P::NAME))?;
-        let context = Context { raw: &ctx, plugin: P::NAME, inject: P::INJECT, provides: P::PROVIDES };
+        let context = Context { raw: &ctx, plugin: P::NAME, inject: P::INJECT, provides: P::PROVIDES, requires: P::REQUIRES };
         P::apply(&context, config).map_err(|e| e.0)
     });
     match outcome {
@@ -134,10 +181,15 @@ extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>)
 
 /// The root module of a library: every plugin submitted in this crate,
 /// sorted by name. Used by [`export_library!`](crate::export_library).
+#[doc(hidden)]
 pub fn library_root() -> PluginLibraryRef {
     use abi_stable::prefix_type::PrefixTypeTrait;
     quiet_panics();
-    PluginLibrary { plugins: collect_plugins, packages: collect_packages, provides: collect_provides }.leak_into_prefix()
+    PluginLibrary { abi: built_against, plugins: collect_plugins, packages: collect_packages, provides: collect_provides }.leak_into_prefix()
+}
+
+extern "C" fn built_against() -> AbiVersion {
+    crate::ABI_VERSION
 }
 
 thread_local! {
@@ -192,6 +244,7 @@ extern "C" fn collect_plugins() -> RVec<PluginDecl> {
     collected.unwrap_or_default().into_iter().collect()
 }
 
+#[doc(hidden)]
 /// Runs `f`, turning a panic into an error naming the plugin and the entry
 /// point.
 pub fn guard<T>(plugin: &str, entry: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
@@ -235,6 +288,7 @@ trait RawHost {
     fn service(&self, name: &str) -> RResult<ServiceBox, RString>;
     fn own_surface_event_type(&self, event_type: &str, validator: EventValidatorBox) -> RResult<(), RString>;
     fn on_turn_end(&self, hook: TurnEndHookBox) -> RResult<(), RString>;
+    fn capability(&self, name: &str, version: u32, request: &str) -> RResult<RString, RString>;
 }
 
 impl RawHost for HostContextRef<'_> {
@@ -268,6 +322,9 @@ impl RawHost for HostContextRef<'_> {
     fn on_turn_end(&self, hook: TurnEndHookBox) -> RResult<(), RString> {
         HostContext_TO::on_turn_end(self, hook)
     }
+    fn capability(&self, name: &str, version: u32, request: &str) -> RResult<RString, RString> {
+        HostContext_TO::capability(self, name.into(), version, request.into(), ROption::RNone)
+    }
 }
 
 /// The calling side of a tool execution, with the borrow erased.
@@ -275,6 +332,7 @@ trait RawExec {
     fn call_id(&self) -> RString;
     fn has_session(&self) -> bool;
     fn append(&self, event_type: &str, data: JsonStr<'_>) -> RResult<u64, RString>;
+    fn capability(&self, name: &str, version: u32, request: &str) -> RResult<RString, RString>;
 }
 
 impl RawExec for ExecContextRef<'_> {
@@ -287,7 +345,29 @@ impl RawExec for ExecContextRef<'_> {
     fn append(&self, event_type: &str, data: JsonStr<'_>) -> RResult<u64, RString> {
         ExecContext_TO::append(self, event_type.into(), data)
     }
+    fn capability(&self, name: &str, version: u32, request: &str) -> RResult<RString, RString> {
+        ExecContext_TO::capability(self, name.into(), version, request.into(), ROption::RNone)
+    }
 }
+
+/// Uses `capability` through `call`: `Ok(None)` when the host does not offer
+/// it, the answer as JSON otherwise.
+fn use_capability(
+    capability: &Capability,
+    request: &impl Serialize,
+    call: impl FnOnce(&str, u32, &str) -> RResult<RString, RString>,
+) -> Result<Option<Value>, String> {
+    let request = serde_json::to_string(request).map_err(|e| format!("cannot encode the request to {capability}: {e}"))?;
+    match call(capability.name, capability.version, &request).into_result() {
+        Ok(answer) => serde_json::from_str(answer.as_str()).map(Some).map_err(|e| format!("{capability} answered with text that is not JSON: {e}")),
+        Err(e) if e.as_str().starts_with(UNKNOWN_CAPABILITY) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// How a host's refusal of a capability it does not offer begins.
+#[doc(hidden)]
+pub const UNKNOWN_CAPABILITY: &str = "unknown capability";
 
 /// The fiber context `apply` receives.
 pub struct Context<'a> {
@@ -295,6 +375,7 @@ pub struct Context<'a> {
     plugin: &'static str,
     inject: &'static [&'static str],
     provides: &'static [&'static str],
+    requires: &'static [Capability],
 }
 
 impl<'a> Context<'a> {
@@ -404,6 +485,23 @@ impl<'a> Context<'a> {
         let raw = self.raw.service(name).into_result().map_err(|e| PluginError(e.into()))?;
         Ok(ServiceHandle { raw, name: name.to_string() })
     }
+
+    /// Uses a host capability: `Ok(None)` when this host does not offer it
+    /// (an older 1.x host), so the plugin can do without; the answer as JSON
+    /// otherwise. A capability listed in [`Plugin::REQUIRES`] is always
+    /// there, since a host without it refuses the plugin.
+    ///
+    /// # Errors
+    /// When the host refuses the request, or answers with text that is not
+    /// JSON.
+    pub fn capability(&self, capability: &Capability, request: &impl Serialize) -> Result<Option<Value>, PluginError> {
+        use_capability(capability, request, |n, v, r| self.raw.capability(n, v, r)).map_err(PluginError)
+    }
+
+    /// Whether `capability` is one of this plugin's [`Plugin::REQUIRES`].
+    pub fn requires(&self, capability: &Capability) -> bool {
+        self.requires.contains(capability)
+    }
 }
 
 /// What a turn-end hook is told about the turn the model just ended.
@@ -446,6 +544,10 @@ impl<H: TurnEnd> TurnEndHook for TurnEndAdapter<H> {
             Ok(b) => ROk(b),
             Err(e) => RErr(e.into()),
         }
+    }
+
+    fn extension(&self, _name: RStr<'_>, _version: u32) -> ROption<ServiceBox> {
+        ROption::RNone
     }
 }
 
@@ -747,6 +849,14 @@ impl ToolContext<'_> {
     pub fn append_json(&self, event_type: &str, data: JsonStr<'_>) -> Result<u64, ToolError> {
         self.raw.append(event_type, data).into_result().map_err(|e| ToolError(e.into()))
     }
+
+    /// Uses a host capability during this call, as [`Context::capability`].
+    ///
+    /// # Errors
+    /// As [`Context::capability`].
+    pub fn capability(&self, capability: &Capability, request: &impl Serialize) -> Result<Option<Value>, ToolError> {
+        use_capability(capability, request, |n, v, r| self.raw.capability(n, v, r)).map_err(ToolError)
+    }
 }
 
 struct ToolAdapter<T: TypedTool> {
@@ -891,6 +1001,10 @@ impl<T: TypedTool> Tool for ToolAdapter<T> {
             Err(message) => serde_json::json!({"kind": "generic", "title": self.name, "error": message}).to_string().into(),
         }
     }
+
+    fn extension(&self, _name: RStr<'_>, _version: u32) -> ROption<ServiceBox> {
+        ROption::RNone
+    }
 }
 
 /// The durable-log invariant of an owned event type.
@@ -923,6 +1037,10 @@ impl<V: EventInvariant> EventValidator for InvariantAdapter<V> {
             Ok(()) => ROk(()),
             Err(e) => RErr(e.into()),
         }
+    }
+
+    fn extension(&self, _name: RStr<'_>, _version: u32) -> ROption<ServiceBox> {
+        ROption::RNone
     }
 }
 
@@ -1018,6 +1136,10 @@ impl<F: Fold> Projection for FoldAdapter<F> {
 
     fn summary(&self, state: RStr<'_>) -> RString {
         self.text_or_empty("summary", || Ok(self.inner.summary(&self.read(state.as_str())?)))
+    }
+
+    fn extension(&self, _name: RStr<'_>, _version: u32) -> ROption<ServiceBox> {
+        ROption::RNone
     }
 }
 

@@ -5,6 +5,8 @@
 //! its `apply` in a fiber, and serves the sessions of `cordis-session` to
 //! the tools and the agent loop.
 //!
+//! - [`capabilities`]: the host capabilities plugins look up by name and
+//!   version, and the check of what a plugin requires;
 //! - [`context`]: fibers, effects, services and `inject` (the host side of
 //!   the ABI's `HostContext`);
 //! - [`tools`]: the tool registry and the pipeline of one call;
@@ -15,13 +17,15 @@
 //! - [`reload`]: hot reload of the composition and plugin libraries
 //!   (`cordis dev`).
 //!
-//! Dependency order, leaves first: `context` ← `tools` ← `agent`;
+//! Dependency order, leaves first: `capabilities` ← `context` ← `tools` ←
+//! `agent`;
 //! `context` ← `loader` ← `runtime` ← `reload`.
 //!
 //! The engine knows nothing about todos: everything todo lives in the
 //! `tool-todo` plugin library.
 
 pub mod agent;
+pub mod capabilities;
 pub mod context;
 pub mod loader;
 pub mod reload;

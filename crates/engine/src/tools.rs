@@ -274,4 +274,17 @@ impl ExecContext for CallScope<'_> {
             Err(e) => RErr(e.to_string().into()),
         }
     }
+
+    fn capability(
+        &self,
+        name: RStr<'_>,
+        version: u32,
+        request: RStr<'_>,
+        object: abi_stable::std_types::ROption<cordis_abi::ffi::ServiceBox>,
+    ) -> RResult<RString, RString> {
+        match crate::capabilities::answer(name.as_str(), version, request.as_str(), object) {
+            Ok(answer) => ROk(answer.into()),
+            Err(e) => RErr(e.into()),
+        }
+    }
 }

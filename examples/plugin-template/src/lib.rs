@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use cordis_abi::sdk::prelude::*;
+use cordis_abi::prelude::*;
 use serde_json::{json, Value};
 
 /// The entry's config: the host validates it against this type's JSON

@@ -105,7 +105,8 @@ pub fn plugins(out: &mut impl Write, libraries: &[cordis_engine::loader::catalog
         return;
     }
     for lib in libraries {
-        let _ = writeln!(out, "{} ({})", lib.file.display(), lib.found_through);
+        let abi = lib.abi.as_deref().map(|v| format!(", cordis-abi {v}")).unwrap_or_default();
+        let _ = writeln!(out, "{} ({}{abi})", lib.file.display(), lib.found_through);
         if let Some(e) = &lib.error {
             let _ = writeln!(out, "  not usable: {}", printable(e));
         }
@@ -117,6 +118,9 @@ pub fn plugins(out: &mut impl Write, libraries: &[cordis_engine::loader::catalog
             let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
             let _ = writeln!(out, "    injects: {}", list(&p.inject));
             let _ = writeln!(out, "    provides: {}", list(&p.provides));
+            if !p.requires.is_empty() || !p.uses.is_empty() {
+                let _ = writeln!(out, "    host capabilities: requires {}; uses {}", list(&p.requires), list(&p.uses));
+            }
             let keys: Vec<String> = p
                 .config
                 .properties

@@ -244,6 +244,23 @@ impl HostContext for FiberContext<'_> {
         ROk(Service_TO::from_value(handle, TD_Opaque))
     }
 
+    fn capabilities(&self) -> abi_stable::std_types::RVec<cordis_abi::ffi::CapabilityId> {
+        crate::capabilities::offered().into_iter().collect()
+    }
+
+    fn capability(
+        &self,
+        name: RStr<'_>,
+        version: u32,
+        request: RStr<'_>,
+        object: abi_stable::std_types::ROption<ServiceBox>,
+    ) -> RResult<RString, RString> {
+        match crate::capabilities::answer(name.as_str(), version, request.as_str(), object) {
+            Ok(answer) => ROk(answer.into()),
+            Err(e) => RErr(e.into()),
+        }
+    }
+
     fn log(&self, level: LogLevel, message: RStr<'_>) {
         let plugin = &self.fiber.owner().plugin;
         let message = message.as_str();

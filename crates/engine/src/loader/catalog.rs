@@ -17,6 +17,10 @@ pub struct LibraryInfo {
     pub file: PathBuf,
     /// Which part of the plugin path it was found through.
     pub found_through: String,
+    /// The cordis-abi version it was built against (`1.0`); absent when it
+    /// could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abi: Option<String>,
     /// Its plugins (empty when it could not be read).
     pub plugins: Vec<PluginInfo>,
     /// Why it could not be read as a plugin library.
@@ -35,6 +39,10 @@ pub struct PluginInfo {
     pub provides: Vec<String>,
     /// The package names that select it.
     pub packages: Vec<String>,
+    /// Host capabilities it requires, as `name@version (cordis-abi X.Y)`.
+    pub requires: Vec<String>,
+    /// Host capabilities it uses when the host has them, as `name@version`.
+    pub uses: Vec<String>,
     /// Its config: `required` keys and each property's type.
     pub config: ConfigSummary,
     /// Why the declaration is unusable, if it is.
@@ -115,10 +123,11 @@ pub fn catalog(plugin_path: &PluginPath) -> Vec<LibraryInfo> {
             if !seen.insert(file.canonicalize().unwrap_or_else(|_| file.clone())) {
                 continue;
             }
-            let mut info = LibraryInfo { file: file.clone(), found_through: (*from).to_string(), plugins: Vec::new(), error: None };
+            let mut info = LibraryInfo { file: file.clone(), found_through: (*from).to_string(), abi: None, plugins: Vec::new(), error: None };
             match load_library(&file) {
                 Err(e) => info.error = Some(e.to_string()),
                 Ok(lib) => {
+                    info.abi = Some(lib.abi.to_string());
                     for decl in &lib.plugins {
                         let name = decl.name.to_string();
                         let mut plugin = PluginInfo {
@@ -126,11 +135,20 @@ pub fn catalog(plugin_path: &PluginPath) -> Vec<LibraryInfo> {
                             inject: decl.inject.iter().map(|s| s.to_string()).collect(),
                             provides: lib.provides.iter().filter(|(p, _)| *p == name).map(|(_, s)| s.clone()).collect(),
                             packages: lib.packages.iter().filter(|(_, p)| *p == name).map(|(pkg, _)| pkg.clone()).collect(),
+                            requires: decl
+                                .requires
+                                .iter()
+                                .map(|r| format!("{}@{} (cordis-abi {})", r.capability.name, r.capability.version, r.since))
+                                .collect(),
+                            uses: decl.uses.iter().map(|c| format!("{}@{}", c.name, c.version)).collect(),
                             config: ConfigSummary::default(),
                             error: None,
                             problems: Vec::new(),
                         };
                         plugin.problems = problems_of(&plugin);
+                        if let Err(missing) = crate::capabilities::check_requirements(&name, decl.requires.as_slice()) {
+                            plugin.error = Some(missing.join("; "));
+                        }
                         match unwrap_export(&lib, Some(&name)) {
                             Ok(picked) => plugin.config = ConfigSummary::of(&picked.config_schema),
                             Err(e) => plugin.error = Some(e.to_string()),

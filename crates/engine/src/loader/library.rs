@@ -40,6 +40,8 @@ pub struct Library {
     pub packages: Vec<(String, String)>,
     /// Services each plugin declares it provides: `(plugin, service)`.
     pub provides: Vec<(String, String)>,
+    /// The cordis-abi version the library was built against.
+    pub abi: cordis_abi::AbiVersion,
 }
 
 impl std::fmt::Debug for Library {
@@ -638,26 +640,33 @@ pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError>
         other => abi_error(&shown, other),
     })?;
     let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| abi_error(&shown, e))?;
+    let abi = (module.abi())();
+    if abi.major != crate::capabilities::HOST_ABI.major {
+        return Err(LoadError::IncompatibleAbi { path: shown, detail: rebuild_message(&format!("{abi}")) });
+    }
     let plugins: Vec<PluginDecl> = (module.plugins())().into_iter().collect();
-    let packages = match module.packages() {
-        Some(list) => list().into_iter().map(|p| (p.package.into_string(), p.plugin.into_string())).collect(),
-        None => Vec::new(),
-    };
-    let provides = match module.provides() {
-        Some(list) => list().into_iter().map(|p| (p.plugin.into_string(), p.service.into_string())).collect(),
-        None => Vec::new(),
-    };
-    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), copy: None, name: name.to_string(), plugins, packages, provides })
+    let packages = (module.packages())().into_iter().map(|p| (p.package.into_string(), p.plugin.into_string())).collect();
+    let provides = (module.provides())().into_iter().map(|p| (p.plugin.into_string(), p.service.into_string())).collect();
+    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), copy: None, name: name.to_string(), plugins, packages, provides, abi })
+}
+
+/// Why a library of another ABI major is refused, and what to do.
+fn rebuild_message(theirs: &str) -> String {
+    let ours = crate::capabilities::HOST_ABI;
+    format!(
+        "it was built against cordis-abi {theirs}, and this host speaks cordis-abi {ours} (any {}.x library loads): rebuild it against cordis-abi {}",
+        ours.major, ours.major
+    )
 }
 
 fn abi_error(path: &str, e: LibraryError) -> LoadError {
     let full = e.to_string();
     tracing::debug!(library = path, "full ABI report:\n{full}");
     match e {
-        LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => LoadError::IncompatibleAbi {
-            path: path.to_string(),
-            detail: format!("it uses cordis-abi {actual_version}, this host uses {expected_version}"),
-        },
+        LibraryError::IncompatibleVersionNumber { actual_version, .. } => {
+            let theirs = format!("{}.{}", actual_version.major, actual_version.minor);
+            LoadError::IncompatibleAbi { path: path.to_string(), detail: rebuild_message(&theirs) }
+        }
         LibraryError::AbiInstability(_) => LoadError::IncompatibleAbi {
             path: path.to_string(),
             detail: "the layout of its plugin interface differs from this host's (rebuild it against this host's cordis-abi; run with RUST_LOG=debug for the full layout report)".into(),

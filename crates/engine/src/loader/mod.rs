@@ -3,7 +3,8 @@
 //! For each entry: resolve its `name` → load the library through
 //! the stable ABI → unwrap the library's exports to the named plugin →
 //! validate `config` against the plugin's JSON Schema (every violation with
-//! its `$.path` and YAML line) → check `inject` → run `apply` in a fresh
+//! its `$.path` and YAML line) → check the host capabilities it requires
+//! and `inject` → run `apply` in a fresh
 //! fiber, disposing everything it registered if it fails. One bad entry does
 //! not stop the others.
 
@@ -443,6 +444,11 @@ impl Loader {
         };
         let picked = library::unwrap_export(&library, export.as_deref()).map_err(|e| fail(e.to_string()))?;
         let decl_name = picked.decl.name.to_string();
+        // Capabilities the plugin cannot work without: refused before any
+        // of its code runs, in a host older than the plugin.
+        if let Err(missing) = crate::capabilities::check_requirements(&decl_name, picked.decl.requires.as_slice()) {
+            return Err(EntryState::Failed(missing.into_iter().map(|m| format!("{at_name}: {m}")).collect()));
+        }
 
         // Services: the plugin's own `inject` and the entry's, required
         // unless the entry says `required: false`.

@@ -21,7 +21,7 @@ pub mod wire;
 
 use std::time::Duration;
 
-use cordis_abi::sdk::prelude::*;
+use cordis_abi::prelude::*;
 
 pub use service::{ModelService, Settings, SERVICE_NAME};
 

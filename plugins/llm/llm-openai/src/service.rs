@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cordis_abi::sdk::prelude::*;
+use cordis_abi::prelude::*;
 
 use crate::stream::{spawn, Endpoint, StreamState};
 use crate::wire::{request_body, HistoryMessage, Sampling, ToolSpec};

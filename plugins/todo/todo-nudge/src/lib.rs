@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use cordis_abi::sdk::prelude::*;
+use cordis_abi::prelude::*;
 use serde_json::{json, Value};
 
 /// The plugin's name.

@@ -31,7 +31,7 @@ pub mod tool;
 pub mod trim;
 pub mod view;
 
-use cordis_abi::sdk::prelude::*;
+use cordis_abi::prelude::*;
 
 pub use invariant::{check_todo_write, TodoWriteInvariant};
 pub use item::{Counts, Status, Todo, TodoRef, TodoWrite};

@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use cordis_abi::sdk::prelude::*;
+use cordis_abi::prelude::*;
 use serde_json::{json, Value};
 
 use crate::item::{Counts, Todo};

@@ -34,7 +34,7 @@
 
 use std::collections::HashMap;
 
-use cordis_abi::sdk::prelude::*;
+use cordis_abi::prelude::*;
 use cordis_abi::sdk::ToolContext;
 
 use std::borrow::Cow;

@@ -8,10 +8,10 @@
 use std::sync::Mutex;
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr, RString, RVec};
 use cordis_abi::ffi::{
-    EventValidatorBox, ExecContext, ExecContext_TO, HostContext, HostContext_TO, LogLevel, ProjectionBox, Service, ServiceBox, Service_TO, ToolBox,
-    TurnEndHookBox,
+    CapabilityId, EventValidatorBox, ExecContext, ExecContext_TO, HostContext, HostContext_TO, LogLevel, ProjectionBox, Service, ServiceBox,
+    Service_TO, ToolBox, TurnEndHookBox,
 };
 use cordis_abi::JsonStr;
 use serde_json::{json, Value};
@@ -33,9 +33,20 @@ impl Service for NoSessions {
     }
 }
 
+/// The stand-in offers no host capability, as a cordis-abi 1.0 host.
+fn no_capability(name: RStr<'_>) -> RResult<RString, RString> {
+    RErr(format!("unknown capability `{name}`").into())
+}
+
 impl HostContext for Host {
     fn entry_id(&self) -> RString {
         "todo".into()
+    }
+    fn capabilities(&self) -> RVec<CapabilityId> {
+        RVec::new()
+    }
+    fn capability(&self, name: RStr<'_>, _version: u32, _request: RStr<'_>, _object: ROption<ServiceBox>) -> RResult<RString, RString> {
+        no_capability(name)
     }
     fn has_service(&self, name: RStr<'_>) -> bool {
         name.as_str() == "tools"
@@ -82,6 +93,9 @@ struct Call<'a> {
 impl ExecContext for Call<'_> {
     fn call_id(&self) -> RString {
         "call_1".into()
+    }
+    fn capability(&self, name: RStr<'_>, _version: u32, _request: RStr<'_>, _object: ROption<ServiceBox>) -> RResult<RString, RString> {
+        no_capability(name)
     }
     fn has_session(&self) -> bool {
         self.session

@@ -1,0 +1,62 @@
+//! The host capabilities this host offers plugins through
+//! `HostContext::capability` and `ExecContext::capability`, and the check
+//! of what a plugin requires before its `apply` runs.
+//!
+//! A capability is a (name, version) whose request and answer contract,
+//! once released, never changes (docs/abi.md lists them with the ABI
+//! version that brought each). A leaf module: the fiber context, the tool
+//! pipeline and the loader all use it.
+
+use abi_stable::std_types::ROption;
+use cordis_abi::ffi::{CapabilityId, Requirement, ServiceBox};
+use cordis_abi::sdk::UNKNOWN_CAPABILITY;
+use cordis_abi::AbiVersion;
+
+/// The ABI version this host speaks: that of the cordis-abi it is built with.
+pub const HOST_ABI: AbiVersion = cordis_abi::ABI_VERSION;
+
+/// Every capability this host offers, as (name, version).
+pub fn offered() -> Vec<CapabilityId> {
+    cordis_abi::capabilities::ALL.iter().map(|c| c.id()).collect()
+}
+
+/// Whether this host offers `name` at contract `version`.
+pub fn offers(name: &str, version: u32) -> bool {
+    cordis_abi::capabilities::ALL.iter().any(|c| c.name == name && c.version == version)
+}
+
+/// Checks that this host offers every capability `plugin` requires.
+///
+/// # Errors
+/// One message per missing capability, naming it, the ABI version that
+/// brings it and the one this host speaks.
+pub fn check_requirements(plugin: &str, requires: &[Requirement]) -> Result<(), Vec<String>> {
+    let missing: Vec<String> = requires
+        .iter()
+        .filter(|r| !offers(r.capability.name.as_str(), r.capability.version))
+        .map(|r| {
+            format!(
+                "plugin {plugin} requires host capability `{}` version {}, which cordis-abi {} brings; this host speaks cordis-abi {HOST_ABI}: \
+                 run it in a newer host, or rebuild the plugin without the requirement",
+                r.capability.name, r.capability.version, r.since
+            )
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing)
+    }
+}
+
+/// Answers one use of a capability: `request` is JSON text, the answer is
+/// JSON text.
+///
+/// # Errors
+/// `unknown capability …` (the SDK's cue to do without) for one this host
+/// does not offer, or the capability's own refusal.
+pub fn answer(name: &str, version: u32, _request: &str, _object: ROption<ServiceBox>) -> Result<String, String> {
+    let offered = offered().iter().map(|c| format!("{}@{}", c.name, c.version)).collect::<Vec<_>>();
+    let offered = if offered.is_empty() { "none".to_string() } else { offered.join(", ") };
+    Err(format!("{UNKNOWN_CAPABILITY} `{name}` version {version}: this host (cordis-abi {HOST_ABI}) offers {offered}"))
+}
