@@ -2,6 +2,7 @@
 //! (ABI rules, rollback, services, hot reload under `cordis dev`), and the
 //! todo tool driven through them.
 
+mod abi_compat;
 mod abi_evolution;
 mod conformance;
 mod dev;

@@ -1,0 +1,88 @@
+//! The stable ABI between the `cordis` host and plugin libraries, and the SDK
+//! plugin authors write against.
+//!
+//! A plugin library is a `cdylib` that exports one `abi_stable` root module,
+//! [`PluginLibraryRef`]. The module lists the library's plugin declarations
+//! ([`PluginDecl`]): each carries a `name`, the services it `inject`s, the JSON
+//! Schema of its config and an `apply` entry point. The host loads the library
+//! with `abi_stable::library::lib_header_from_path(..)?.init_root_module()`,
+//! which checks the layout of every type reachable from the root module, so a
+//! library built against an incompatible version of this crate is refused
+//! before any of its code runs.
+//!
+//! Everything that crosses the boundary is an `abi_stable` type (`RString`,
+//! `RVec`, `RResult`, `#[sabi_trait]` objects) or JSON text: tool arguments,
+//! results, event data, config and projection state all travel as JSON.
+//!
+//! Plugin authors do not touch the raw types: the [`sdk`] module turns a plain
+//! Rust trait implementation into a declaration, catches every panic on the
+//! plugin side (a panic unwinding across the boundary would abort the host),
+//! builds a tool's typed arguments from the host's parse of them (the host
+//! checks them against the tool's schema first, so the text is parsed once
+//! per call; see [`tape`]), and formats schema violations the same way the
+//! host does for config.
+//!
+//! ```ignore
+//! use cordis_abi::prelude::*;
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct Config { greeting: String }
+//!
+//! struct Hello;
+//! impl Plugin for Hello {
+//!     const NAME: &'static str = "hello";
+//!     const INJECT: &'static [&'static str] = &["tools"];
+//!     type Config = Config;
+//!     fn apply(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
+//!         ctx.tools()?.register(HelloTool { greeting: config.greeting })
+//!     }
+//! }
+//! cordis_abi::export_plugin!(Hello);
+//! cordis_abi::export_library!();
+//! ```
+
+#[doc(hidden)]
+pub mod ffi;
+pub mod json;
+#[doc(hidden)]
+pub mod schema;
+pub mod sdk;
+#[doc(hidden)]
+pub mod tape;
+
+#[doc(hidden)]
+pub use abi_stable;
+pub use ffi::AbiVersion;
+#[doc(hidden)]
+pub use ffi::{PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, ProvidedService};
+#[doc(hidden)]
+pub use inventory;
+pub use json::{JsonStr, JsonText};
+
+/// The front door for plugin authors: the SDK's traits and types, serde,
+/// schemars and the JSON helpers. `use cordis_abi::prelude::*;`
+pub mod prelude {
+    pub use crate::sdk::prelude::*;
+}
+
+/// The ABI version this crate implements: major 1, and the minor of the
+/// last capability or extension added. A library built with this crate
+/// reports it; a host built with it offers every capability up to it.
+pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 0 };
+
+/// The host capabilities this SDK knows, each with the ABI version that
+/// brought it (the changelog is in docs/abi.md). Pass them to
+/// [`sdk::Context::capability`], or list them in
+/// [`sdk::Plugin::REQUIRES`] / [`sdk::Plugin::USES`]. cordis-abi 1.0 has
+/// none yet: the lookup is the way later 1.x releases add them.
+pub mod capabilities {
+    use crate::sdk::Capability;
+
+    /// Every capability this SDK knows, oldest first.
+    pub const ALL: &[Capability] = &[];
+}
+
+/// The symbol-independent name of the root module type, as reported by the
+/// host in load errors.
+pub const ROOT_MODULE_NAME: &str = "cordis_plugin_library";

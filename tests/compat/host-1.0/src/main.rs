@@ -1,0 +1,185 @@
+//! A minimal plugin host built against cordis-abi 1.0 as released, standing
+//! for every host of that version: it loads a library, checks what the
+//! plugin requires against the capabilities 1.0 offers (none), applies the
+//! plugin, and runs one call of one of its tools.
+//!
+//! ```text
+//! compat-host-1-0 LIBRARY PLUGIN CONFIG_JSON TOOL ARGUMENTS_JSON
+//! ```
+//!
+//! Prints `abi MAJOR.MINOR` (the library's), then one JSON line
+//! `{"isError", "text", "value", "events"}` for the call. A refusal prints
+//! `refused: REASON` and exits 2 (the library) or 3 (the plugin's
+//! requirements).
+
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use abi_stable::library::lib_header_from_path;
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr, RString, RVec};
+use cordis_abi::ffi::{
+    CapabilityId, EventValidatorBox, ExecContext, ExecContext_TO, HostContext, HostContext_TO, LogLevel, ProjectionBox, Service, ServiceBox,
+    Service_TO, ToolBox, TurnEndHookBox,
+};
+use cordis_abi::{JsonStr, PluginLibraryRef};
+use serde_json::{json, Value};
+
+/// What `apply` registered.
+#[derive(Default)]
+struct Registered {
+    tools: Mutex<Vec<ToolBox>>,
+    owned: Mutex<Vec<(String, EventValidatorBox)>>,
+    projections: Mutex<Vec<ProjectionBox>>,
+    services: Mutex<Vec<(String, ServiceBox)>>,
+}
+
+/// The fiber context of the one entry this host applies.
+struct Fiber<'a> {
+    registered: &'a Registered,
+    inject: Vec<String>,
+}
+
+/// The host's `projections` service: this host stores no sessions, so
+/// every request for another session's state is refused.
+struct NoStoredSessions;
+
+impl Service for NoStoredSessions {
+    fn call(&self, method: RStr<'_>, _args: RStr<'_>) -> RResult<RString, RString> {
+        RErr(format!("projections.{method}: this host stores no sessions").into())
+    }
+}
+
+/// A 1.0 host offers no capability: every lookup is unknown.
+fn unknown(name: RStr<'_>, version: u32) -> RResult<RString, RString> {
+    RErr(format!("unknown capability `{name}` version {version}: this host (cordis-abi 1.0) offers none").into())
+}
+
+impl HostContext for Fiber<'_> {
+    fn entry_id(&self) -> RString {
+        "compat".into()
+    }
+    fn has_service(&self, name: RStr<'_>) -> bool {
+        ["tools", "projections"].contains(&name.as_str()) && self.inject.iter().any(|s| s == name.as_str())
+    }
+    fn register_tool(&self, tool: ToolBox) -> RResult<(), RString> {
+        self.registered.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(tool);
+        ROk(())
+    }
+    fn own_event_type(&self, event_type: RStr<'_>, validator: EventValidatorBox) -> RResult<(), RString> {
+        self.registered.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((event_type.to_string(), validator));
+        ROk(())
+    }
+    fn register_projection(&self, projection: ProjectionBox) -> RResult<(), RString> {
+        self.registered.projections.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(projection);
+        ROk(())
+    }
+    fn log(&self, level: LogLevel, message: RStr<'_>) {
+        eprintln!("plugin log ({level:?}): {message}");
+    }
+    fn provide(&self, name: RStr<'_>, service: ServiceBox) -> RResult<(), RString> {
+        self.registered.services.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((name.to_string(), service));
+        ROk(())
+    }
+    fn service(&self, name: RStr<'_>) -> RResult<ServiceBox, RString> {
+        if name.as_str() == "projections" && self.has_service(name) {
+            return ROk(Service_TO::from_value(NoStoredSessions, TD_Opaque));
+        }
+        RErr(format!("this host keeps no services (`{name}`)").into())
+    }
+    fn own_surface_event_type(&self, event_type: RStr<'_>, validator: EventValidatorBox) -> RResult<(), RString> {
+        self.own_event_type(event_type, validator)
+    }
+    fn on_turn_end(&self, _hook: TurnEndHookBox) -> RResult<(), RString> {
+        RErr("this host runs no agent".into())
+    }
+    fn capabilities(&self) -> RVec<CapabilityId> {
+        RVec::new()
+    }
+    fn capability(&self, name: RStr<'_>, version: u32, _request: RStr<'_>, _object: ROption<ServiceBox>) -> RResult<RString, RString> {
+        unknown(name, version)
+    }
+}
+
+/// One call, with a session of its own: appends of owned types pass their
+/// validator and are kept.
+struct Call<'a> {
+    registered: &'a Registered,
+    events: Mutex<Vec<Value>>,
+}
+
+impl ExecContext for Call<'_> {
+    fn call_id(&self) -> RString {
+        "call_1".into()
+    }
+    fn has_session(&self) -> bool {
+        true
+    }
+    fn append(&self, event_type: RStr<'_>, data: JsonStr<'_>) -> RResult<u64, RString> {
+        let owned = self.registered.owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some((_, validator)) = owned.iter().find(|(t, _)| t == event_type.as_str()) else {
+            return RErr(format!("`{event_type}` is not owned by this plugin").into());
+        };
+        if let RErr(e) = validator.validate(data.as_str().into()) {
+            return RErr(e);
+        }
+        let mut events = self.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let data: Value = serde_json::from_str(data.as_str()).unwrap_or(Value::Null);
+        events.push(json!({ "type": event_type.as_str(), "data": data }));
+        ROk(events.len() as u64 - 1)
+    }
+    fn capability(&self, name: RStr<'_>, version: u32, _request: RStr<'_>, _object: ROption<ServiceBox>) -> RResult<RString, RString> {
+        unknown(name, version)
+    }
+}
+
+fn run(args: &[String]) -> Result<(), (u8, String)> {
+    let [library, plugin, config, tool, arguments] = args else {
+        return Err((64, "usage: compat-host-1-0 LIBRARY PLUGIN CONFIG_JSON TOOL ARGUMENTS_JSON".into()));
+    };
+    let header = lib_header_from_path(library.as_ref()).map_err(|e| (2, format!("refused: {e}")))?;
+    let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| {
+        let report = e.to_string();
+        let words: Vec<&str> = report.split_whitespace().collect();
+        (2, format!("refused: {}", words.join(" ")))
+    })?;
+    let abi = (module.abi())();
+    println!("abi {}.{}", abi.major, abi.minor);
+    let decls = (module.plugins())();
+    let decl = decls.iter().find(|d| d.name.as_str() == plugin).ok_or_else(|| (2, format!("refused: no plugin named {plugin}")))?;
+    // cordis-abi 1.0 brought no capability: any requirement is one this
+    // host lacks.
+    if let Some(r) = decl.requires.iter().next() {
+        return Err((
+            3,
+            format!(
+                "refused: plugin {plugin} requires host capability `{}` version {}, which cordis-abi {}.{} brings; this host speaks cordis-abi 1.0",
+                r.capability.name, r.capability.version, r.since.major, r.since.minor
+            ),
+        ));
+    }
+    let registered = Registered::default();
+    let fiber = Fiber { registered: &registered, inject: decl.inject.iter().map(|s| s.to_string()).collect() };
+    if let RErr(e) = (decl.apply)(HostContext_TO::from_ptr(&fiber, TD_Opaque), config.as_str().into()) {
+        return Err((4, format!("apply failed: {e}")));
+    }
+    let tools = registered.tools.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let found = tools.iter().find(|t| t.name().as_str() == tool).ok_or_else(|| (4, format!("no tool named {tool}")))?;
+    let call = Call { registered: &registered, events: Mutex::new(Vec::new()) };
+    let outcome = found.execute(arguments.as_str().into(), ExecContext_TO::from_ptr(&call, TD_Opaque));
+    let value: Value = outcome.value.as_ref().into_option().map(|v| serde_json::from_str(v.as_str()).unwrap_or(Value::Null)).unwrap_or(Value::Null);
+    let events = call.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    println!("{}", json!({ "isError": outcome.is_error, "text": outcome.text.as_str(), "value": value, "events": events }));
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err((code, message)) => {
+            println!("{message}");
+            ExitCode::from(code)
+        }
+    }
+}
