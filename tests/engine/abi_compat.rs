@@ -8,7 +8,11 @@
 //! - backward: today's plugin libraries load in the 1.0 host and answer a
 //!   call there;
 //! - the 1.0 host refuses a library of another major (0.x) before running
-//!   any of its code.
+//!   any of its code;
+//! - across 1.1 (`host.info`): a plugin that requires it is refused by the
+//!   1.0 host, naming it and cordis-abi 1.1, before its `apply` runs; one
+//!   that only uses it runs there without it; today's host gives it to
+//!   both.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -99,4 +103,62 @@ fn a_1_0_host_refuses_a_library_of_another_major_before_running_it() {
     let (code, line, rest) = host_1_0(&lib_path("fixture-old-version"), "old-version", &json!({}), "none", &json!({}));
     assert_eq!(code, 2, "{line}\n{rest}");
     assert!(line.starts_with("refused:") && line.contains("0.1.0") && line.contains("1.0.0"), "{line}");
+}
+
+#[test]
+fn a_plugin_requiring_a_later_capability_is_refused_by_a_1_0_host_naming_it() {
+    let (code, abi, rest) = host_1_0(&lib_path("fixture-host-info"), "needs-host-info", &json!({}), "host", &json!({}));
+    assert_eq!(abi, "abi 1.1", "{rest}");
+    assert_eq!(code, 3, "refused before apply: {rest}");
+    assert!(rest.contains("requires host capability `host.info` version 1, which cordis-abi 1.1 brings"), "{rest}");
+    assert!(!rest.contains("apply failed"), "its apply never ran: {rest}");
+}
+
+#[test]
+fn a_plugin_using_a_later_capability_runs_in_a_1_0_host_without_it() {
+    let (code, _, rest) = host_1_0(&lib_path("fixture-host-info"), "likes-host-info", &json!({}), "host", &json!({}));
+    assert_eq!(code, 0, "{rest}");
+    let outcome: Value = serde_json::from_str(&rest).unwrap_or_else(|e| panic!("{e}: {rest}"));
+    assert_eq!(outcome["isError"], false, "{outcome}");
+    assert_eq!(outcome["text"], "a host without host.info (cordis-abi 1.0)");
+    assert_eq!(outcome["value"], json!({"atApply": null, "atCall": null}));
+}
+
+#[test]
+fn plugins_using_a_1_1_capability_get_it_from_this_host() {
+    let scratch = Scratch::new();
+    std::fs::copy(lib_path("fixture-host-info"), scratch.path().join("libhostinfo.so")).unwrap();
+    let host = scratch.boot("- id: needs\n  name: ./libhostinfo.so/needs-host-info\n", true);
+    let result = host.services.tools.execute(&ToolCall { id: "c1", name: "host", arguments: "{}" }, None);
+    assert!(!result.is_error, "{}", result.text);
+    let minor = cordis_abi::ABI_VERSION.minor;
+    assert_eq!(result.text, format!("cordis {} (cordis-abi 1.{minor})", env!("CARGO_PKG_VERSION")));
+    let value: Value = result.value.as_ref().map(|v| v.to_value().unwrap()).unwrap_or(Value::Null);
+    assert_eq!(value["atApply"]["capabilities"], json!(["host.info@1"]));
+    assert_eq!(value["atApply"], value["atCall"]);
+
+    let out = scratch.cordis(&["plugins", "--plugin-dir", &scratch.path().display().to_string()]);
+    let (stdout, stderr) = text(&out);
+    assert!(stdout.contains("libhostinfo.so (--plugin-dir, cordis-abi 1.1)"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("host capabilities: requires host.info@1 (cordis-abi 1.1); uses none"), "{stdout}");
+    assert!(stdout.contains("host capabilities: requires none; uses host.info@1"), "{stdout}");
+}
+
+#[test]
+fn this_host_refuses_a_plugin_requiring_a_capability_it_lacks_before_apply() {
+    let scratch = Scratch::new();
+    std::fs::copy(lib_path("fixture-host-info"), scratch.path().join("libhostinfo.so")).unwrap();
+    scratch.composition("- id: future\n  name: ./libhostinfo.so/needs-the-future\n");
+    let out = scratch.cordis(&["check"]);
+    let (stdout, stderr) = text(&out);
+    let all = format!("{stdout}{stderr}");
+    assert!(
+        all.contains(&format!(
+            "plugin needs-the-future requires host capability `time.travel` version 1, which cordis-abi 1.99 brings; this host speaks cordis-abi {}",
+            cordis_abi::ABI_VERSION
+        )),
+        "{all}"
+    );
+    assert!(!all.contains("apply of needs-the-future ran"), "{all}");
+    assert!(all.contains("cordis.yml:2"), "the refusal names the file and line: {all}");
 }

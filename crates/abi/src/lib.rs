@@ -69,18 +69,25 @@ pub mod prelude {
 /// The ABI version this crate implements: major 1, and the minor of the
 /// last capability or extension added. A library built with this crate
 /// reports it; a host built with it offers every capability up to it.
-pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 0 };
+pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 1 };
 
 /// The host capabilities this SDK knows, each with the ABI version that
 /// brought it (the changelog is in docs/abi.md). Pass them to
 /// [`sdk::Context::capability`], or list them in
-/// [`sdk::Plugin::REQUIRES`] / [`sdk::Plugin::USES`]. cordis-abi 1.0 has
-/// none yet: the lookup is the way later 1.x releases add them.
+/// [`sdk::Plugin::REQUIRES`] / [`sdk::Plugin::USES`].
 pub mod capabilities {
+    use crate::ffi::AbiVersion;
     use crate::sdk::Capability;
 
+    /// `host.info` version 1 (cordis-abi 1.1): the request is `{}`; the
+    /// answer `{"abi": {"major", "minor"}, "host", "version",
+    /// "capabilities": ["name@version", ...]}` says which host the plugin
+    /// runs in and what it offers. Read it with
+    /// [`crate::sdk::Context::host_info`].
+    pub const HOST_INFO: Capability = Capability { name: "host.info", version: 1, since: AbiVersion { major: 1, minor: 1 } };
+
     /// Every capability this SDK knows, oldest first.
-    pub const ALL: &[Capability] = &[];
+    pub const ALL: &[Capability] = &[HOST_INFO];
 }
 
 /// The symbol-independent name of the root module type, as reported by the

@@ -36,8 +36,8 @@ use crate::tape::{self, ArgToken};
 /// Everything a plugin crate usually needs.
 pub mod prelude {
     pub use super::{
-        Capability, Context, EncodedReply, EventInvariant, Fold, ParsedArgs, Plugin, PluginError, ServiceError, ServiceHandle, ServiceProvider,
-        ToolContext, ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
+        Capability, Context, EncodedReply, EventInvariant, Fold, HostInfo, ParsedArgs, Plugin, PluginError, ServiceError, ServiceHandle,
+        ServiceProvider, ToolContext, ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
     };
     pub use crate::ffi::LogLevel;
     pub use crate::json::{JsonStr, JsonText};
@@ -165,6 +165,28 @@ impl std::fmt::Display for Capability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} version {} (cordis-abi {})", self.name, self.version, self.since)
     }
+}
+
+/// What the host says about itself through [`crate::capabilities::HOST_INFO`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct HostInfo {
+    /// The ABI version the host speaks.
+    pub abi: HostAbi,
+    /// The host program's name (`cordis`).
+    pub host: String,
+    /// The host program's version.
+    pub version: String,
+    /// Every capability the host offers, as `name@version`.
+    pub capabilities: Vec<String>,
+}
+
+/// The ABI version in a [`HostInfo`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub struct HostAbi {
+    /// ABI major.
+    pub major: u32,
+    /// ABI minor.
+    pub minor: u32,
 }
 
 extern "C" fn apply_plugin<P: Plugin>(ctx: HostContextRef<'_>, config: RStr<'_>) -> RResult<(), RString> {
@@ -498,6 +520,15 @@ impl<'a> Context<'a> {
         use_capability(capability, request, |n, v, r| self.raw.capability(n, v, r)).map_err(PluginError)
     }
 
+    /// What the host says about itself ([`crate::capabilities::HOST_INFO`]):
+    /// `None` from a host older than cordis-abi 1.1.
+    ///
+    /// # Errors
+    /// When the host's answer does not read as a [`HostInfo`].
+    pub fn host_info(&self) -> Result<Option<HostInfo>, PluginError> {
+        read_host_info(self.capability(&crate::capabilities::HOST_INFO, &serde_json::json!({}))?).map_err(PluginError)
+    }
+
     /// Whether `capability` is one of this plugin's [`Plugin::REQUIRES`].
     pub fn requires(&self, capability: &Capability) -> bool {
         self.requires.contains(capability)
@@ -664,6 +695,20 @@ impl Tools<'_> {
 }
 
 /// A model-facing tool with typed arguments.
+///
+/// Implement [`TypedTool::execute`]: it is the whole tool. The host checks
+/// the arguments against [`TypedTool::parameters`] before the call, so
+/// `execute` receives them parsed and valid. Every call goes through
+/// `execute` unless you opt into a faster path, in one of two steps, each a
+/// method with a default that calls the one before it:
+///
+/// 1. [`TypedTool::execute_encoded`] returns the structured value already
+///    encoded, saving the `Value` the default builds on every call;
+/// 2. [`TypedTool::execute_parsed`] reads the host's parse of the arguments
+///    into a type that borrows its strings, saving their copies.
+///
+/// An override must answer exactly as `execute` would; test both paths
+/// with the same inputs (docs/plugins.md shows how).
 pub trait TypedTool: Send + Sync + 'static {
     /// The arguments object. Its schema is the tool's `parameters` unless
     /// [`TypedTool::parameters`] is overridden.
@@ -856,6 +901,21 @@ impl ToolContext<'_> {
     /// As [`Context::capability`].
     pub fn capability(&self, capability: &Capability, request: &impl Serialize) -> Result<Option<Value>, ToolError> {
         use_capability(capability, request, |n, v, r| self.raw.capability(n, v, r)).map_err(ToolError)
+    }
+
+    /// [`Context::host_info`] during a call.
+    ///
+    /// # Errors
+    /// As [`Context::host_info`].
+    pub fn host_info(&self) -> Result<Option<HostInfo>, ToolError> {
+        read_host_info(self.capability(&crate::capabilities::HOST_INFO, &serde_json::json!({}))?).map_err(ToolError)
+    }
+}
+
+fn read_host_info(answer: Option<Value>) -> Result<Option<HostInfo>, String> {
+    match answer {
+        None => Ok(None),
+        Some(value) => serde_json::from_value(value).map(Some).map_err(|e| format!("the host's host.info answer does not read: {e}")),
     }
 }
 

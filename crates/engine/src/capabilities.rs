@@ -55,8 +55,37 @@ pub fn check_requirements(plugin: &str, requires: &[Requirement]) -> Result<(), 
 /// # Errors
 /// `unknown capability …` (the SDK's cue to do without) for one this host
 /// does not offer, or the capability's own refusal.
-pub fn answer(name: &str, version: u32, _request: &str, _object: ROption<ServiceBox>) -> Result<String, String> {
-    let offered = offered().iter().map(|c| format!("{}@{}", c.name, c.version)).collect::<Vec<_>>();
+pub fn answer(name: &str, version: u32, request: &str, _object: ROption<ServiceBox>) -> Result<String, String> {
+    let offered: Vec<String> = offered().iter().map(|c| format!("{}@{}", c.name, c.version)).collect();
+    let host_info = &cordis_abi::capabilities::HOST_INFO;
+    if name == host_info.name && version == host_info.version {
+        let request: serde_json::Value = serde_json::from_str(request).map_err(|e| format!("host.info: the request is not JSON: {e}"))?;
+        if !request.as_object().is_some_and(serde_json::Map::is_empty) {
+            return Err(format!("host.info version 1 takes the request {{}}, not {request}"));
+        }
+        let info = serde_json::json!({
+            "abi": {"major": HOST_ABI.major, "minor": HOST_ABI.minor},
+            "host": "cordis",
+            "version": env!("CARGO_PKG_VERSION"),
+            "capabilities": offered,
+        });
+        return Ok(info.to_string());
+    }
     let offered = if offered.is_empty() { "none".to_string() } else { offered.join(", ") };
     Err(format!("{UNKNOWN_CAPABILITY} `{name}` version {version}: this host (cordis-abi {HOST_ABI}) offers {offered}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_info_answers_its_contract_and_unknown_ones_say_so() {
+        let info: serde_json::Value = serde_json::from_str(&answer("host.info", 1, "{}", ROption::RNone).unwrap()).unwrap();
+        assert_eq!(info["abi"], serde_json::json!({"major": 1, "minor": cordis_abi::ABI_VERSION.minor}));
+        assert_eq!(info["capabilities"], serde_json::json!(["host.info@1"]));
+        assert!(answer("host.info", 1, r#"{"x": 1}"#, ROption::RNone).unwrap_err().contains("takes the request {}"));
+        let unknown = answer("host.info", 2, "{}", ROption::RNone).unwrap_err();
+        assert!(unknown.starts_with(UNKNOWN_CAPABILITY) && unknown.contains("offers host.info@1"), "{unknown}");
+    }
 }
