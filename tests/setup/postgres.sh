@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the PostgreSQL server programs (initdb, pg_ctl, postgres) are on
 # this machine, for the tests that start a server of their own
-# (tests/postgres.rs). Installs Debian's `postgresql` package when they are
+# (the session suite's postgres tests). Installs Debian's `postgresql` package when they are
 # missing; the tests never use a server they did not start.
 set -euo pipefail
 if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then

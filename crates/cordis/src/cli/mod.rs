@@ -53,7 +53,8 @@ pub struct Cli {
     /// When appended events are forced to disk.
     #[arg(long, global = true, value_enum, default_value_t = Durability::Event)]
     pub durability: Durability,
-    /// Refuse to run when any entry failed to load.
+    /// Refuse to run (exit 1) when any entry failed, is missing or is
+    /// waiting.
     #[arg(long, global = true)]
     pub strict: bool,
     /// Load plugin libraries that every user may write, or that sit in a

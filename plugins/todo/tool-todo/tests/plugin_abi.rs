@@ -210,7 +210,7 @@ fn execute_rejects_bad_calls_with_their_path() {
     let owned = host.owned.lock().unwrap();
     let agent = Call { session: true, validator: &owned[0].1, log: Mutex::new(Vec::new()) };
     // The schema check (every violation with its path) is the host's,
-    // before the tool runs (`tests/hostile_input.rs`); called directly, the
+    // before the tool runs (the engine suite's `hostile_input` tests); called directly, the
     // tool still refuses what does not parse as its arguments.
     let cases = [
         ("", "Error: invalid arguments: not valid JSON"),
