@@ -324,7 +324,7 @@ impl PgServer {
             .output()
             .expect("run initdb");
         assert!(out.status.success(), "initdb failed:\n{}{}", text(&out).0, text(&out).1);
-        let options = format!("-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200", port, server.dir.path().display());
+        let options = server.options();
         let out = server
             .command("pg_ctl")
             .arg("-D")
@@ -337,6 +337,13 @@ impl PgServer {
         let log = std::fs::read_to_string(server.dir.path().join("server.log")).unwrap_or_default();
         assert!(out.status.success(), "pg_ctl start failed:\n{}{}\n{log}", text(&out).0, text(&out).1);
         server
+    }
+
+    /// The server's options: TCP on loopback only. No Unix-domain socket:
+    /// its path (the data folder's) can pass the 107-byte limit when the
+    /// checkout lives in a long path, and every client here uses TCP.
+    fn options(&self) -> String {
+        format!("-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200", self.port)
     }
 
     fn command(&self, program: &str) -> Command {
@@ -370,7 +377,7 @@ impl PgServer {
         let data = self.dir.path().join("data");
         let stop = self.command("pg_ctl").arg("-D").arg(&data).args(["-m", "immediate", "-w", "stop"]).output().expect("pg_ctl stop");
         assert!(stop.status.success(), "pg_ctl stop failed: {}", text(&stop).1);
-        let options = format!("-p {} -c listen_addresses=127.0.0.1 -k {} -c max_connections=200", self.port, self.dir.path().display());
+        let options = self.options();
         let out = self
             .command("pg_ctl")
             .arg("-D")
