@@ -7,7 +7,7 @@
 //! version that brought each). A leaf module: the fiber context, the tool
 //! pipeline and the loader all use it.
 
-use abi_stable::std_types::ROption;
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr, RString};
 use cordis_abi::ffi::{CapabilityId, Requirement, ServiceBox};
 use cordis_abi::sdk::UNKNOWN_CAPABILITY;
 use cordis_abi::AbiVersion;
@@ -73,6 +73,15 @@ pub fn answer(name: &str, version: u32, request: &str, _object: ROption<ServiceB
     }
     let offered = if offered.is_empty() { "none".to_string() } else { offered.join(", ") };
     Err(format!("{UNKNOWN_CAPABILITY} `{name}` version {version}: this host (cordis-abi {HOST_ABI}) offers {offered}"))
+}
+
+/// [`answer`] as the ABI returns it, for `HostContext::capability` and
+/// `ExecContext::capability` alike.
+pub fn answer_raw(name: RStr<'_>, version: u32, request: RStr<'_>, object: ROption<ServiceBox>) -> RResult<RString, RString> {
+    match answer(name.as_str(), version, request.as_str(), object) {
+        Ok(answer) => ROk(answer.into()),
+        Err(e) => RErr(e.into()),
+    }
 }
 
 #[cfg(test)]

@@ -282,9 +282,6 @@ impl ExecContext for CallScope<'_> {
         request: RStr<'_>,
         object: abi_stable::std_types::ROption<cordis_abi::ffi::ServiceBox>,
     ) -> RResult<RString, RString> {
-        match crate::capabilities::answer(name.as_str(), version, request.as_str(), object) {
-            Ok(answer) => ROk(answer.into()),
-            Err(e) => RErr(e.into()),
-        }
+        crate::capabilities::answer_raw(name, version, request, object)
     }
 }

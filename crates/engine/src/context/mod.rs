@@ -255,10 +255,7 @@ impl HostContext for FiberContext<'_> {
         request: RStr<'_>,
         object: abi_stable::std_types::ROption<ServiceBox>,
     ) -> RResult<RString, RString> {
-        match crate::capabilities::answer(name.as_str(), version, request.as_str(), object) {
-            Ok(answer) => ROk(answer.into()),
-            Err(e) => RErr(e.into()),
-        }
+        crate::capabilities::answer_raw(name, version, request, object)
     }
 
     fn log(&self, level: LogLevel, message: RStr<'_>) {

@@ -146,13 +146,15 @@ pub fn catalog(plugin_path: &PluginPath) -> Vec<LibraryInfo> {
                             problems: Vec::new(),
                         };
                         plugin.problems = problems_of(&plugin);
-                        if let Err(missing) = crate::capabilities::check_requirements(&name, decl.requires.as_slice()) {
-                            plugin.error = Some(missing.join("; "));
-                        }
+                        let mut errors = Vec::new();
                         match unwrap_export(&lib, Some(&name)) {
                             Ok(picked) => plugin.config = ConfigSummary::of(&picked.config_schema),
-                            Err(e) => plugin.error = Some(e.to_string()),
+                            Err(e) => errors.push(e.to_string()),
                         }
+                        if let Err(missing) = crate::capabilities::check_requirements(&name, decl.requires.as_slice()) {
+                            errors.extend(missing);
+                        }
+                        plugin.error = (!errors.is_empty()).then(|| errors.join("; "));
                         info.plugins.push(plugin);
                     }
                 }
