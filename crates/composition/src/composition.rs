@@ -305,12 +305,16 @@ impl Composition {
             })?;
             let patches = patch_list(&source, doc)?;
             sources.push(source);
-            warnings.extend(apply_patches(&mut rows, &patches, "the composition"));
+            warnings.extend(apply_patches(&mut rows, &patches, "the composition").map_err(|message| CompositionError::Conflict { message })?);
         }
         let mut builder = Builder { sources, warnings, chain: vec![canonical(&root.path)] };
         let mut ids = HashMap::new();
         let entries = builder.list(&rows, "", &root.dir, &mut ids, &Realms::default());
-        Ok(Composition { file: root.file.clone(), dir: root.dir.clone(), entries, sources: builder.sources, warnings: builder.warnings, root })
+        let mut composition =
+            Composition { file: root.file.clone(), dir: root.dir.clone(), entries, sources: builder.sources, warnings: builder.warnings, root };
+        let hints: Vec<String> = composition.walk().into_iter().flat_map(template_hints).collect();
+        composition.warnings.extend(hints);
+        Ok(composition)
     }
 
     /// The root file.
@@ -672,13 +676,54 @@ impl Builder {
             Err(e) => return Err((path_node.origin.locate(), format!("cannot include it: {e}"))),
         };
         let scope = format!("{} (included by `{}`)", source.file, entry.id);
-        self.warnings.extend(apply_patches(&mut rows, &patches, &scope));
+        self.warnings.extend(apply_patches(&mut rows, &patches, &scope).map_err(|message| (path_node.origin.locate(), message))?);
         self.chain.push(key);
         let mut ids = HashMap::new();
         let children = self.list(&rows, prefix, &source.dir.clone(), &mut ids, realms);
         self.chain.pop();
         Ok((EntryKind::Include { file, patches: patches.len() }, children))
     }
+}
+
+/// A warning for each config string of `entry` that looks like a template
+/// in koishi's form (`${{ … }}`), which this dialect keeps as plain text.
+fn template_hints(entry: &Entry) -> Vec<String> {
+    fn walk(v: &Yaml, path: &mut Vec<Step>, found: &mut Vec<(Vec<Step>, String)>) {
+        match v {
+            Yaml::String(s) if s.find("${{").is_some_and(|at| s[at..].contains("}}")) => found.push((path.clone(), s.clone())),
+            Yaml::Sequence(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(Step::Index(i));
+                    walk(item, path, found);
+                    path.pop();
+                }
+            }
+            Yaml::Mapping(map) => {
+                for (k, item) in map {
+                    if let Some(k) = k.as_str() {
+                        path.push(Step::Key(k.to_string()));
+                        walk(item, path, found);
+                        path.pop();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some(config) = entry.config() else { return Vec::new() };
+    let mut found = Vec::new();
+    walk(&config.value, &mut Vec::new(), &mut found);
+    found
+        .into_iter()
+        .map(|(path, text)| {
+            format!(
+                "{}: entry {}: {text:?} looks like a `${{{{ … }}}}` template, which this dialect does not expand: the value is that text as written; \
+                 for a value computed at load time write a `!!js` expression (e.g. `!!js process.env.NAME`)",
+                entry.locate_config(&path),
+                entry.id
+            )
+        })
+        .collect()
 }
 
 /// The source of a `!!js` scalar, if `value` is one.

@@ -55,6 +55,13 @@ pub enum CompositionError {
         /// What is wrong.
         message: String,
     },
+    /// The layers together do not make one composition (two rows inserted
+    /// with one id); `message` names the files, lines and layers.
+    #[error("{message}")]
+    Conflict {
+        /// What clashes, and where.
+        message: String,
+    },
     /// Empty or only comments.
     #[error("{file}: the composition is empty; expected a list of entries such as `- name: tool-todo`")]
     Empty {

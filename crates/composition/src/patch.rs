@@ -15,7 +15,11 @@
 //!   skipped;
 //! - patches apply in order, and rows inserted by an earlier patch can be
 //!   targeted by a later one;
-//! - a patch that cannot apply is a warning, never an error.
+//! - a patch that cannot apply is a warning, never an error, with one
+//!   exception: a row inserted with an id the tree already holds (from the
+//!   list itself or an earlier insert, in any layer) refuses the whole
+//!   composition, since patches find rows by id anywhere in the tree and
+//!   two layers would each believe they own the row.
 //!
 //! The ids patches look up are the ids as written in the list (not the
 //! scoped ids the loader reports). Where two rows share an id (an error the
@@ -135,11 +139,27 @@ fn index(rows: &[RawEntry], base: &[usize], map: &mut HashMap<String, RowPath>) 
     }
 }
 
+/// Where a row with `id` was written, as `file:line (layer)`.
+fn written_at(list: &mut [RawEntry], path: &[usize]) -> String {
+    match row_mut(list, path) {
+        Some(row) => {
+            let origin = row.get("id").map_or(&row.origin, |n| &n.origin);
+            format!("{} ({})", origin.locate(), origin.source.role)
+        }
+        None => "an earlier row".into(),
+    }
+}
+
 /// Applies `patches` (each a patch mapping with its origin) to `list`, in
 /// order. `scope` names the list in warnings (`the composition`, `the file
 /// base.yml included by `base``). Returns one warning per patch that could
 /// not apply, each naming the patch's file and line.
-pub fn apply_patches(list: &mut Vec<RawEntry>, patches: &[Node], scope: &str) -> Vec<String> {
+///
+/// # Errors
+/// A row inserted with an id the tree already holds: the message names the
+/// id, where each row was written (file, line and layer) and the order the
+/// layers apply in.
+pub fn apply_patches(list: &mut Vec<RawEntry>, patches: &[Node], scope: &str) -> Result<Vec<String>, String> {
     let mut warnings = Vec::new();
     let mut map: HashMap<String, RowPath> = HashMap::new();
     index(list, &[], &mut map);
@@ -156,6 +176,20 @@ pub fn apply_patches(list: &mut Vec<RawEntry>, patches: &[Node], scope: &str) ->
                 warnings.push(format!("{at}: `insert` must be a list of entries, found {}; the patch is skipped", kind(&insert.value)));
                 continue;
             };
+            let mut inserted = HashMap::new();
+            index(&rows, &[], &mut inserted);
+            let mut clashes: Vec<(&String, &RowPath)> = inserted.iter().filter(|(row_id, _)| map.contains_key(*row_id)).collect();
+            clashes.sort();
+            if let Some((row_id, rel)) = clashes.first() {
+                let first = map.get(*row_id).map_or_else(|| "an earlier row".into(), |path| written_at(list, path));
+                let mut rows = rows.clone();
+                let second = written_at(&mut rows, rel);
+                return Err(format!(
+                    "entry id `{row_id}` is written twice: first at {first}, inserted again at {second}; patch layers apply in order \
+                     (the composition, the user patch layer, then each --patch file as given) and find rows by id anywhere in {scope}, \
+                     so an inserted row needs an id of its own (or patch the existing row instead of inserting it)"
+                ));
+            }
             let base = match &id {
                 Some(id) => {
                     let Some(path) = map.get(id).cloned() else {
@@ -182,9 +216,7 @@ pub fn apply_patches(list: &mut Vec<RawEntry>, patches: &[Node], scope: &str) ->
             };
             // Index the new rows so later patches can target them.
             let (last, parent) = base.split_last().map(|(l, p)| (*l, p.to_vec())).unwrap_or((0, Vec::new()));
-            let mut added = HashMap::new();
-            index(&rows, &[], &mut added);
-            for (row_id, mut rel) in added {
+            for (row_id, mut rel) in inserted {
                 rel[0] += last;
                 let mut full = parent.clone();
                 full.extend(rel);
@@ -226,7 +258,7 @@ pub fn apply_patches(list: &mut Vec<RawEntry>, patches: &[Node], scope: &str) ->
             map.retain(|_, p| !(p.len() > path.len() && p.starts_with(&path)));
         }
     }
-    warnings
+    Ok(warnings)
 }
 
 #[cfg(test)]
@@ -257,7 +289,8 @@ mod tests {
     #[test]
     fn override_replaces_whole_keys_anywhere_in_the_tree() {
         let mut list = base();
-        let warnings = apply_patches(&mut list, &nodes("p.yml", "- id: a\n  config: {k: 3}\n- id: inner\n  disabled: true\n"), "the composition");
+        let warnings =
+            apply_patches(&mut list, &nodes("p.yml", "- id: a\n  config: {k: 3}\n- id: inner\n  disabled: true\n"), "the composition").unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         let config = &list[0].get("config").unwrap().value;
         assert_eq!(serde_json::to_value(config).unwrap(), serde_json::json!({"k": 3}));
@@ -273,7 +306,7 @@ mod tests {
             "p.yml",
             "- insert:\n    - id: new\n      name: z\n- id: g\n  insert:\n    - id: deep\n      name: w\n- id: new\n  config: {v: 1}\n- id: deep\n  disabled: true\n",
         );
-        let warnings = apply_patches(&mut list, &patches, "the composition");
+        let warnings = apply_patches(&mut list, &patches, "the composition").unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(ids(&list), ["a", "g", "new"]);
         assert!(list[2].get("config").is_some());
@@ -289,7 +322,7 @@ mod tests {
             "p.yml",
             "- id: missing\n  disabled: true\n- id: a\n  name: other\n  disabled: true\n- id: a\n  insert: [{id: q, name: q}]\n- disabled: true\n- 3\n",
         );
-        let warnings = apply_patches(&mut list, &patches, "the composition");
+        let warnings = apply_patches(&mut list, &patches, "the composition").unwrap();
         assert_eq!(warnings.len(), 5, "{warnings:?}");
         assert!(warnings[0].starts_with("p.yml:1: the patch targets entry `missing`"), "{}", warnings[0]);
         assert!(warnings[1].starts_with("p.yml:3: the patch names `other` but entry `a` is `x`"), "{}", warnings[1]);
@@ -306,7 +339,7 @@ mod tests {
                 .iter()
                 .map(RawEntry::from_node)
                 .collect();
-        let warnings = apply_patches(&mut list, &nodes("p.yml", "- id: x\n  disabled: true\n"), "the composition");
+        let warnings = apply_patches(&mut list, &nodes("p.yml", "- id: x\n  disabled: true\n"), "the composition").unwrap();
         assert!(warnings.is_empty());
         assert!(list[0].get("disabled").is_some());
         assert!(list[1].children.as_ref().unwrap()[0].get("disabled").is_none());
@@ -316,7 +349,7 @@ mod tests {
     fn replacing_a_group_config_forgets_its_old_rows() {
         let mut list = base();
         let patches = nodes("p.yml", "- id: g\n  config:\n    - id: fresh\n      name: f\n- id: inner\n  disabled: true\n");
-        let warnings = apply_patches(&mut list, &patches, "the composition");
+        let warnings = apply_patches(&mut list, &patches, "the composition").unwrap();
         assert_eq!(ids(list[1].children.as_ref().unwrap()), ["fresh"]);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
     }

@@ -53,6 +53,29 @@ pub struct Positions {
     duplicates: Vec<(Vec<Step>, Position)>,
     /// Nodes of scalars tagged `!!js`, in document order.
     js: Vec<Vec<Step>>,
+    /// Tags the composition dialect does not know, as written, with where
+    /// their node starts, in document order.
+    unknown_tags: Vec<(String, Position)>,
+}
+
+/// The tags a composition may use: `!!js` (and its local spelling `!js`)
+/// for expressions, and the tags of YAML's core schema.
+pub const KNOWN_TAGS: &[&str] = &["!!js", "!js", "!!str", "!!int", "!!float", "!!bool", "!!null", "!!seq", "!!map"];
+
+/// The tag as written (`!!js`, `!local`, `!<tag:example.com:x>`).
+fn tag_text(tag: &yaml_rust2::parser::Tag) -> String {
+    match tag.handle.as_str() {
+        "tag:yaml.org,2002:" => format!("!!{}", tag.suffix),
+        "" => format!("!<{}>", tag.suffix),
+        handle => format!("{handle}{}", tag.suffix),
+    }
+}
+
+/// Whether a tag is one the composition dialect knows.
+fn known_tag(tag: &yaml_rust2::parser::Tag) -> bool {
+    let text = tag_text(tag);
+    let text = text.strip_prefix("!<tag:yaml.org,2002:").and_then(|t| t.strip_suffix('>')).map_or(text.clone(), |t| format!("!!{t}"));
+    KNOWN_TAGS.contains(&text.as_str())
 }
 
 impl Positions {
@@ -118,6 +141,12 @@ impl Positions {
     /// the composition reader finds its expressions here.
     pub fn js_paths(&self) -> &[Vec<Step>] {
         &self.js
+    }
+
+    /// The first tag outside [`KNOWN_TAGS`], as written, with where its
+    /// node starts.
+    pub fn first_unknown_tag(&self) -> Option<&(String, Position)> {
+        self.unknown_tags.first()
     }
 
     /// The position of the value at `path`, falling back to ancestors.
@@ -221,6 +250,13 @@ impl Builder {
         }
     }
 
+    /// Notes `tag` when the dialect does not know it.
+    fn check_tag(&mut self, tag: Option<&yaml_rust2::parser::Tag>, mark: &Marker) {
+        if let Some(tag) = tag.filter(|t| !known_tag(t)) {
+            self.positions.unknown_tags.push((tag_text(tag), pos(mark)));
+        }
+    }
+
     fn end_value(&mut self) {
         if !self.stack.is_empty() || !self.path.is_empty() {
             self.path.pop();
@@ -233,6 +269,7 @@ impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         match ev {
             Event::Scalar(text, _, _, tag) => {
+                self.check_tag(tag.as_ref(), &mark);
                 if self.begin_node(&mark, Some(&text)) {
                     return;
                 }
@@ -255,7 +292,8 @@ impl MarkedEventReceiver for Builder {
                     self.end_value();
                 }
             }
-            Event::SequenceStart(..) | Event::MappingStart(..) => {
+            Event::SequenceStart(_, ref tag) | Event::MappingStart(_, ref tag) => {
+                self.check_tag(tag.as_ref(), &mark);
                 let is_map = matches!(ev, Event::MappingStart(..));
                 if self.begin_node(&mark, None) {
                     // A collection used as a mapping key: index nothing inside.

@@ -6,8 +6,10 @@
 //! loaded again: a group scopes its children's ids exactly as the include
 //! did. Relative library paths in included files are written as absolute
 //! paths, since they were relative to the included file's folder. `!!js`
-//! values are written as `!!js "source"`, unevaluated. Comments say which
-//! file each run of rows came from, and which files patched a row.
+//! values are written as `!!js "source"`, with the value they have now in a
+//! comment after them. Comments say which file each run of rows came from,
+//! which files patched a row, and on each key a patch set, where it was
+//! set.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -73,9 +75,15 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
             out.push_str(&format!("{pad}# patched by {}\n", patchers.join(", ")));
         }
         let mut row = serde_yaml::Mapping::new();
+        // Keys another file set, with where: `file:line (layer)`.
+        let mut set_by: Vec<(Yaml, String)> = Vec::new();
         let container = entry.is_container() && entry.problems.is_empty();
         for (key, node) in &entry.raw.keys {
             let name = key.as_str().unwrap_or_default();
+            let own = Arc::ptr_eq(&node.origin.source, source) && node.origin.path.starts_with(&entry.origin.path);
+            if !own {
+                set_by.push((key.clone(), format!("{} ({})", node.origin.locate(), node.origin.source.role)));
+            }
             if container && matches!(name, "config" | "group" | "name") {
                 continue;
             }
@@ -124,8 +132,24 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
                 out.push_str(&format!("{pad}  config:\n"));
                 list(out, &entry.children, indent + 4, Some(source), root_dir);
             }
+        } else if row.is_empty() {
+            out.push_str(&format!("{pad}- {{}}\n"));
         } else {
-            block(&mut text, &Yaml::Mapping(row), indent + 2);
+            for (key, value) in row {
+                let mut one = serde_yaml::Mapping::new();
+                let at = set_by.iter().find(|(k, _)| *k == key).map(|(_, at)| at.clone());
+                one.insert(key, value);
+                let mut part = String::new();
+                block(&mut part, &Yaml::Mapping(one), indent + 2);
+                if let Some(at) = at {
+                    // On the key's own line (the first), joined to the
+                    // comment there already.
+                    let end = part.find('\n').unwrap_or(part.len());
+                    let joined = if part[..end].contains("  # now: ") { format!("; set by {at}") } else { format!("  # set by {at}") };
+                    part.insert_str(end, &joined);
+                }
+                text.push_str(&part);
+            }
             out.push_str(&pad);
             out.push_str("- ");
             out.push_str(text.get(indent + 2..).unwrap_or("{}\n"));
@@ -166,6 +190,29 @@ fn scalar(v: &Yaml) -> Option<String> {
     })
 }
 
+/// For a `!!js` value, a comment with the value it has now
+/// (`  # now: 2`), evaluated as the host would for this run with what
+/// `cordis config` has: the environment and the platform, but no running
+/// services (an expression that reads `ctx` says it is known only once the
+/// host runs). Empty for any other value.
+fn value_now(v: &Yaml) -> String {
+    let Yaml::Tagged(t) = v else { return String::new() };
+    if !is_js_tag(&t.tag) {
+        return String::new();
+    }
+    let Some(source) = js_source(v) else { return String::new() };
+    let text = match crate::expr::evaluate(&source, &serde_json::Map::new()) {
+        Ok(Some(value)) => value.to_string(),
+        Ok(None) => "undefined (a key with this value is left out)".into(),
+        Err(_) if source.contains("ctx") => "known once the host runs (it reads a service)".into(),
+        Err(e) => format!("does not evaluate: {}", e.to_string().lines().next().unwrap_or_default()),
+    };
+    let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let short: String = text.chars().take(160).collect();
+    let ellipsis = if short.len() < text.len() { "…" } else { "" };
+    format!("  # now: {short}{ellipsis}")
+}
+
 fn string_quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
@@ -194,7 +241,7 @@ fn block(out: &mut String, v: &Yaml, indent: usize) {
             for (k, val) in map {
                 let key = scalar(k).unwrap_or_else(|| "\"?\"".into());
                 match scalar(val) {
-                    Some(s) => out.push_str(&format!("{pad}{key}: {s}\n")),
+                    Some(s) => out.push_str(&format!("{pad}{key}: {s}{}\n", value_now(val))),
                     None => {
                         out.push_str(&format!("{pad}{key}:\n"));
                         block(out, val, indent + 2);
@@ -205,7 +252,7 @@ fn block(out: &mut String, v: &Yaml, indent: usize) {
         Yaml::Sequence(items) => {
             for item in items {
                 match scalar(item) {
-                    Some(s) => out.push_str(&format!("{pad}- {s}\n")),
+                    Some(s) => out.push_str(&format!("{pad}- {s}{}\n", value_now(item))),
                     None => {
                         let mut inner = String::new();
                         block(&mut inner, item, indent + 2);

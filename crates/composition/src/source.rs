@@ -141,6 +141,26 @@ impl Source {
             }
         };
         let source = Arc::new(Source { file, path, dir, text, role, positions: OnceLock::new() });
+        // A tag `serde_yaml` drops (`!!JS`) would turn an expression into
+        // its own text: every tag the dialect does not know is refused.
+        if source.text.contains('!') {
+            let positions = source.positions.get_or_init(|| Positions::of(&source.text));
+            if let Some((tag, at)) = positions.first_unknown_tag() {
+                // The parser marks the tagged value; point at the tag itself
+                // when the line shows it as written.
+                let line = source.text.lines().nth(at.line.saturating_sub(1)).unwrap_or_default();
+                let column = line.find(tag.as_str()).map_or(at.column, |i| line[..i].chars().count() + 1);
+                return Err(CompositionError::Syntax {
+                    file: source.file.clone(),
+                    line: at.line,
+                    column,
+                    message: format!(
+                        "unknown tag `{tag}`: a composition knows `!!js` (an expression) and YAML's core tags {}",
+                        crate::positions::KNOWN_TAGS.iter().skip(2).map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            }
+        }
         let mut doc = doc;
         // `serde_yaml` reads `!!js x` as the plain string `x`: mark the
         // expressions again from the event-level index (built only when the
