@@ -78,18 +78,23 @@ fn broken_compositions_say_exactly_what_to_fix() {
     );
 }
 
-/// A plugin no library provides is `missing`: reported, not a failure,
-/// except under `--strict`.
+/// A plugin no library provides is `missing`: `check` exits 1 with a
+/// summary line; `run` starts without it, saying so.
 fn check_missing(scratch: &Scratch, composition: &str, expected: &[&str]) {
     scratch.composition(composition);
     let out = scratch.cordis(&["check"]);
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     for e in expected {
         assert!(stdout.contains(e), "expected {e:?} in:\n{stdout}");
     }
+    assert!(stdout.ends_with("1 of 1 entry is not running: 1 missing\n"), "{stdout}");
     let strict = scratch.cordis(&["--strict", "check"]);
     assert_eq!(strict.status.code(), Some(1), "{}", text(&strict).0);
+    let tools = scratch.cordis(&["tools"]);
+    let (stdout, stderr) = text(&tools);
+    assert_eq!(tools.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("warning: 1 of 1 entry is not running: 1 missing; starting without them"), "{stderr}");
 }
 
 #[test]
@@ -116,7 +121,7 @@ fn strict_refuses_to_run_with_a_failed_entry() {
     let out = scratch.cordis(&["--strict", "tools"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(stderr.contains("1 entry did not load (failed, missing or waiting; --strict)"), "{stderr}");
+    assert!(stderr.contains("1 of 1 entry is not running: 1 failed (tool-todo); --strict refuses any entry that did not load"), "{stderr}");
     // Without --strict the failure is a warning and the command runs.
     let out = scratch.cordis(&["tools"]);
     let (stdout, stderr) = text(&out);

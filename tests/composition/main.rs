@@ -4,3 +4,4 @@
 
 mod compositions;
 mod policy;
+mod verdicts;

@@ -25,6 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -36,6 +37,9 @@ use cordis_session::{core_type_or_owned, event_message, Durability, Event, LineP
 /// The example script `cordis run` uses when no `--script` is given,
 /// relative to the composition's folder.
 pub const EXAMPLE_SCRIPT: &str = "examples/plan-and-ship.script.yml";
+
+/// The default `--settle-ms` of `dev` and `mcp --watch`.
+const SETTLE_MS: u64 = cordis_engine::reload::DEFAULT_SETTLE.as_millis() as u64;
 
 /// The cordis plugin host.
 #[derive(Debug, Parser)]
@@ -132,6 +136,11 @@ pub enum Command {
         /// session, same console) to let go of them.
         #[arg(long, value_name = "MIB", default_value_t = cordis_engine::reload::DEFAULT_MEMORY_BUDGET / (1024 * 1024), value_parser = clap::value_parser!(u64).range(1..))]
         memory_budget: u64,
+        /// How long, in milliseconds, the composition's files must stop
+        /// changing before a change is applied (a file saved in parts is
+        /// applied once, whole).
+        #[arg(long, value_name = "MS", default_value_t = SETTLE_MS, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+        settle_ms: u64,
     },
     /// Serve the composition's tools to MCP clients: over stdio (the
     /// default), or Streamable HTTP at http://ADDR/mcp with --http. Each
@@ -165,6 +174,10 @@ pub enum Command {
         /// `notifications/tools/list_changed` when the tool catalog changes.
         #[arg(long)]
         watch: bool,
+        /// With --watch: how long, in milliseconds, the composition's files
+        /// must stop changing before a change is applied.
+        #[arg(long, value_name = "MS", default_value_t = SETTLE_MS, value_parser = clap::value_parser!(u64).range(0..=60_000), requires = "watch")]
+        settle_ms: u64,
     },
     /// Inspect stored sessions.
     Session {
@@ -299,12 +312,16 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             } else {
                 render::check(&mut out, &host);
             }
-            let failed = host.failures(cli.strict).len();
-            if failed > 0 {
-                if !*json {
-                    let what = if cli.strict { "did not load (failed, missing or waiting; --strict)" } else { "failed" };
-                    let _ = writeln!(out, "{failed} of {} {what}", render::count(host.reports.len(), "entry", "entries"));
+            // Exit 1 when an entry failed or names a plugin nobody
+            // provides; a waiting entry may yet start (a provider added
+            // later), so it fails the check only under --strict.
+            let not = render::NotRunning::of(&host);
+            if !*json {
+                if let Some(summary) = not.summary(host.reports.len()) {
+                    let _ = writeln!(out, "{summary}");
                 }
+            }
+            if not.failed + not.missing > 0 || (cli.strict && not.waiting > 0) {
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)
@@ -358,10 +375,13 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Dev { file, session, memory_budget } => dev(&cli, file.as_deref(), session.as_deref(), *memory_budget),
+        Command::Dev { file, session, memory_budget, settle_ms } => {
+            dev(&cli, file.as_deref(), session.as_deref(), *memory_budget, Duration::from_millis(*settle_ms))
+        }
         #[cfg(feature = "mcp")]
-        Command::Mcp { session, http, token, allow_origins, allow_hosts, watch } => {
-            mcp(&cli, session.as_deref(), http.as_deref(), token.clone(), (allow_origins.clone(), allow_hosts.clone()), *watch)
+        Command::Mcp { session, http, token, allow_origins, allow_hosts, watch, settle_ms } => {
+            let watch = watch.then(|| Duration::from_millis(*settle_ms));
+            mcp(&cli, session.as_deref(), http.as_deref(), token.clone(), (allow_origins.clone(), allow_hosts.clone()), watch)
         }
         Command::Run { script, session, prompt } => run_turn(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
         Command::Session { command: SessionCommand::Ls, .. } => {
@@ -507,7 +527,7 @@ fn watch(host: &Host, id: &str) -> Result<ExitCode, CliError> {
     }
 }
 
-fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_mib: u64) -> Result<ExitCode, CliError> {
+fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_mib: u64, settle: Duration) -> Result<ExitCode, CliError> {
     // Before any thread starts: a restart in place hands its state over in
     // the environment.
     let handover = cordis_engine::reload::restart::take();
@@ -516,6 +536,7 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_m
         memory_budget: memory_budget_mib.saturating_mul(1024 * 1024),
         handover: handover.clone(),
         restart_in_place: true,
+        settle,
         ..cordis_engine::reload::DevOptions::default()
     };
     let dev = cordis_engine::reload::DevHost::boot(options(cli, &file, false), dev_options).map_err(|e| e.to_string())?;
@@ -523,8 +544,9 @@ fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_m
         let mut err = std::io::stderr().lock();
         render::check(&mut err, &dev.host);
     }
-    if cli.strict && !dev.host.failures(true).is_empty() {
-        return Err(CliError { code: 1, message: "entries did not load: failed, missing or waiting (--strict)".into() });
+    // A restart in place carries on the host that was running.
+    if handover.is_none() {
+        judge(cli, &dev.host, Verdict::Serve, false)?;
     }
     let sessions = &dev.host.services.sessions;
     let session = match (&handover, session_id) {
@@ -596,7 +618,7 @@ fn mcp(
     http: Option<&str>,
     token: Option<String>,
     allow: (Vec<String>, Vec<String>),
-    watch: bool,
+    watch: Option<Duration>,
 ) -> Result<ExitCode, CliError> {
     let http = match http {
         Some(text) => {
@@ -609,15 +631,14 @@ fn mcp(
     };
     // The server keeps running while plugin code runs: sealed private copies.
     let options = HostOptions { private_copies: true, ..options(cli, &cli.composition, false) };
-    let (host, dev) = if watch {
-        let dev = cordis_engine::reload::DevHost::boot(options, cordis_engine::reload::DevOptions::default()).map_err(|e| e.to_string())?;
-        if cli.strict && !dev.host.failures(true).is_empty() {
-            return Err(CliError { code: 1, message: "entries did not load: failed, missing or waiting (--strict)".into() });
-        }
+    let (host, dev) = if let Some(settle) = watch {
+        let dev_options = cordis_engine::reload::DevOptions { settle, ..cordis_engine::reload::DevOptions::default() };
+        let dev = cordis_engine::reload::DevHost::boot(options, dev_options).map_err(|e| e.to_string())?;
+        judge(cli, &dev.host, Verdict::Serve, true)?;
         let dev = Arc::new(dev);
         (None, Some(dev))
     } else {
-        (Some(boot_with(cli, options)?), None)
+        (Some(boot_with(cli, options, Verdict::Serve)?), None)
     };
     let services = match (&host, &dev) {
         (Some(h), _) => &h.services,
@@ -779,41 +800,61 @@ fn boot_for_sessions(cli: &Cli) -> Result<Host, CliError> {
     boot_for_use(cli, false)
 }
 
-/// Boots for a command that uses the host: failed entries are warnings, or
-/// fatal under `--strict` (exit 1).
+/// Boots for a command that inspects the host (`tools`, `session`):
+/// entries that did not load are warnings, fatal under `--strict` (exit 1).
 fn boot_for_use(cli: &Cli, in_memory: bool) -> Result<Host, CliError> {
-    boot_with(cli, options(cli, &cli.composition, in_memory))
+    boot_with(cli, options(cli, &cli.composition, in_memory), Verdict::Inspect)
 }
 
-/// Boots with `options`; failed entries as for [`boot_for_use`].
-fn boot_with(cli: &Cli, options: HostOptions) -> Result<Host, CliError> {
+/// What a command does with entries that did not load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// An inspection (`tools`, `session`): warnings, unless `--strict`.
+    Inspect,
+    /// A command that serves the composition (`run`, `dev`, `mcp`): a
+    /// failed entry refuses the start (exit 1), as it refuses the
+    /// reference's boot; missing and waiting entries are warnings with a
+    /// summary line, unless `--strict`.
+    Serve,
+}
+
+/// Boots with `options`; entries that did not load as `verdict` says.
+fn boot_with(cli: &Cli, options: HostOptions, verdict: Verdict) -> Result<Host, CliError> {
     let host = Host::boot(&options).map_err(|e| e.to_string())?;
-    let failures = host.failures(true);
-    if !failures.is_empty() {
-        let mut err = std::io::stderr().lock();
-        let label = if cli.strict { "error" } else { "warning" };
-        for r in &failures {
-            for line in r.state.messages() {
-                let _ = writeln!(err, "{label}: {}", render::printable(line));
-            }
-        }
-        if cli.strict {
-            return Err(CliError {
-                code: 1,
-                message: format!(
-                    "{} did not load (failed, missing or waiting; --strict); run `{}` for details",
-                    render::count(failures.len(), "entry", "entries"),
-                    invocation(cli, "check")
-                ),
-            });
+    judge(cli, &host, verdict, true)?;
+    Ok(host)
+}
+
+/// Prints what did not load in `host` (each entry's messages when
+/// `details`, then a summary line) and refuses the command when `verdict`
+/// (or `--strict`) says so.
+///
+/// # Errors
+/// Exit 1 naming the entries: a failed entry under [`Verdict::Serve`], any
+/// entry that did not load under `--strict`.
+fn judge(cli: &Cli, host: &Host, verdict: Verdict, details: bool) -> Result<(), CliError> {
+    let not = render::NotRunning::of(host);
+    let Some(summary) = not.summary(host.reports.len()) else { return Ok(()) };
+    let refuse = cli.strict || (verdict == Verdict::Serve && not.failed > 0);
+    let mut err = std::io::stderr().lock();
+    for r in host.failures(true).into_iter().filter(|_| details) {
+        let label = if refuse && (cli.strict || r.state.is_failure()) { "error" } else { "warning" };
+        for line in r.state.messages() {
+            let _ = writeln!(err, "{label}: {}", render::printable(line));
         }
     }
-    Ok(host)
+    if !refuse {
+        let _ = writeln!(err, "warning: {summary}; starting without them (`{}` tells why)", invocation(cli, "check"));
+        return Ok(());
+    }
+    let failed: Vec<&str> = host.reports.iter().filter(|r| r.state.fails(cli.strict)).map(|r| r.id.as_str()).collect();
+    let why = if cli.strict { "--strict refuses any entry that did not load" } else { "a failed entry refuses the start" };
+    Err(CliError { code: 1, message: format!("{summary} ({}); {why}; run `{}` for details", failed.join(", "), invocation(cli, "check")) })
 }
 
 fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: Option<&str>) -> Result<ExitCode, CliError> {
     // `run` keeps running while plugin code runs: from sealed private copies.
-    let host = boot_with(cli, HostOptions { private_copies: true, ..options(cli, &cli.composition, false) })?;
+    let host = boot_with(cli, HostOptions { private_copies: true, ..options(cli, &cli.composition, false) }, Verdict::Serve)?;
     // The model: the script given, else the composition's `model` service,
     // else the example script.
     let composed = match script {

@@ -65,6 +65,54 @@ pub fn check(out: &mut impl Write, host: &Host) {
     }
 }
 
+/// How many entries did not load, by state.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct NotRunning {
+    /// Entries whose row or `apply` failed.
+    pub failed: usize,
+    /// Entries whose plugin no library provides.
+    pub missing: usize,
+    /// Entries waiting for a service nothing provides.
+    pub waiting: usize,
+}
+
+impl NotRunning {
+    /// Counts the entries of `host` that did not load.
+    pub fn of(host: &Host) -> NotRunning {
+        let mut n = NotRunning::default();
+        for r in &host.reports {
+            match r.state {
+                EntryState::Failed(_) => n.failed += 1,
+                EntryState::Missing(_) => n.missing += 1,
+                EntryState::Waiting(_) => n.waiting += 1,
+                _ => {}
+            }
+        }
+        n
+    }
+
+    /// Whether every entry loaded (or is disabled).
+    pub fn none(&self) -> bool {
+        *self == NotRunning::default()
+    }
+
+    /// One line for the end of a report: `2 of 5 entries are not running:
+    /// 1 failed, 1 missing`; `None` when every entry loaded.
+    pub fn summary(&self, total: usize) -> Option<String> {
+        if self.none() {
+            return None;
+        }
+        let parts: Vec<String> = [(self.failed, "failed"), (self.missing, "missing"), (self.waiting, "waiting for a service")]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+        let not = self.failed + self.missing + self.waiting;
+        let verb = if not == 1 { "is" } else { "are" };
+        Some(format!("{not} of {} {verb} not running: {}", count(total, "entry", "entries"), parts.join(", ")))
+    }
+}
+
 /// `cordis check --json`: `{"entries": [{"id", "name", "state", "source":
 /// "FILE:LINE", "reason"?}], "warnings": [...]}`, entries flat in load
 /// order with scoped ids. Groups and includes report `loaded` when

@@ -478,6 +478,19 @@ impl Loader {
             })
             .collect();
         if !absent.is_empty() {
+            // The row's own faults are told now, not once the provider
+            // comes: a config without expressions does not depend on the
+            // services, so it is checked already.
+            if !entry.config_has_expressions() {
+                let config = entry.config_json(&mut |_| Ok(None)).map_err(|m| EntryState::Failed(vec![m]))?;
+                if let Ok(checker) = self.config_checker(&picked) {
+                    let mut messages = config_violations(entry, &checker, &config);
+                    if !messages.is_empty() {
+                        messages.extend(absent);
+                        return Err(EntryState::Failed(messages));
+                    }
+                }
+            }
             return Err(EntryState::Waiting(absent));
         }
 
@@ -592,7 +605,29 @@ impl Loader {
         let mut failure = None;
         // Entries this swap set waiting: a swap undone takes them back.
         let mut queued: Vec<String> = Vec::new();
+        let new = providers_first(new);
+        // Services the new versions provide: a consumer swapped with its
+        // provider reads the new one.
+        let fresh: Vec<String> = new
+            .iter()
+            .flat_map(|(_, p)| p.library.provides.iter().filter(|(plugin, _)| *plugin == p.picked.decl.name.as_str()).map(|(_, s)| s.clone()))
+            .collect();
         for (entry, prepared) in new {
+            // Its config's expressions were evaluated before the swap: one
+            // that reads a service swapped with it is evaluated again, now
+            // that the new provider runs.
+            let prepared = if entry.config_has_expressions() && prepared.inject.iter().any(|n| fresh.contains(n)) {
+                match self.prepare(&entry, Some(prepared.library.clone())) {
+                    Ok(again) => again,
+                    Err(EntryState::Waiting(_)) => prepared,
+                    Err(state) => {
+                        failure = Some(SwapFailure { id: entry.id.clone(), message: state.messages().join("; ") });
+                        break;
+                    }
+                }
+            } else {
+                prepared
+            };
             // Its services may have gone with this very swap: then it waits.
             if let Some(absent) = self.absent_services(&entry, &prepared.inject) {
                 tracing::warn!("entry {}: waiting for service `{absent}`", entry.id);
@@ -693,6 +728,23 @@ impl Loader {
     pub fn with_active<R>(&self, id: &str, f: impl FnOnce(&Active) -> R) -> Option<R> {
         self.active.lock_or_recover().get(id).map(f)
     }
+}
+
+/// `new` reordered so that an entry comes after the entries in `new` that
+/// provide a service it injects (file order otherwise kept; a cycle keeps
+/// the rest in file order).
+fn providers_first(mut new: Vec<(Entry, Prepared)>) -> Vec<(Entry, Prepared)> {
+    let provides = |p: &Prepared| -> Vec<String> {
+        p.library.provides.iter().filter(|(plugin, _)| *plugin == p.picked.decl.name.as_str()).map(|(_, s)| s.clone()).collect()
+    };
+    let mut ordered = Vec::with_capacity(new.len());
+    while !new.is_empty() {
+        let ready = new
+            .iter()
+            .position(|(_, p)| !new.iter().any(|(_, other)| !std::ptr::eq(other, p) && provides(other).iter().any(|s| p.inject.contains(s))));
+        ordered.push(new.remove(ready.unwrap_or(0)));
+    }
+    ordered
 }
 
 /// The config's violations of `checker`'s schema, one message each naming
