@@ -7,7 +7,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cordis_tests::{cordis_exe, library, plugin_dir, Scratch};
+use cordis_tests::{cordis_exe, library, plugin_dir, text, Scratch};
 use serde_json::{json, Value};
 
 /// A running `cordis dev`.
@@ -710,9 +710,14 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     std::fs::create_dir_all(&plugins).unwrap();
     let versioned = plugins.join("libversioned.so");
     std::fs::copy(library("fixture-not-plugin"), &versioned).unwrap();
-    scratch.composition(
-        "- id: v\n  name: ./plugins/libversioned.so\n- id: todo\n  name: ./out/lib/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n",
-    );
+    // A failed entry refuses the start; a missing one does not.
+    let both =
+        "- id: v\n  name: ./plugins/libversioned.so\n- id: todo\n  name: ./out/lib/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n";
+    scratch.composition(both);
+    let refused = scratch.cordis(&["dev"]);
+    assert_eq!(refused.status.code(), Some(1), "{:?}", text(&refused));
+    assert!(text(&refused).1.contains("1 failed, 1 missing (v); a failed entry refuses the start"), "{:?}", text(&refused));
+    scratch.composition("- id: todo\n  name: ./out/lib/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n");
     let mut dev = Dev::start(scratch.path(), &[]);
     assert!(dev.running().is_empty());
     // status says which entries are not running, and why.
@@ -726,9 +731,8 @@ fn a_library_that_lands_after_dev_started_loads_then() {
             .collect()
     };
     let down = not_running(&mut dev);
-    assert_eq!(down.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["todo", "v"], "{down:?}");
+    assert_eq!(down.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["todo"], "{down:?}");
     assert!(down[0].1.contains("libtool_todo.so"), "{down:?}");
-    assert!(down[1].1.contains("not a cordis plugin library"), "{down:?}");
     let wait_for = |dev: &mut Dev, id: &str| dev.wait_until(&format!("{id} never loaded"), |dev| dev.running().iter().any(|r| r == id));
     // The build lands: the folders appear, then the file is written in place.
     let out = scratch.path().join("out").join("lib");
@@ -739,7 +743,12 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     let reply = dev.call("todo_write", r#"{"todos":[{"content":"ship it","status":"in_progress"}]}"#);
     assert_eq!(reply["isError"], false, "{reply}");
     assert_eq!(dev.running(), ["todo"]);
-    assert_eq!(not_running(&mut dev).iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["v"]);
+    // An entry whose file is not a plugin library, added while running.
+    scratch.composition(both);
+    dev.expect_notice("not a cordis plugin library");
+    let down = not_running(&mut dev);
+    assert_eq!(down.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["v"], "{down:?}");
+    assert!(down[0].1.contains("not a cordis plugin library"), "{down:?}");
     // A good build over the one that failed to load is tried again.
     atomic_rename(&versioned, &build_bytes('A'));
     wait_for(&mut dev, "v");
@@ -814,8 +823,10 @@ fn an_entry_that_is_not_running_is_in_status_and_its_problem_is_told_once() {
     setup(&scratch, true);
     let rows =
         |bad: &str, extra: &str| format!("- id: v\n  name: ./plugins/libversioned.so\n- id: bad\n  name: ./plugins/libtool_todo.so\n{bad}{extra}");
-    scratch.composition(&rows("", ""));
+    scratch.composition("- id: v\n  name: ./plugins/libversioned.so\n");
     let mut dev = Dev::start(scratch.path(), &[]);
+    scratch.composition(&rows("", ""));
+    dev.expect_notice("allowParallelInProgress is required");
     let not_running = |dev: &mut Dev| dev.send("status")["notRunning"].clone();
     let down = not_running(&mut dev);
     assert_eq!(down[0]["id"], "bad", "{down}");
@@ -824,13 +835,13 @@ fn an_entry_that_is_not_running_is_in_status_and_its_problem_is_told_once() {
     scratch.composition(&rows("", "- id: todo\n  name: ./plugins/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n"));
     dev.expect_notice("composition reloaded: added todo");
     let told = |dev: &Dev| dev.stderr().iter().filter(|l| l.starts_with("cordis dev:") && l.contains("entry bad")).cloned().collect::<Vec<_>>();
-    assert_eq!(told(&dev), Vec::<String>::new());
+    assert_eq!(told(&dev).len(), 1, "{:?}", dev.stderr());
     // A new problem is told, saying the entry is not running.
     scratch.composition(&rows("  config:\n    allowParallelInProgress: 3\n", ""));
     let notice = dev.expect_notice("must be a boolean");
     assert!(notice.ends_with("(the entry is not running)"), "{notice}");
     dev.expect_notice("composition reloaded: removed todo");
-    assert_eq!(told(&dev).len(), 1, "{:?}", dev.stderr());
+    assert_eq!(told(&dev).len(), 2, "{:?}", dev.stderr());
     assert!(not_running(&mut dev)[0]["reason"].as_str().unwrap().contains("must be a boolean"));
     // Fixed: it runs, and is no longer listed.
     scratch.composition(&rows("  config:\n    allowParallelInProgress: false\n", ""));
@@ -881,6 +892,8 @@ fn a_config_change_and_a_schema_change_reload_in_either_order() {
     dev.wait_until("build B never served", |dev| dev.version() == "B");
     assert_eq!(config(&mut dev), json!({"label": "x"}));
     assert_eq!(dev.reloads(), 1, "{:?}", dev.stderr());
+    // Build A's verdict on the new row did not stand: it is not told.
+    assert!(!dev.stderr().iter().any(|l| l.contains("is not an allowed key")), "{:?}", dev.stderr());
 }
 
 #[test]
@@ -1166,4 +1179,92 @@ fn a_composition_that_stops_reading_is_told_once_and_again_when_it_reads() {
     dev.expect_notice("reads again");
     assert_eq!(dev.version(), "A");
     assert_eq!(dev.reloads(), 0);
+}
+
+/// Writes `text` over `path` in place, as an editor that writes in place
+/// does: truncated, the part before `cut` written and flushed, then after
+/// `gap` the rest.
+fn write_in_two_parts(path: &Path, text: &str, cut: &str, gap: Duration) {
+    let at = text.find(cut).expect("the cut is in the text");
+    let mut f = std::fs::OpenOptions::new().write(true).truncate(true).open(path).unwrap();
+    f.write_all(&text.as_bytes()[..at]).unwrap();
+    f.flush().unwrap();
+    std::thread::sleep(gap);
+    f.write_all(&text.as_bytes()[at..]).unwrap();
+}
+
+/// Issue 27, kind 1: `cordis.yml` saved in two parts whose first part still
+/// parses (and leaves an entry out) is applied once, with its final
+/// content, when the gap is shorter than the settle time: the default
+/// (500 ms) against a 200 ms gap, and `--settle-ms` against a longer one.
+#[test]
+fn a_half_saved_composition_is_applied_once_it_settles() {
+    for (args, gap) in [(&[][..], 200), (&["--settle-ms", "1500"][..], 900)] {
+        let scratch = Scratch::new();
+        setup(&scratch, true);
+        let path = scratch.path().join("cordis.yml");
+        let mut dev = Dev::start_with(scratch.path(), &[], args);
+        let todo = dev.fiber("todo");
+        let final_text = std::fs::read_to_string(&path).unwrap().replace("allowParallelInProgress: true", "allowParallelInProgress: false");
+        write_in_two_parts(&path, &final_text, "- id: todo", Duration::from_millis(gap));
+        dev.expect_reloads(1);
+        assert_ne!(dev.fiber("todo"), todo, "{args:?}: the final content applied");
+        assert_eq!(dev.entry("todo").unwrap()["config"]["allowParallelInProgress"], false);
+        let notices: Vec<String> = dev.stderr().into_iter().filter(|l| l.contains("composition reloaded")).collect();
+        assert_eq!(notices, ["cordis dev: composition reloaded: changed todo"], "{args:?}: {:?}", dev.stderr());
+    }
+}
+
+/// Issue 27, kind 2: a provider and its consumer changed in one save. The
+/// consumer's `!!js ctx.counter.label` is evaluated against the new
+/// provider whichever row comes first in the file; each plugin is applied
+/// once; no "waiting for service" is told for the host's own restart.
+#[test]
+fn a_provider_and_its_consumer_changed_together_settle_in_one_order() {
+    let consumer = |tool: &str| format!("- id: user\n  name: fixture-counter-user\n  config:\n    tool: {tool}\n    seen: !!js ctx.counter.label\n");
+    let provider = |label: &str| format!("- id: counter\n  name: fixture-counter\n  config: {{label: {label}}}\n");
+    for provider_first in [true, false] {
+        let text = |tool: &str, label: &str| {
+            if provider_first {
+                provider(label) + &consumer(tool)
+            } else {
+                consumer(tool) + &provider(label)
+            }
+        };
+        let scratch = Scratch::new();
+        scratch.composition(&text("next", "a"));
+        let mut dev = Dev::start(scratch.path(), &[]);
+        let seen = |dev: &mut Dev, tool: &str| -> Value {
+            let reply = dev.call(tool, r#"{"seen": true}"#);
+            serde_json::from_str::<Value>(reply["text"].as_str().unwrap_or("null")).unwrap_or(Value::Null)["seen"].clone()
+        };
+        assert_eq!(seen(&mut dev, "next"), "a");
+        let fibers = (dev.fiber("user"), dev.fiber("counter"));
+        for (round, (tool, label)) in [("again", "b"), ("next", "c")].into_iter().enumerate() {
+            scratch.composition(&text(tool, label));
+            dev.expect_reloads(round as u64 + 1);
+            assert_eq!(seen(&mut dev, tool), label, "provider first: {provider_first}; stderr: {:?}", dev.stderr());
+        }
+        // Two changes, one apply per plugin each: four fibers after the two
+        // of the start.
+        let now = (dev.fiber("user"), dev.fiber("counter"));
+        let newest = now.0.max(now.1);
+        assert_eq!(newest, fibers.0.max(fibers.1) + 4, "provider first: {provider_first}: {fibers:?} then {now:?}; {:?}", dev.stderr());
+        assert!(!dev.stderr().iter().any(|l| l.contains("waiting for service")), "{:?}", dev.stderr());
+    }
+}
+
+/// Issue 27, kind 5: `cordis dev` refuses to start when an entry failed,
+/// naming it, with exit 1.
+#[test]
+fn dev_refuses_to_start_with_a_failed_entry() {
+    let scratch = Scratch::new();
+    setup(&scratch, true);
+    scratch.composition("- id: v\n  name: ./plugins/libversioned.so\n- id: todo\n  name: ./plugins/libtool_todo.so\n");
+    let out = scratch.cordis(&["dev"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("cordis.yml:3: entry todo: $.allowParallelInProgress is required"), "{stderr}");
+    assert!(stderr.contains("1 of 2 entries is not running: 1 failed (todo); a failed entry refuses the start"), "{stderr}");
+    assert!(!stdout.contains("ready"), "{stdout}");
 }

@@ -6,6 +6,7 @@ throughput figure (bench/mcp.sh), on the official Python SDK (`mcp`).
     client.py kill CORDIS [ARGS...]             call todo_write until killed, one line per answer
     client.py bench N CORDIS [ARGS...]          N sequential todo_write calls over stdio
     client.py watch FILE CORDIS [ARGS...]       rewrite the composition FILE, wait for tools/list_changed
+    client.py halfsave FILE GAP CORDIS [ARGS...]  write FILE in place in two parts GAP seconds apart
 
 `CORDIS [ARGS...]` is the command that starts the server (`cordis mcp ...`).
 Output: one JSON object per line on stdout.
@@ -129,6 +130,47 @@ async def watch(composition, argv):
         out(step="after", notified=notified, descriptions=[t.description for t in after])
 
 
+async def halfsave(composition, gap, argv):
+    """Writes the composition in place in two parts, `gap` seconds apart, as
+    an editor that writes in place does: the first part still parses and
+    leaves the `todo` row out. Reports how many `tools/list_changed`
+    notifications came, whether `todo_write` was ever missing from
+    `tools/list`, and the final descriptions."""
+    notifications = 0
+
+    async def on_message(message):
+        nonlocal notifications
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            notifications += 1
+
+    async def names(client):
+        return [t.name for t in (await client.list_tools()).tools]
+
+    async with Client(stdio_server(argv), message_handler=on_message) as client:
+        before = await names(client)
+        with open(composition) as f:
+            final = f.read().replace("allowParallelInProgress: false", "allowParallelInProgress: true")
+        cut = final.index("- id: todo")
+        missing = False
+        with open(composition, "r+") as f:
+            f.seek(0)
+            f.truncate()
+            f.write(final[:cut])
+            f.flush()
+            end = time.monotonic() + gap
+            while time.monotonic() < end:
+                missing = missing or "todo_write" not in await names(client)
+                await asyncio.sleep(0.02)
+            f.write(final[cut:])
+        # Long enough for the settle time and the reload after it.
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            missing = missing or "todo_write" not in await names(client)
+            await asyncio.sleep(0.05)
+        after = (await client.list_tools()).tools
+        out(step="halfsave", before=before, notifications=notifications, missing=missing, descriptions=[t.description for t in after])
+
+
 async def bench(n, argv):
     async with Client(stdio_server(argv)) as client:
         await client.list_tools()
@@ -159,6 +201,8 @@ def main():
         asyncio.run(kill(sys.argv[2:]))
     elif mode == "watch":
         asyncio.run(watch(sys.argv[2], sys.argv[3:]))
+    elif mode == "halfsave":
+        asyncio.run(halfsave(sys.argv[2], float(sys.argv[3]), sys.argv[4:]))
     elif mode == "bench":
         asyncio.run(bench(int(sys.argv[2]), sys.argv[3:]))
     else:

@@ -269,31 +269,53 @@ fn python_sdk_over_http_with_a_token_and_origin_checks() {
     check_scenario(&scratch, &steps, "python http");
 }
 
-/// `cordis mcp --watch`: a composition change that changes the catalog (the
-/// policy changes the tool's description) reaches the client as
-/// `notifications/tools/list_changed`, and the next `tools/list` has it.
-#[test]
-fn watch_sends_tools_list_changed_on_a_catalog_change() {
+/// Runs the Python client's mode `args` against `cordis mcp --watch` in
+/// `scratch`; fails unless it succeeds. Its steps, stdout and stderr.
+fn python_against_watch(scratch: &Scratch, args: &[&str]) -> (Vec<Value>, String, String) {
     let (python, _) = peers();
-    let scratch = Scratch::new();
-    let composition = scratch.composition(COMPOSITION);
     let out = Command::new(python)
         .arg(repo_root().join("tests/mcp/client.py"))
-        .arg("watch")
-        .arg(&composition)
-        .args(server_args(&scratch, &["--watch"]))
+        .args(args)
+        .args(server_args(scratch, &["--watch"]))
         .current_dir(scratch.path())
         .output()
         .expect("run the Python client");
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "the Python client failed:\n{stdout}\n{stderr}");
-    let steps = lines(&out.stdout);
+    (lines(&out.stdout), stdout, stderr)
+}
+
+/// `cordis mcp --watch`: a composition change that changes the catalog (the
+/// policy changes the tool's description) reaches the client as
+/// `notifications/tools/list_changed`, and the next `tools/list` has it.
+#[test]
+fn watch_sends_tools_list_changed_on_a_catalog_change() {
+    let scratch = Scratch::new();
+    let composition = scratch.composition(COMPOSITION);
+    let (steps, stdout, stderr) = python_against_watch(&scratch, &["watch", composition.to_str().unwrap()]);
     let before = step(&steps, "before")["descriptions"][0].as_str().unwrap().to_string();
     let after = step(&steps, "after");
     assert_eq!(after["notified"], true, "{stdout}\n{stderr}");
     let after = after["descriptions"][0].as_str().unwrap();
     assert!(before.contains("at most one todo `in_progress`"), "{before}");
     assert_ne!(before, after, "the catalog changed");
+}
+
+/// `cordis mcp --watch`: `cordis.yml` written in place in two parts 200 ms
+/// apart, the first part still parsing and leaving the tool out, is applied
+/// once, with its final content: the client never sees the tool gone and
+/// gets one `tools/list_changed`.
+#[test]
+fn watch_applies_a_half_saved_composition_only_once_it_settles() {
+    let scratch = Scratch::new();
+    let composition = scratch.composition(&format!("- id: other\n  name: tool-todo\n  disabled: true\n{COMPOSITION}"));
+    let (steps, stdout, stderr) = python_against_watch(&scratch, &["halfsave", composition.to_str().unwrap(), "0.2"]);
+    let report = step(&steps, "halfsave");
+    assert_eq!(report["before"], json!(["todo_write"]), "{stdout}");
+    assert_eq!(report["missing"], false, "the first part was applied:\n{stdout}\n{stderr}");
+    assert_eq!(report["notifications"], 1, "{stdout}\n{stderr}");
+    assert!(!report["descriptions"][0].as_str().unwrap().contains("at most one todo `in_progress`"), "the final content runs: {stdout}");
+    assert_eq!(stderr.matches("composition reloaded").count(), 1, "{stderr}");
 }
 
 #[test]

@@ -46,6 +46,13 @@ pub use watch::watch;
 pub struct DevOptions {
     /// How long changes must be quiet before they are handled.
     pub debounce: Duration,
+    /// How long the composition's files (the root file, its patch layers
+    /// and includes) must stop changing before a change to one is applied:
+    /// an editor that writes a file in place in parts, with pauses shorter
+    /// than this, gives one reload to the final content. Any change to a
+    /// watched file during the wait starts it again. Default
+    /// [`DEFAULT_SETTLE`].
+    pub settle: Duration,
     /// How long a changed library may take to become complete.
     pub settle_timeout: Duration,
     /// Memory, in bytes, that replaced libraries may keep: when loading a
@@ -67,6 +74,9 @@ pub struct DevOptions {
     pub restart_in_place: bool,
 }
 
+/// The default [`DevOptions::settle`]: 500 ms.
+pub const DEFAULT_SETTLE: Duration = Duration::from_millis(500);
+
 /// The default [`DevOptions::memory_budget`]: 128 MiB.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 128 * 1024 * 1024;
 
@@ -74,6 +84,7 @@ impl Default for DevOptions {
     fn default() -> Self {
         DevOptions {
             debounce: Duration::from_millis(150),
+            settle: DEFAULT_SETTLE,
             settle_timeout: Duration::from_secs(60),
             memory_budget: DEFAULT_MEMORY_BUDGET,
             handover: None,
@@ -137,6 +148,9 @@ pub struct DevHost {
     /// it would run with (its config schema or its `apply` rejected them):
     /// tried again when those rows are edited.
     refused_rows: Mutex<HashSet<PathBuf>>,
+    /// Notices held back while a composition change may still be decided
+    /// by a build waiting for it (`None`: notices are printed at once).
+    held_notes: Mutex<Option<Vec<String>>>,
     /// The file (device, inode, size, modification time) whose change was
     /// last refused, per library.
     refused_files: Mutex<HashMap<PathBuf, library::FileIdentity>>,
@@ -237,6 +251,7 @@ impl DevHost {
             refused: Mutex::new(HashMap::new()),
             refused_files: Mutex::new(HashMap::new()),
             refused_rows: Mutex::new(HashSet::new()),
+            held_notes: Mutex::new(None),
             refresh_refused: Mutex::new(HashMap::new()),
             unreadable: Mutex::new(None),
             listeners: Mutex::new(Vec::new()),
@@ -341,7 +356,10 @@ impl DevHost {
     }
 
     fn note(&self, message: String) {
-        eprintln!("cordis dev: {message}");
+        match self.held_notes.lock_or_recover().as_mut() {
+            Some(held) => held.push(message),
+            None => eprintln!("cordis dev: {message}"),
+        }
     }
 
     /// The composition file.
@@ -463,7 +481,32 @@ impl DevHost {
             return Outcome::Restarting;
         }
         let mut edited = HashSet::new();
+        // With a build waiting for its rows, what the running build says
+        // of an edited row is told only if that build does not take it:
+        // only the verdict that stands is shown.
+        let hold = !self.refused_rows.lock_or_recover().is_empty();
+        if hold {
+            *self.held_notes.lock_or_recover() = Some(Vec::new());
+        }
         let outcome = self.apply_composition(&mut edited);
+        let held = if hold { self.held_notes.lock_or_recover().take().unwrap_or_default() } else { Vec::new() };
+        let outcome = self.retry_refused_builds(outcome, &edited);
+        let taken: Vec<String> = match &outcome {
+            Outcome::Reloaded(ids) => ids.iter().map(|id| format!("entry {id}:")).collect(),
+            _ => Vec::new(),
+        };
+        for message in held {
+            if !(message.ends_with("(the running version is kept)") && taken.iter().any(|t| message.contains(t.as_str()))) {
+                self.note(message);
+            }
+        }
+        outcome
+    }
+
+    /// Tries again the builds refused for the rows their entries ran with,
+    /// when those rows were `edited`; adds what they reloaded to
+    /// `outcome`.
+    fn retry_refused_builds(&self, outcome: Outcome, edited: &HashSet<String>) -> Outcome {
         if matches!(outcome, Outcome::Restarting) || edited.is_empty() {
             return outcome;
         }
@@ -939,7 +982,7 @@ impl DevHost {
 
     /// The live entries, their plugin and library, as JSON:
     /// `{"reloads", "restarts", "entries": [{"id", "plugin", "fiber",
-    /// "library", "copy", "config", "heldBack"?}], "waiting": [id],
+    /// "library", "abi", "config", "heldBack"?}], "waiting": [id],
     /// "notRunning": [{"id", "name", "reason"}]}`, where `heldBack` says why
     /// an entry's changed row was not applied, `waiting` lists the entries waiting for
     /// a service and `notRunning` the other enabled entries that are not
@@ -968,7 +1011,7 @@ impl DevHost {
                         "plugin": a.picked.decl.name.as_str(),
                         "fiber": a.fiber.owner().fiber,
                         "library": a.library.source.display().to_string(),
-                        "copy": a.library.path.display().to_string(),
+                        "abi": a.library.abi.to_string(),
                         "config": a.config,
                     });
                     // Its row in cordis.yml was changed, but not applied.

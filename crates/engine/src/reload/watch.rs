@@ -54,17 +54,25 @@ pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
     std::thread::Builder::new()
         .name("cordis-dev-watch".into())
         .spawn(move || {
-            let debounce = dev.options.debounce;
+            let (debounce, settle) = (dev.options.debounce, dev.options.settle);
             while let Ok(first) = rx.recv() {
                 let mut changed: HashSet<PathBuf> = HashSet::new();
                 let mut next = Some(first);
+                // A change to a composition file waits until every watched
+                // file has been quiet for the settle time, so a file saved
+                // in parts is applied once, whole.
+                let composition: HashSet<PathBuf> = dev.composition_files().iter().map(|p| canonical(p)).collect();
+                let mut quiet = debounce;
                 while let Some((path, handled)) = next.take() {
+                    if composition.contains(&path) || composition.contains(&canonical(&path)) {
+                        quiet = quiet.max(settle);
+                    }
                     if handled {
                         changed.remove(&path);
                     } else {
                         changed.insert(path);
                     }
-                    next = rx.recv_timeout(debounce).ok();
+                    next = rx.recv_timeout(quiet).ok();
                 }
                 handle(&dev, &changed, true);
                 // Each awaited set is checked for files already in place
