@@ -1268,3 +1268,32 @@ fn dev_refuses_to_start_with_a_failed_entry() {
     assert!(stderr.contains("1 of 2 entries is not running: 1 failed (todo); a failed entry refuses the start"), "{stderr}");
     assert!(!stdout.contains("ready"), "{stdout}");
 }
+
+/// A user patch layer written after `cordis dev` started is applied, and
+/// its deletion is undone (no layer is a valid composition); an include
+/// whose file is written after the row naming it is picked up when the
+/// file lands.
+#[test]
+fn a_user_layer_and_an_included_file_written_later_are_picked_up() {
+    let scratch = Scratch::new();
+    setup(&scratch, true);
+    let config = scratch.path().join(".config");
+    let mut dev = Dev::start(scratch.path(), &[("XDG_CONFIG_HOME", config.to_str().unwrap())]);
+    assert_eq!(dev.running(), ["todo", "v"]);
+    let layer = config.join("cordis/cordis.patch.yml");
+    std::fs::create_dir_all(layer.parent().unwrap()).unwrap();
+    std::fs::write(&layer, "- id: todo\n  disabled: true\n").unwrap();
+    dev.expect_notice("composition reloaded: disabled todo");
+    assert_eq!(dev.running(), ["v"]);
+    std::fs::remove_file(&layer).unwrap();
+    dev.expect_notice("composition reloaded: enabled todo");
+    assert!(!dev.stderr().iter().any(|l| l.contains("cannot read the patch layer")), "{:?}", dev.stderr());
+
+    let path = scratch.path().join("cordis.yml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}- id: inc\n  name: cordis:include\n  config:\n    path: ./more.yml\n")).unwrap();
+    dev.expect_notice("more.yml does not exist");
+    std::fs::write(scratch.path().join("more.yml"), "- id: n\n  name: todo-nudge\n  config:\n    maxNudges: 1\n").unwrap();
+    dev.expect_notice("composition reloaded: added inc/n");
+    assert!(dev.running().iter().any(|r| r == "inc/n"), "{:?}", dev.stderr());
+}

@@ -62,6 +62,10 @@ pub struct Composition {
     pub entries: Vec<Entry>,
     /// Every file read: the root, the patch layers, then included files.
     pub sources: Vec<Arc<Source>>,
+    /// Files the composition reads when they exist but that are not there
+    /// now: the user's patch layer, and included files not written yet
+    /// (`cordis dev` watches for them).
+    pub missing: Vec<PathBuf>,
     /// Patches that could not apply, each naming its file and line.
     pub warnings: Vec<String>,
     root: Arc<Source>,
@@ -298,7 +302,14 @@ impl Composition {
         let mut rows = list_of(&root, doc, origin, "a list of entries (`- name: ...`)")?;
         let mut sources = vec![root.clone()];
         let mut warnings = Vec::new();
+        let mut missing = Vec::new();
         for layer in layers {
+            // The user's layer is optional: absent, it is skipped (and
+            // watched for by `cordis dev`).
+            if layer.role == Role::UserPatch && matches!(std::fs::symlink_metadata(&layer.path), Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+                missing.push(layer.path.clone());
+                continue;
+            }
             let (source, doc) = Source::read(&layer.path, layer.role.clone()).map_err(|e| match e {
                 CompositionError::Read { file, source } => CompositionError::ReadLayer { file, source },
                 other => other,
@@ -307,11 +318,18 @@ impl Composition {
             sources.push(source);
             warnings.extend(apply_patches(&mut rows, &patches, "the composition").map_err(|message| CompositionError::Conflict { message })?);
         }
-        let mut builder = Builder { sources, warnings, chain: vec![canonical(&root.path)] };
+        let mut builder = Builder { sources, missing, warnings, chain: vec![canonical(&root.path)] };
         let mut ids = HashMap::new();
         let entries = builder.list(&rows, "", &root.dir, &mut ids, &Realms::default());
-        let mut composition =
-            Composition { file: root.file.clone(), dir: root.dir.clone(), entries, sources: builder.sources, warnings: builder.warnings, root };
+        let mut composition = Composition {
+            file: root.file.clone(),
+            dir: root.dir.clone(),
+            entries,
+            sources: builder.sources,
+            missing: builder.missing,
+            warnings: builder.warnings,
+            root,
+        };
         let hints: Vec<String> = composition.walk().into_iter().flat_map(template_hints).collect();
         composition.warnings.extend(hints);
         Ok(composition)
@@ -367,7 +385,9 @@ pub fn user_patch_path() -> Option<PathBuf> {
 pub fn layers(patches: &[PathBuf], skip_user: bool) -> Vec<Layer> {
     let mut out = Vec::new();
     if !skip_user {
-        if let Some(user) = user_patch_path().filter(|p| p.is_file()) {
+        // Listed even when absent: composing skips it then, and a
+        // `cordis dev` watching the composition picks it up once written.
+        if let Some(user) = user_patch_path() {
             out.push(Layer { path: user, role: Role::UserPatch });
         }
     }
@@ -414,6 +434,9 @@ fn patch_list(source: &Arc<Source>, doc: Yaml) -> Result<Vec<Node>, CompositionE
 /// Reads raw rows into entries, mounting includes.
 struct Builder {
     sources: Vec<Arc<Source>>,
+    /// Files the composition reads when they exist (see
+    /// [`Composition::missing`]).
+    missing: Vec<PathBuf>,
     warnings: Vec<String>,
     /// Canonical paths of the files being read, outermost first.
     chain: Vec<PathBuf>,
@@ -655,6 +678,7 @@ impl Builder {
         let (source, doc) = match Source::read(&file, Role::Include(entry.id.clone())) {
             Ok(read) => read,
             Err(CompositionError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                self.missing.push(file.clone());
                 return Err((
                     path_node.origin.locate(),
                     format!("the included file {} does not exist (`{rel}`, resolved against {})", file.display(), base_dir.display()),

@@ -144,7 +144,10 @@ fn written_at(list: &mut [RawEntry], path: &[usize]) -> String {
     match row_mut(list, path) {
         Some(row) => {
             let origin = row.get("id").map_or(&row.origin, |n| &n.origin);
-            format!("{} ({})", origin.locate(), origin.source.role)
+            match origin.source.role {
+                crate::source::Role::UserPatch | crate::source::Role::Patch(_) => format!("{} ({})", origin.locate(), origin.source.role),
+                _ => origin.locate(),
+            }
         }
         None => "an earlier row".into(),
     }
@@ -184,9 +187,14 @@ pub fn apply_patches(list: &mut Vec<RawEntry>, patches: &[Node], scope: &str) ->
                 let first = map.get(*row_id).map_or_else(|| "an earlier row".into(), |path| written_at(list, path));
                 let mut rows = rows.clone();
                 let second = written_at(&mut rows, rel);
+                let order = if scope == "the composition" {
+                    "patch layers apply in order (the composition, the user patch layer, then each --patch file as given) and find rows by id anywhere in the composition"
+                        .to_string()
+                } else {
+                    format!("an include's patches apply in order and find rows by id anywhere in {scope}")
+                };
                 return Err(format!(
-                    "entry id `{row_id}` is written twice: first at {first}, inserted again at {second}; patch layers apply in order \
-                     (the composition, the user patch layer, then each --patch file as given) and find rows by id anywhere in {scope}, \
+                    "entry id `{row_id}` is written twice: first at {first}, inserted again at {second}; {order}, \
                      so an inserted row needs an id of its own (or patch the existing row instead of inserting it)"
                 ));
             }

@@ -55,7 +55,7 @@ pub struct Positions {
     js: Vec<Vec<Step>>,
     /// Tags the composition dialect does not know, as written, with where
     /// their node starts, in document order.
-    unknown_tags: Vec<(String, Position)>,
+    unknown_tags: Vec<(String, Position, usize)>,
 }
 
 /// The tags a composition may use: `!!js` (and its local spelling `!js`)
@@ -143,9 +143,10 @@ impl Positions {
         &self.js
     }
 
-    /// The first tag outside [`KNOWN_TAGS`], as written, with where its
-    /// node starts.
-    pub fn first_unknown_tag(&self) -> Option<&(String, Position)> {
+    /// The first tag outside [`KNOWN_TAGS`] (or `!!js` on a collection),
+    /// as written, with where its node starts and the node's offset in
+    /// characters (the tag itself is written at or before it).
+    pub fn first_unknown_tag(&self) -> Option<&(String, Position, usize)> {
         self.unknown_tags.first()
     }
 
@@ -251,9 +252,13 @@ impl Builder {
     }
 
     /// Notes `tag` when the dialect does not know it.
-    fn check_tag(&mut self, tag: Option<&yaml_rust2::parser::Tag>, mark: &Marker) {
-        if let Some(tag) = tag.filter(|t| !known_tag(t)) {
-            self.positions.unknown_tags.push((tag_text(tag), pos(mark)));
+    fn check_tag(&mut self, tag: Option<&yaml_rust2::parser::Tag>, mark: &Marker, collection: bool) {
+        let Some(tag) = tag else { return };
+        // `!!js` tags a scalar; on a mapping or list serde_yaml would drop it
+        // and the collection would load as plain data.
+        let js_on_collection = collection && matches!(tag_text(tag).as_str(), "!!js" | "!js");
+        if js_on_collection || !known_tag(tag) {
+            self.positions.unknown_tags.push((tag_text(tag), pos(mark), mark.index()));
         }
     }
 
@@ -269,7 +274,7 @@ impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         match ev {
             Event::Scalar(text, _, _, tag) => {
-                self.check_tag(tag.as_ref(), &mark);
+                self.check_tag(tag.as_ref(), &mark, false);
                 if self.begin_node(&mark, Some(&text)) {
                     return;
                 }
@@ -293,7 +298,7 @@ impl MarkedEventReceiver for Builder {
                 }
             }
             Event::SequenceStart(_, ref tag) | Event::MappingStart(_, ref tag) => {
-                self.check_tag(tag.as_ref(), &mark);
+                self.check_tag(tag.as_ref(), &mark, true);
                 let is_map = matches!(ev, Event::MappingStart(..));
                 if self.begin_node(&mark, None) {
                     // A collection used as a mapping key: index nothing inside.

@@ -207,14 +207,26 @@ fn value_now(v: &Yaml) -> String {
         Err(_) if source.contains("ctx") => "known once the host runs (it reads a service)".into(),
         Err(e) => format!("does not evaluate: {}", e.to_string().lines().next().unwrap_or_default()),
     };
-    let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let text: String = text.chars().map(|c| if c.is_control() || needs_escape(c) { ' ' } else { c }).collect();
     let short: String = text.chars().take(160).collect();
     let ellipsis = if short.len() < text.len() { "…" } else { "" };
     format!("  # now: {short}{ellipsis}")
 }
 
+/// A double-quoted YAML string. JSON's escapes are YAML's, but JSON leaves
+/// some characters raw that YAML does not read back as written: DEL and
+/// the C1 controls are refused, and U+0085, U+2028 and U+2029 are line
+/// breaks to a YAML reader. Those are escaped as `\uXXXX`.
 fn string_quoted(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+    let json = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    if !json.chars().any(needs_escape) {
+        return json;
+    }
+    json.chars().map(|c| if needs_escape(c) { format!("\\u{:04x}", c as u32) } else { c.to_string() }).collect()
+}
+
+fn needs_escape(c: char) -> bool {
+    matches!(c, '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}')
 }
 
 /// A string as a plain scalar when it reads back as the same string, else
@@ -271,6 +283,16 @@ fn block(out: &mut String, v: &Yaml, indent: usize) {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn strings_yaml_reads_as_breaks_or_refuses_are_escaped() {
+        for text in ["a\u{7f}b", "a\u{80}b\u{9f}", "a \u{2028} b", "a\u{85}b", "x\u{2029}", "\u{feff}bom"] {
+            let quoted = string_quoted(text);
+            let back: String =
+                serde_yaml::from_str(&format!("v: {quoted}\n")).map(|m: std::collections::BTreeMap<String, String>| m["v"].clone()).unwrap();
+            assert_eq!(back, text, "{quoted}");
+        }
+    }
 
     #[test]
     fn composed_output_reads_back_as_the_same_tree() {

@@ -145,20 +145,33 @@ impl Source {
         // its own text: every tag the dialect does not know is refused.
         if source.text.contains('!') {
             let positions = source.positions.get_or_init(|| Positions::of(&source.text));
-            if let Some((tag, at)) = positions.first_unknown_tag() {
-                // The parser marks the tagged value; point at the tag itself
-                // when the line shows it as written.
-                let line = source.text.lines().nth(at.line.saturating_sub(1)).unwrap_or_default();
-                let column = line.find(tag.as_str()).map_or(at.column, |i| line[..i].chars().count() + 1);
-                return Err(CompositionError::Syntax {
-                    file: source.file.clone(),
-                    line: at.line,
-                    column,
-                    message: format!(
+            if let Some((tag, at, offset)) = positions.first_unknown_tag() {
+                // The parser marks the tagged node, which starts after the
+                // tag (on a later line for a block collection): point at
+                // the tag itself, its last occurrence up to the node.
+                let text = &source.text;
+                let node = text.char_indices().nth(*offset).map_or(text.len(), |(b, _)| b);
+                let end = (node + tag.len()).min(text.len());
+                let end = (end..=text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
+                let (line, column) = match text[..end].rfind(tag.as_str()) {
+                    Some(b) => {
+                        let before = &text[..b];
+                        let line = before.matches('\n').count() + 1;
+                        let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+                        (line, column)
+                    }
+                    None => (at.line, at.column),
+                };
+                let message = if matches!(tag.as_str(), "!!js" | "!js") {
+                    "`!!js` tags a scalar holding an expression, not a mapping or a list: write the expression as one string (`!!js \"({a: 1})\"`)"
+                        .to_string()
+                } else {
+                    format!(
                         "unknown tag `{tag}`: a composition knows `!!js` (an expression) and YAML's core tags {}",
                         crate::positions::KNOWN_TAGS.iter().skip(2).map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", ")
-                    ),
-                });
+                    )
+                };
+                return Err(CompositionError::Syntax { file: source.file.clone(), line, column, message });
             }
         }
         let mut doc = doc;

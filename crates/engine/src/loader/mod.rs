@@ -630,7 +630,7 @@ impl Loader {
             };
             // Its services may have gone with this very swap: then it waits.
             if let Some(absent) = self.absent_services(&entry, &prepared.inject) {
-                tracing::warn!("entry {}: waiting for service `{absent}`", entry.id);
+                tracing::debug!("entry {}: waiting for service `{absent}`", entry.id);
                 queued.push(entry.id.clone());
                 self.wait(entry.clone());
                 continue;
@@ -686,7 +686,9 @@ impl Loader {
                     restarted.push(id);
                 }
                 Err(EntryState::Waiting(m)) => {
-                    tracing::warn!("{}", m.join("; "));
+                    // The caller tells it (cordis dev says which entries
+                    // wait, and why).
+                    tracing::debug!("{}", m.join("; "));
                     self.wait(a.entry.clone());
                 }
                 Err(state) => tracing::error!("entry {id} could not start again: {}", state.messages().join("; ")),

@@ -72,6 +72,9 @@ pub struct DevOptions {
     /// (`cordis mcp --watch`, whose clients hold a connection), new builds
     /// keep loading in process and the budget is not enforced.
     pub restart_in_place: bool,
+    /// What the host's notices on stderr start with (`cordis dev`,
+    /// `cordis mcp`).
+    pub label: &'static str,
 }
 
 /// The default [`DevOptions::settle`]: 500 ms.
@@ -89,6 +92,7 @@ impl Default for DevOptions {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             handover: None,
             restart_in_place: false,
+            label: "cordis dev",
         }
     }
 }
@@ -151,6 +155,10 @@ pub struct DevHost {
     /// Notices held back while a composition change may still be decided
     /// by a build waiting for it (`None`: notices are printed at once).
     held_notes: Mutex<Option<Vec<String>>>,
+    /// The files the last composition read would read once they exist
+    /// (kept apart from the running tree's, which a refused version does
+    /// not replace).
+    missing_while_refused: Mutex<Vec<PathBuf>>,
     /// The file (device, inode, size, modification time) whose change was
     /// last refused, per library.
     refused_files: Mutex<HashMap<PathBuf, library::FileIdentity>>,
@@ -252,6 +260,7 @@ impl DevHost {
             refused_files: Mutex::new(HashMap::new()),
             refused_rows: Mutex::new(HashSet::new()),
             held_notes: Mutex::new(None),
+            missing_while_refused: Mutex::new(Vec::new()),
             refresh_refused: Mutex::new(HashMap::new()),
             unreadable: Mutex::new(None),
             listeners: Mutex::new(Vec::new()),
@@ -358,7 +367,7 @@ impl DevHost {
     fn note(&self, message: String) {
         match self.held_notes.lock_or_recover().as_mut() {
             Some(held) => held.push(message),
-            None => eprintln!("cordis dev: {message}"),
+            None => eprintln!("{}: {message}", self.options.label),
         }
     }
 
@@ -368,9 +377,14 @@ impl DevHost {
     }
 
     /// Every file the composition was composed from: the root file, its
-    /// patch layers and the files it includes.
+    /// patch layers and the files it includes, and the files of those it
+    /// would read that are not there now.
     pub fn composition_files(&self) -> Vec<PathBuf> {
-        self.composition.lock_or_recover().sources.iter().map(|s| s.path.clone()).collect()
+        let composition = self.composition.lock_or_recover();
+        // Files it would read if they were there are watched too: the
+        // user's layer written later, an include not written yet.
+        let refused = self.missing_while_refused.lock_or_recover().clone();
+        composition.sources.iter().map(|s| s.path.clone()).chain(composition.missing.iter().cloned()).chain(refused).collect()
     }
 
     /// The library files (sources, not copies) live entries use.
@@ -586,6 +600,9 @@ impl DevHost {
         };
         let path = self.composition_path();
         let composed = Composition::compose(&path, &self.layers).map_err(|e| e.to_string()).and_then(|next| {
+            // Files this version would read once they exist (an include
+            // not written yet) are watched while the last good tree runs.
+            *self.missing_while_refused.lock_or_recover() = next.missing.clone();
             // An include whose file does not read would drop every entry it
             // mounted: keep the last good tree instead.
             let broken: Vec<String> =
@@ -599,8 +616,14 @@ impl DevHost {
         let mut unreadable = self.unreadable.lock_or_recover();
         let next = match composed {
             Ok(next) => {
+                // Warnings this version brings (a patch that no longer
+                // applies, a template-looking value) are told once.
+                let told: HashSet<String> = self.composition.lock_or_recover().warnings.iter().cloned().collect();
+                for w in next.warnings.iter().filter(|w| !told.contains(*w)) {
+                    self.note(format!("warning: {w}"));
+                }
                 if unreadable.take().is_some() {
-                    self.note(format!("{} reads again", path.display()));
+                    self.note(format!("the composition ({} with its layers and includes) reads again", path.display()));
                 }
                 next
             }
@@ -703,6 +726,7 @@ impl DevHost {
                 *self.composition.lock_or_recover() = next;
                 return if problems.is_empty() { Outcome::Unchanged } else { Outcome::Refused(problems.join("\n")) };
             }
+            let pending_before = self.host.loader.pending_ids();
             let touched: Vec<String> = prepared.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
             let (changed, added): (Vec<String>, Vec<String>) =
                 prepared.iter().map(|(e, _)| e.id.clone()).partition(|id| self.host.loader.live_entry(id).is_some());
@@ -711,6 +735,19 @@ impl DevHost {
                     // Rows still there were disabled rather than removed.
                     let rows: HashSet<&String> = leaves(&next).map(|e| &e.id).collect();
                     let (disabled, removed): (Vec<String>, Vec<String>) = remove.iter().cloned().partition(|id| rows.contains(id));
+                    // Entries the swap started that did not run before
+                    // (waiting for a provider this change brought) were
+                    // added or enabled, not restarted.
+                    let (restarted, started): (Vec<String>, Vec<String>) = restarted.into_iter().partition(|id| live.contains(id));
+                    let mut added = added;
+                    let mut waited = Vec::new();
+                    for id in started {
+                        if previous.contains_key(&id) && was_enabled.contains_key(&id) {
+                            waited.push(id);
+                        } else {
+                            added.push(id);
+                        }
+                    }
                     // Rows there before, disabled, that now start were enabled.
                     let (enabled, added): (Vec<String>, Vec<String>) =
                         added.iter().cloned().partition(|id| previous.contains_key(id) && !was_enabled.contains_key(id));
@@ -721,16 +758,38 @@ impl DevHost {
                         ("removed", &removed),
                         ("disabled", &disabled),
                         ("restarted", &restarted),
+                        ("started", &waited),
                     ]
                     .iter()
                     .filter(|(_, ids)| !ids.is_empty())
                     .map(|(how, ids)| format!("{how} {}", ids.join(", ")))
                     .collect::<Vec<_>>()
                     .join("; ");
-                    let touched: Vec<String> = touched.into_iter().chain(restarted).collect();
+                    let touched: Vec<String> = touched
+                        .into_iter()
+                        .chain(restarted.iter().cloned())
+                        .chain(added.iter().cloned())
+                        .chain(enabled.iter().cloned())
+                        .chain(waited.iter().cloned())
+                        .collect();
+                    let mut touched = touched;
+                    touched.sort();
+                    touched.dedup();
                     let pending = self.host.loader.pending_ids();
                     for m in waiting.iter().filter(|m| pending.iter().any(|w| m.contains(&format!("entry {w}:")))) {
                         self.note(m.clone());
+                    }
+                    // Consumers the swap left waiting (their provider went
+                    // with this change) are told here, once, with why.
+                    for id in pending.iter().filter(|id| !pending_before.contains(id) && !waiting.iter().any(|m| m.contains(&format!("entry {id}:"))))
+                    {
+                        if let Some(row) = wanted.get(id) {
+                            if let Err(EntryState::Waiting(messages)) = self.host.loader.prepare(row, None) {
+                                for m in messages {
+                                    self.note(m);
+                                }
+                            }
+                        }
                     }
                     // Applied: what was found wrong with these rows before
                     // is over.
