@@ -22,7 +22,7 @@ case "$seconds" in
 esac
 
 cd "$(dirname "$0")"
-targets=(todo_arguments composition session_log harness_log)
+targets=(todo_arguments composition session_log harness_log mcp_stdio)
 cargo_fuzz_version=0.13.2
 corpus_max_files="${CORPUS_MAX_FILES:-20000}"
 max_len="${MAX_LEN:-8192}"

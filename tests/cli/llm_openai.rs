@@ -409,7 +409,12 @@ fn server_errors_are_retried_a_bounded_number_of_times() {
     ];
     let (out, events, server, _s) = fault_turn(replies, "    maxRetries: 2\n");
     let url = format!("{}/chat/completions", server.base_url);
-    assert_failed(&out, &events, 0, &format!("the model API at {url} failed (HTTP 500): internal (gave up after 2 retries)"));
+    assert_failed(
+        &out,
+        &events,
+        0,
+        &format!("the model API at {url} failed (HTTP 500): internal (gave up after 2 retries); its last answer asked to wait 0.0 s before retrying"),
+    );
     assert_eq!(server.requests().len(), 3);
     let stderr = text(&out).1;
     assert!(stderr.contains("HTTP 503; retrying in 0.0 s (1 of 2)") && stderr.contains("HTTP 502; retrying in 0.0 s (2 of 2)"), "{stderr}");
@@ -725,4 +730,160 @@ fn the_documented_compositions_load() {
         let entries: String = std::fs::read_to_string(&path).unwrap().lines().skip_while(|l| l.starts_with('#')).collect::<Vec<_>>().join("\n");
         assert!(guide.contains(&entries), "docs/guide/models.md does not show {file} as it is");
     }
+}
+
+/// One tool-call fragment as a provider streams it: `(index?, id?, name?,
+/// arguments)`.
+type Fragment<'a> = (Option<u64>, Option<&'a str>, Option<&'a str>, &'a str);
+
+/// One streamed step of tool-call fragments, each as one chunk, then
+/// `finish` (`null` for none), then `end`.
+fn calls_reply(fragments: &[Fragment<'_>], finish: Value, end: End) -> Reply {
+    let mut events: Vec<String> = fragments
+        .iter()
+        .map(|(index, id, name, arguments)| {
+            let mut call = serde_json::Map::new();
+            if let Some(i) = index {
+                call.insert("index".into(), json!(i));
+            }
+            if let Some(id) = id {
+                call.insert("id".into(), json!(id));
+                call.insert("type".into(), json!("function"));
+            }
+            let mut function = serde_json::Map::new();
+            if let Some(name) = name {
+                function.insert("name".into(), json!(name));
+            }
+            function.insert("arguments".into(), json!(arguments));
+            call.insert("function".into(), Value::Object(function));
+            chunk(json!({"tool_calls": [call]}), Value::Null)
+        })
+        .collect();
+    if !finish.is_null() {
+        events.push(chunk(json!({}), finish));
+    }
+    Reply::Stream { events, end }
+}
+
+fn pick(events: &[(String, Value)], kind: &str) -> Vec<Value> {
+    events.iter().filter(|(k, _)| k == kind).map(|(_, d)| d.clone()).collect()
+}
+
+/// Issue 26, kind 4: streamed tool calls are assembled by call, not by
+/// position. Two `todo_write` calls at index 0 with different ids run as
+/// two; `todo_write` and another tool at index 0 are both logged; calls
+/// without an index whose id comes only on their first fragment are told
+/// apart; fragments that cannot be attributed fail the turn with a named
+/// provider-format error and run nothing.
+#[test]
+fn streamed_tool_calls_are_assembled_by_call_not_by_position() {
+    let one = r#"{"todos":[{"content":"a","status":"pending"}]}"#;
+    let two = r#"{"todos":[{"content":"b","status":"pending"}]}"#;
+    // (what, the reply, the calls expected as (id, arguments))
+    type Case<'a> = (&'a str, Reply, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "same index, new id",
+            calls_reply(
+                &[(Some(0), Some("c1"), Some("todo_write"), one), (Some(0), Some("c2"), Some("todo_write"), two)],
+                json!("tool_calls"),
+                End::Done,
+            ),
+            vec![("c1", one), ("c2", two)],
+        ),
+        (
+            "same index, another tool",
+            calls_reply(
+                &[(Some(0), Some("c1"), Some("todo_write"), one), (Some(0), Some("c2"), Some("version"), "")],
+                json!("tool_calls"),
+                End::Done,
+            ),
+            vec![("c1", one), ("c2", "")],
+        ),
+        (
+            "no index, id on the first fragment only",
+            calls_reply(
+                &[(None, Some("c1"), Some("todo_write"), &one[..10]), (None, None, None, &one[10..]), (None, Some("c2"), Some("todo_write"), two)],
+                json!("tool_calls"),
+                End::Done,
+            ),
+            vec![("c1", one), ("c2", two)],
+        ),
+    ];
+    for (what, reply, expected) in cases {
+        let (out, events, _server, _s) = fault_turn(vec![reply, hello()], "");
+        assert!(out.status.success(), "{what}: {:?}", text(&out));
+        let calls: Vec<(String, String)> = pick(&events, "tool/call")
+            .iter()
+            .map(|d| (d["callId"].as_str().unwrap().to_string(), d["arguments"].as_str().unwrap().to_string()))
+            .collect();
+        let expected: Vec<(String, String)> = expected.iter().map(|(i, a)| (i.to_string(), a.to_string())).collect();
+        assert_eq!(calls, expected, "{what}");
+        assert_eq!(pick(&events, "tool/result").len(), expected.len(), "{what}");
+    }
+    let (out, events, _server, _s) = fault_turn(vec![calls_reply(&[(None, None, None, "{}")], json!("tool_calls"), End::Done), hello()], "");
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+    assert!(text(&out).0.contains("provider-format error: a tool-call fragment names no call"), "{:?}", text(&out));
+    assert!(pick(&events, "tool/call").is_empty(), "nothing ran");
+}
+
+/// Issue 26, kind 5: a `todo_write` whose arguments stop mid-list is not
+/// run, and its result says it was cut off (at the output limit when the
+/// finish reason is `length`); the next request's history carries `{}` for
+/// its arguments, never the cut text.
+#[test]
+fn a_call_cut_off_is_told_as_cut_off_and_never_sent_back_cut() {
+    let cut = r#"{"todos":[{"content":"a","status":"pending"},{"content":"c","sta"#;
+    for (finish, end, limit) in [(json!("length"), End::Done, true), (json!("tool_calls"), End::Done, false), (Value::Null, End::Done, false)] {
+        let (out, events, server, _s) =
+            fault_turn(vec![calls_reply(&[(Some(0), Some("c1"), Some("todo_write"), cut)], finish.clone(), end), hello()], "");
+        assert!(out.status.success(), "{finish}: {:?}", text(&out));
+        assert!(pick(&events, "todo/write").is_empty(), "{finish}: not run");
+        let result = &pick(&events, "tool/result")[0]["message"]["content"][0];
+        assert_eq!(result["isError"], true);
+        let said = result["content"][0]["text"].as_str().unwrap();
+        let expected = if limit {
+            "was cut off at the model's output limit before its arguments were complete"
+        } else {
+            "was cut off before its arguments were complete"
+        };
+        assert!(said.contains(expected) && said.contains("nothing was run") && said.contains("Send the call again, whole"), "{finish}: {said}");
+        let requests = server.wait_for_requests(2);
+        let history = &requests[1].body["messages"];
+        let sent = history.as_array().unwrap().iter().find(|m| m["tool_calls"].is_array()).expect("the call in the history");
+        assert_eq!(sent["tool_calls"][0]["function"]["arguments"], "{}", "{finish}: {history}");
+        assert!(!history.to_string().contains("\"sta"), "{finish}: the cut text went back: {history}");
+    }
+}
+
+/// Issue 26, kind 6: `Retry-After` as an HTTP date is waited for, and the
+/// final error after the retries says what wait the server asked.
+#[test]
+fn retry_after_as_an_http_date_is_waited_for() {
+    let when = |seconds: u64| {
+        let at = std::time::SystemTime::now() + Duration::from_secs(seconds);
+        let out = Command::new("date")
+            .args(["-u", "-R", "-d", &format!("@{}", at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())])
+            .output()
+            .unwrap();
+        // RFC 9110's IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
+        String::from_utf8(out.stdout).unwrap().trim().replace("+0000", "GMT")
+    };
+    let start = Instant::now();
+    let (out, _events, server, _s) = fault_turn(vec![error_reply(429, &[("Retry-After", &when(3))], "slow down"), hello()], "");
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(start.elapsed() >= Duration::from_millis(1800), "{:?}", start.elapsed());
+    let stderr = text(&out).1;
+    assert!(stderr.contains("HTTP 429; retrying in 2.") || stderr.contains("HTTP 429; retrying in 3."), "{stderr}");
+    assert_eq!(server.requests().len(), 2);
+
+    let replies = vec![error_reply(429, &[("Retry-After", "1")], "slow"), error_reply(429, &[("Retry-After", "1")], "slow"), hello()];
+    let (out, events, server, _s) = fault_turn(replies, "    maxRetries: 1\n");
+    let url = format!("{}/chat/completions", server.base_url);
+    assert_failed(
+        &out,
+        &events,
+        0,
+        &format!("the model API at {url} is rate-limiting requests (HTTP 429): slow (gave up after 1 retry); its last answer asked to wait 1.0 s before retrying"),
+    );
 }

@@ -44,6 +44,19 @@ fn a_tag_the_dialect_does_not_know_is_an_error_naming_the_known_tags() {
             );
         }
     }
+    // Tags on block collections are pointed at where they are written;
+    // `!!js` on a collection is refused (it tags a scalar).
+    for (text, at, needle) in [
+        ("- name: tool-todo\n  config: !foo\n    allowParallelInProgress: true\n", "cordis.yml:2:11:", "unknown tag `!foo`"),
+        ("!foo\n- name: tool-todo\n", "cordis.yml:1:1:", "unknown tag `!foo`"),
+        ("- !foo\n  name: tool-todo\n", "cordis.yml:1:3:", "unknown tag `!foo`"),
+        ("- name: tool-todo\n  config: !!js\n    allowParallelInProgress: true\n", "cordis.yml:2:11:", "`!!js` tags a scalar holding an expression"),
+    ] {
+        scratch.composition(text);
+        let (code, _, stderr) = cordis(&scratch, &["check"]);
+        assert_eq!(code, Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(&format!("{at} {needle}")), "{text}: {stderr}");
+    }
     scratch.composition(
         "- name: tool-todo\n  config: !!map\n    allowParallelInProgress: !!js \"1 == 1\"\n- name: todo-nudge\n  config:\n    maxNudges: !!int 2\n",
     );
@@ -165,7 +178,7 @@ fn config_shows_values_and_the_layer_of_each_key() {
     assert!(stdout.contains("  name: todo-nudge\n"), "{stdout}");
 
     scratch.composition("- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n    label: \"${{ env.LABEL }}\"\n");
-    for command in ["config", "check"] {
+    for command in ["config", "check", "run", "mcp", "tools"] {
         let (_, stdout, stderr) = cordis(&scratch, &[command]);
         let all = format!("{stdout}{stderr}");
         assert!(
@@ -175,4 +188,27 @@ fn config_shows_values_and_the_layer_of_each_key() {
             "{command}: {all}"
         );
     }
+}
+
+/// `cordis config` output loads again to the same values, also for text a
+/// YAML reader would take as line breaks or refuse (U+2028, U+0085, DEL,
+/// C1 controls), in values and in the `# now:` comment of an expression.
+#[test]
+fn config_output_loads_again_with_line_separators_and_controls() {
+    let scratch = Scratch::new();
+    // Written with YAML's escapes: the file itself holds no such character.
+    scratch.composition(concat!(
+        "- id: m\n  name: llm-openai\n  disabled: true\n  config:\n",
+        r#"    baseUrl: "a \u2028 b\u0085c\u007fd\u009fe # not a comment""#,
+        "\n    model: !!js \"'x\\u2028y'\"\n"
+    ));
+    let (code, printed, stderr) = cordis(&scratch, &["config"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    std::fs::write(scratch.path().join("again.yml"), &printed).unwrap();
+    let (code, again, stderr) = cordis(&scratch, &["config", "again.yml"]);
+    assert_eq!(code, Some(0), "{printed}\n{stderr}");
+    let first = cordis_composition::composition::Composition::read(&scratch.path().join("cordis.yml")).unwrap();
+    let second = cordis_composition::composition::Composition::read(&scratch.path().join("again.yml")).unwrap();
+    assert_eq!(first.entries[0].config().unwrap().value, second.entries[0].config().unwrap().value, "{printed}");
+    assert!(again.contains("# now: \"x y\""), "{again}");
 }

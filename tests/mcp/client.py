@@ -7,6 +7,8 @@ throughput figure (bench/mcp.sh), on the official Python SDK (`mcp`).
     client.py bench N CORDIS [ARGS...]          N sequential todo_write calls over stdio
     client.py watch FILE CORDIS [ARGS...]       rewrite the composition FILE, wait for tools/list_changed
     client.py halfsave FILE GAP CORDIS [ARGS...]  write FILE in place in two parts GAP seconds apart
+    client.py errors stdio CORDIS [ARGS...]     protocol errors and a cancelled call, over stdio
+    client.py errors http URL                   the same over HTTP
 
 `CORDIS [ARGS...]` is the command that starts the server (`cordis mcp ...`).
 Output: one JSON object per line on stdout.
@@ -171,6 +173,40 @@ async def halfsave(composition, gap, argv):
         out(step="halfsave", before=before, notifications=notifications, missing=missing, descriptions=[t.description for t in after])
 
 
+async def protocol_errors(server):
+    """What the SDK can send of issue 26's inputs: an unknown tool, a
+    missing status, and a large call cancelled before the next one."""
+    from mcp.shared.exceptions import MCPError
+
+    async with Client(server) as client:
+        try:
+            await client.call_tool("nope", {})
+            out(step="unknown", raised=False)
+        except MCPError as e:
+            out(step="unknown", raised=True, code=e.code, message=e.message)
+        result = await client.call_tool("todo_write", {"todos": [{"content": "a"}]})
+        out(step="missing", is_error=result.is_error, text=result.content[0].text)
+
+        big = {"todos": [{"content": f"step {i} of a long plan", "status": "pending"} for i in range(2000)]}
+        task = asyncio.ensure_future(client.call_tool("todo_write", big))
+        await asyncio.sleep(0.005)
+        task.cancel()
+        try:
+            await task
+            cancelled = False
+        except asyncio.CancelledError:
+            cancelled = True
+        result = await client.call_tool("todo_write", {"todos": [{"content": "the one plan", "status": "pending"}]})
+        resources = await client.list_resources()
+        uri = str(next(r.uri for r in resources.resources if str(r.uri).endswith("/todos")))
+        # Whatever the cancelled call did is done before the next one ran:
+        # the plan is the last call's, now and a moment later.
+        first = json.loads((await client.read_resource(uri)).contents[0].text)
+        await asyncio.sleep(1.5)
+        later = json.loads((await client.read_resource(uri)).contents[0].text)
+        out(step="cancel", cancelled=cancelled, is_error=result.is_error, plan=len(first), later=len(later))
+
+
 async def bench(n, argv):
     async with Client(stdio_server(argv)) as client:
         await client.list_tools()
@@ -201,6 +237,10 @@ def main():
         asyncio.run(kill(sys.argv[2:]))
     elif mode == "watch":
         asyncio.run(watch(sys.argv[2], sys.argv[3:]))
+    elif mode == "errors" and sys.argv[2] == "stdio":
+        asyncio.run(protocol_errors(stdio_server(sys.argv[3:])))
+    elif mode == "errors" and sys.argv[2] == "http":
+        asyncio.run(protocol_errors(streamable_http_client(sys.argv[3])))
     elif mode == "halfsave":
         asyncio.run(halfsave(sys.argv[2], float(sys.argv[3]), sys.argv[4:]))
     elif mode == "bench":

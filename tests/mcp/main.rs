@@ -9,6 +9,8 @@
 //! and reads the plan. The session log afterwards must hold exactly the two
 //! successful writes, in one turn that the closed connection ended.
 
+mod protocol;
+
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
@@ -213,7 +215,12 @@ fn http_server(scratch: &Scratch, extra: &[&str]) -> HttpServer {
         if let Some(at) = line.find("http://") {
             let url = line[at..].trim().to_string();
             // Keep draining stderr so the server never blocks on it.
-            std::thread::spawn(move || for _ in stderr.lines() {});
+            // (shown with a failing test's output).
+            std::thread::spawn(move || {
+                for line in stderr.lines().map_while(Result::ok) {
+                    eprintln!("cordis mcp: {line}");
+                }
+            });
             return HttpServer { child, url };
         }
     }

@@ -4,7 +4,7 @@
 //! | --- | --- |
 //! | `initialize` | attaches the connection's agent session (see [`crate::connection`]); the instructions name it and its plan resource |
 //! | `tools/list` | the composition's catalog: name, description, input JSON Schema, in name order |
-//! | `tools/call` | the call through the tool registry, recorded in the session as the agent loop records it; the result's text content, `structuredContent` (the tool's value) and `isError`. Bad arguments and unknown tools are results with `isError: true` and the registry's error text, never protocol errors |
+//! | `tools/call` | the call through the tool registry, recorded in the session as the agent loop records it; the result's text content, `structuredContent` (the tool's value) and `isError`. Arguments the tool refuses are results with `isError: true` and the registry's error text (the model can read and fix them); an unknown tool, or `arguments` that are not an object, is a JSON-RPC error `-32602`, as the specification says. A connection's calls take effect one at a time in the order they arrived: a call the client cancelled or abandoned is either applied whole before the next one starts or not at all |
 //! | `resources/list` | the connection's session's projections, `cordis://session/{id}/{key}` |
 //! | `resources/templates/list` | `cordis://session/{id}/{projection}` |
 //! | `resources/read` | a projection of any stored session: JSON and text (see [`crate::resources`]) |
@@ -24,6 +24,7 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::Value;
 
 use super::connection::{ClientName, Connection};
+use super::order::{ArrivalTicket, Arrivals, Place};
 use super::{resources, McpError, Shared};
 use cordis_engine::tools::ToolSchema;
 
@@ -31,6 +32,12 @@ use cordis_engine::tools::ToolSchema;
 pub struct Handler {
     shared: Arc<Shared>,
     conn: Arc<Connection>,
+    /// Held by the call that is taking effect: calls wait for it in the
+    /// order they arrived (the lock is fair), and a call whose request is
+    /// dropped keeps it until its work is done.
+    order: Arc<tokio::sync::Mutex<()>>,
+    /// The places the stdio transport gave calls as it read them.
+    arrivals: Option<Arc<Arrivals>>,
 }
 
 impl Handler {
@@ -38,7 +45,14 @@ impl Handler {
     pub fn new(shared: Arc<Shared>) -> Handler {
         let conn = Arc::new(Connection::new(shared.clone()));
         shared.add_connection(&conn);
-        Handler { shared, conn }
+        Handler { shared, conn, order: Arc::new(tokio::sync::Mutex::new(())), arrivals: None }
+    }
+
+    /// This handler's calls take the places the stdio transport gave them
+    /// as it read them ([`Arrivals`]).
+    pub fn with_arrivals(mut self, arrivals: Arc<Arrivals>) -> Handler {
+        self.arrivals = Some(arrivals);
+        self
     }
 
     /// The connection (to close it when the transport ends).
@@ -58,16 +72,52 @@ pub fn protocol_versions() -> &'static [ProtocolVersion] {
 
 /// A catalog entry as an MCP tool: name, description, input schema, and
 /// `outputSchema` when the tool declares the shape of its value.
+/// Both schemas are published portable ([`portable`]).
 pub fn tool(schema: &ToolSchema) -> Tool {
     let input = match &schema.parameters {
         Value::Object(map) => map.clone(),
         _ => serde_json::Map::new(),
     };
+    let mut input = Value::Object(input);
+    portable(&mut input);
+    let Value::Object(input) = input else { unreachable!("an object stays an object") };
     let mut tool = Tool::new(schema.name.clone(), schema.description.clone(), Arc::new(input));
-    if let Some(Value::Object(output)) = &schema.output {
-        tool.output_schema = Some(Arc::new(output.clone()));
+    if let Some(output @ Value::Object(_)) = &schema.output {
+        let mut output = output.clone();
+        portable(&mut output);
+        if let Value::Object(output) = output {
+            tool.output_schema = Some(Arc::new(output));
+        }
     }
     tool
+}
+
+/// Makes a schema portable across JSON Schema validators: the numeric
+/// `format`s Rust schema generators write (`uint`, `uint32`, `int64`,
+/// `double`, …) are not in any JSON Schema vocabulary, and strict
+/// validators refuse to compile a schema holding one. Each is removed; an
+/// unsigned one becomes `minimum: 0` (unless a minimum is there already).
+pub fn portable(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let numeric = map.get("format").and_then(Value::as_str).and_then(|f| {
+                let unsigned = f.strip_prefix("uint").is_some_and(|bits| bits.chars().all(|c| c.is_ascii_digit()));
+                let signed = f.strip_prefix("int").is_some_and(|bits| !bits.is_empty() && bits.chars().all(|c| c.is_ascii_digit()));
+                (unsigned || signed || f == "float" || f == "double").then_some(unsigned)
+            });
+            if let Some(unsigned) = numeric {
+                map.remove("format");
+                if unsigned && !map.contains_key("minimum") && !map.contains_key("exclusiveMinimum") {
+                    map.insert("minimum".into(), Value::from(0));
+                }
+            }
+            for value in map.values_mut() {
+                portable(value);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(portable),
+        _ => {}
+    }
 }
 
 /// A registry result as an MCP tool result: the text as one text block,
@@ -91,6 +141,30 @@ pub fn call_result(result: &cordis_engine::tools::ToolResult) -> CallToolResult 
     };
     out.is_error = Some(result.is_error);
     out
+}
+
+/// Methods of the protocol this server answers (a request of one of them
+/// that rmcp cannot read has bad params, not an unknown method).
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+];
+
+/// The error of a call the client cancelled before it started (it did not
+/// run).
+fn cancelled() -> ErrorData {
+    ErrorData::new(rmcp::model::ErrorCode(-32800), "the request was cancelled before it started; it did not run", None)
 }
 
 fn internal(e: impl std::fmt::Display) -> ErrorData {
@@ -139,20 +213,73 @@ impl ServerHandler for Handler {
         Ok(ListToolsResult::with_all_items(self.shared.tools.schemas().iter().map(tool).collect()))
     }
 
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        // rmcp hands a request of a known method whose params do not read
+        // (say, `arguments` that are not an object) here as an unknown one.
+        if KNOWN_METHODS.contains(&request.method.as_str()) {
+            let why = match (request.method.as_str(), request.params.as_ref().and_then(|p| p.get("arguments"))) {
+                ("tools/call", Some(arguments)) if !arguments.is_object() => {
+                    format!("`arguments` must be an object, found {}", cordis_abi::schema::describe_value(arguments))
+                }
+                ("tools/call", _) if request.params.as_ref().and_then(|p| p.get("name")).is_none_or(|n| !n.is_string()) => {
+                    "`name` must be the tool's name, a string".to_string()
+                }
+                _ => "they do not have the shape the method takes".to_string(),
+            };
+            return Err(ErrorData::invalid_params(format!("invalid params of {}: {why}", request.method), None));
+        }
+        Err(ErrorData::new(rmcp::model::ErrorCode::METHOD_NOT_FOUND, format!("method not found: {}", request.method), None))
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.shared.tools.get(name).map(|t| tool(&t.schema))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, _context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        // The call's place in the order calls arrived: given by the
+        // transport as it read the call (by request id over stdio, in the
+        // HTTP request's extensions).
+        let ticket = match &self.arrivals {
+            Some(arrivals) => match serde_json::to_value(&context.id).ok().and_then(|id| arrivals.take(&id)) {
+                Some(Place::Waiting(ticket)) => Some(ticket),
+                Some(Place::Cancelled) => return Err(cancelled()),
+                None => None,
+            },
+            None => context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<ArrivalTicket>()).and_then(ArrivalTicket::take),
+        };
         let arguments = match &request.arguments {
             Some(map) => serde_json::to_string(map).map_err(internal)?,
             None => "{}".to_string(),
         };
-        let conn = self.conn.clone();
         let name = request.name.to_string();
-        // The whole call runs on a blocking thread that finishes it even if
-        // this request is dropped (the client went away mid-call).
-        let outcome = blocking(move || conn.call(&name, &arguments)).await?;
+        if self.shared.tools.get(&name).is_none() {
+            let mut names: Vec<String> = self.shared.tools.schemas().into_iter().map(|s| s.name).collect();
+            names.sort();
+            let available = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+            return Err(ErrorData::invalid_params(format!("unknown tool `{name}` (available tools: {available})"), None));
+        }
+        let conn = self.conn.clone();
+        // Calls take effect in the order they arrived. The whole call runs
+        // on a blocking thread that finishes it even if this request is
+        // dropped (the client cancelled, or went away mid-call); it holds
+        // its turn until then, so the next call starts after it.
+        if let Some(ticket) = &ticket {
+            ticket.wait_turn().await;
+        }
+        let turn = (ticket, self.order.clone().lock_owned().await);
+        // Cancelled while it waited: it never runs.
+        if context.ct.is_cancelled() {
+            return Err(cancelled());
+        }
+        let outcome = blocking(move || {
+            let _turn = turn;
+            conn.call(&name, &arguments)
+        })
+        .await?;
         if let Some(session) = self.session_id() {
             let projections = &self.shared.projections;
             let targets = self.shared.hub.affected(&session, &outcome.appended, |key, kind| projections.get(key).is_some_and(|p| p.folds(kind)));

@@ -31,6 +31,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use cordis_sync::LockExt;
+
+use super::order::{ArrivalTicket, CallOrder, Ticket};
 use super::{Handler, McpError, Shared};
 
 /// The path the MCP endpoint is served at.
@@ -66,6 +69,13 @@ pub fn check(options: &HttpOptions) -> Result<(), McpError> {
             options.addr
         )));
     }
+    for host in &options.allowed_hosts {
+        if host.is_empty() || host.contains(['*', '/', ' ']) {
+            return Err(McpError::Transport(format!(
+                "--allow-host {host:?}: give one name or address clients use in the Host header (e.g. myhost.example or 192.168.1.5); wildcards are not accepted, since they would turn off the DNS rebinding check"
+            )));
+        }
+    }
     for origin in &options.allowed_origins {
         if !(origin.starts_with("http://") || origin.starts_with("https://")) {
             return Err(McpError::Transport(format!("--allow-origin {origin}: give the scheme, host and port, e.g. http://localhost:3000")));
@@ -87,6 +97,47 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(text.to_string())).boxed());
     *response.status_mut() = status;
     response
+}
+
+/// A JSON-RPC error response as the HTTP answer.
+fn json_rpc(status: StatusCode, message: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(message.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The largest request body read: as the stdio transport's longest line.
+const MAX_BODY_BYTES: usize = super::stdio::MAX_LINE_BYTES;
+
+/// Reads a POST body and screens it as the stdio transport screens a line:
+/// the request to hand on (its body read), or the answer (400 with a
+/// JSON-RPC error body) for a body that is not one JSON-RPC message.
+async fn screen_post(request: Request<Incoming>, ticket: Option<Ticket>) -> Result<Request<Full<Bytes>>, Response<Body>> {
+    let (mut parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
+    let bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            let message = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("Parse error: the body could not be read ({e}; at most {MAX_BODY_BYTES} bytes)")}});
+            return Err(json_rpc(StatusCode::BAD_REQUEST, &message));
+        }
+    };
+    match super::stdio::screen(&bytes) {
+        super::stdio::Screened::Forward { call } => {
+            // A call keeps its place in the session's arrival order; any
+            // other request gives it back now.
+            if let Some(ticket) = ticket.filter(|_| call.is_some()) {
+                parts.extensions.insert(ArrivalTicket(Arc::new(std::sync::Mutex::new(Some(ticket)))));
+            }
+            Ok(Request::from_parts(parts, Full::new(bytes)))
+        }
+        super::stdio::Screened::Answer(message) => Err(json_rpc(StatusCode::BAD_REQUEST, &message)),
+        super::stdio::Screened::Skip => {
+            let message = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request: the body holds no message that can be answered"}});
+            Err(json_rpc(StatusCode::BAD_REQUEST, &message))
+        }
+    }
 }
 
 /// Serves `shared` over HTTP until `stop` is cancelled; calls `ready` with
@@ -118,8 +169,10 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions, stop: Cancellation
         .enforce_origin_validation()
         .with_cancellation_token(stop.child_token());
     let factory_shared = shared.clone();
-    let service = StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), Arc::new(LocalSessionManager::default()), config);
+    let sessions = Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), sessions.clone(), config);
     let token = options.token.map(|t| format!("Bearer {t}"));
+    let orders: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<CallOrder>>>> = Arc::default();
     ready(local);
     loop {
         let (stream, _) = tokio::select! {
@@ -134,9 +187,19 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions, stop: Cancellation
         };
         let service = service.clone();
         let token = token.clone();
+        let sessions = sessions.clone();
+        let orders = orders.clone();
         let handle = service_fn(move |request: Request<Incoming>| {
             let service = service.clone();
             let token = token.clone();
+            let sessions = sessions.clone();
+            // The request's place in its session's order: taken as its
+            // request line arrives, before anything is awaited.
+            let ticket =
+                request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).filter(|_| request.method() == hyper::Method::POST).map(|id| {
+                    let mut orders = orders.lock_or_recover();
+                    orders.entry(id.to_string()).or_insert_with(|| Arc::new(CallOrder::default())).ticket()
+                });
             async move {
                 if let Some(expected) = &token {
                     let given = request.headers().get(hyper::header::AUTHORIZATION).map(|v| v.as_bytes()).unwrap_or_default();
@@ -149,8 +212,25 @@ pub async fn serve(shared: Arc<Shared>, options: HttpOptions, stop: Cancellation
                 if request.uri().path() != ENDPOINT {
                     return Ok(plain(StatusCode::NOT_FOUND, "the MCP endpoint is /mcp"));
                 }
+                use rmcp::transport::streamable_http_server::session::SessionManager as _;
                 use tower_service::Service as _;
                 let mut service = service;
+                // Ending a session the server does not know is a 404, as
+                // for any other request naming one.
+                if request.method() == hyper::Method::DELETE {
+                    let id = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(std::sync::Arc::<str>::from);
+                    if let Some(id) = id {
+                        if !sessions.has_session(&id).await.unwrap_or(true) {
+                            return Ok(plain(StatusCode::NOT_FOUND, "Not Found: no such session (it ended, or this server never started it)"));
+                        }
+                    }
+                }
+                if request.method() == hyper::Method::POST {
+                    return match screen_post(request, ticket).await {
+                        Ok(request) => service.call(request).await,
+                        Err(answer) => Ok(answer),
+                    };
+                }
                 service.call(request).await
             }
         });

@@ -8,7 +8,10 @@
 //! - [`resources`]: projection states as resources
 //!   `cordis://session/{id}/{key}`, and the subscriptions to them;
 //! - [`http`]: the Streamable HTTP transport (bind address, `Host` and
-//!   `Origin` checks, bearer token).
+//!   `Origin` checks, bearer token);
+//! - [`order`]: calls of a session in the order they arrived (HTTP);
+//! - [`stdio`]: the stdio transport (the protocol's own descriptor, and an
+//!   answer for every line).
 //!
 //! Protocol versions: the handshake versions `2024-11-05` to `2025-11-25`.
 //! A session of the protocol is what makes a connection an agent session
@@ -20,7 +23,9 @@
 pub mod connection;
 pub mod handler;
 pub mod http;
+pub mod order;
 pub mod resources;
+pub mod stdio;
 
 use std::sync::{Arc, Mutex};
 
@@ -182,19 +187,60 @@ impl Shared {
     }
 }
 
-/// Serves one connection over this process's stdin and stdout until the
-/// client closes stdin (or exits), then ends the connection's turn.
+/// Serves one connection over this process's stdin and `protocol` (the
+/// descriptor [`stdio::isolate_stdout`] gave the protocol) until the client
+/// closes stdin (or exits), then ends the connection's turn. See
+/// [`serve_lines`].
+///
+/// # Errors
+/// As [`serve_lines`].
+pub async fn serve_stdio(shared: Arc<Shared>, protocol: std::fs::File) -> Result<(), McpError> {
+    serve_lines(shared, tokio::io::stdin(), protocol).await
+}
+
+/// Serves one connection reading JSON-RPC lines from `input` and writing
+/// every line the server sends to `output`, until `input` ends; then ends
+/// the connection's turn. Every line read is screened first
+/// ([`stdio::screen`]): a line rmcp would drop unanswered is answered here,
+/// so each line written is one JSON-RPC message.
 ///
 /// # Errors
 /// [`McpError::Transport`] when the client's first message is not a valid
 /// opening of the protocol.
-pub async fn serve_stdio(shared: Arc<Shared>) -> Result<(), McpError> {
+pub async fn serve_lines(
+    shared: Arc<Shared>,
+    input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    output: impl std::io::Write + Send + 'static,
+) -> Result<(), McpError> {
     use rmcp::ServiceExt as _;
-    let handler = Handler::new(shared.clone());
+    let (lines, queue) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = std::thread::Builder::new()
+        .name("cordis-mcp-stdout".into())
+        .spawn(move || stdio::write_output(output, queue))
+        .map_err(|e| McpError::Transport(format!("cannot start the output thread: {e}")))?;
+    let (to_protocol, protocol_in) = tokio::io::duplex(64 * 1024);
+    let (protocol_out, from_protocol) = tokio::io::duplex(64 * 1024);
+    let arrivals = Arc::new(order::Arrivals::default());
+    let input = tokio::spawn(stdio::pump_input(input, to_protocol, lines.clone(), arrivals.clone()));
+    let output = tokio::spawn(stdio::pump_output(from_protocol, lines, arrivals.clone()));
+    let handler = Handler::new(shared.clone()).with_arrivals(arrivals);
     let connection = handler.connection();
-    let running =
-        handler.serve(rmcp::transport::stdio_pipes()).await.map_err(|e| McpError::Transport(format!("the MCP client's opening failed: {e}")))?;
-    let _ = running.waiting().await;
-    let _ = tokio::task::spawn_blocking(move || connection.close()).await;
-    Ok(())
+    let served = handler.serve((protocol_in, protocol_out)).await;
+    let result = match served {
+        Ok(running) => {
+            let _ = running.waiting().await;
+            Ok(())
+        }
+        Err(e) => Err(McpError::Transport(format!("the MCP client's opening failed: {e}"))),
+    };
+    input.abort();
+    // The protocol's side is gone: its last lines are copied, then the
+    // writer ends with the last sender.
+    let _ = output.await;
+    let _ = tokio::task::spawn_blocking(move || {
+        connection.close();
+        let _ = writer.join();
+    })
+    .await;
+    result
 }

@@ -157,7 +157,11 @@ fn describe(
     match kind {
         K::Required { property } => {
             let key = property.as_str().map(str::to_string).unwrap_or_else(|| property.to_string());
-            vec![(0, v(child_segments(&key), "is required".into()))]
+            let message = match required_options(schema, schema_path, &key) {
+                Some(listed) => format!("is required (one of {listed})"),
+                None => "is required".to_string(),
+            };
+            vec![(0, v(child_segments(&key), message))]
         }
         K::AdditionalProperties { unexpected } | K::UnevaluatedProperties { unexpected } => {
             let allowed = allowed_keys(schema, schema_path);
@@ -236,6 +240,22 @@ fn kind_fallback(kind: &jsonschema::error::ValidationErrorKind) -> String {
 fn allowed_keys(schema: &Value, schema_path: &str) -> Vec<String> {
     let parent = schema_path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
     schema.pointer(parent).and_then(|s| s.get("properties")).and_then(Value::as_object).map(|m| m.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// The values a required property `key` may take, listed as a wrong value
+/// is told (`"pending", "in_progress", "completed"`), when its schema is an
+/// `enum` (directly or through a local `$ref`).
+fn required_options(schema: &Value, schema_path: &str, key: &str) -> Option<String> {
+    let parent = schema_path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+    let mut property = schema.pointer(parent)?.get("properties")?.get(key)?;
+    for _ in 0..8 {
+        match property.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
+            Some(pointer) => property = schema.pointer(pointer)?,
+            None => break,
+        }
+    }
+    let options = property.get("enum")?.as_array()?;
+    Some(options.iter().map(Value::to_string).collect::<Vec<_>>().join(", "))
 }
 
 fn article(type_name: &str) -> String {

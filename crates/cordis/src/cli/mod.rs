@@ -629,10 +629,16 @@ fn mcp(
         }
         None => None,
     };
+    // Over stdio, stdout is the protocol's alone from here on: what the
+    // host or a plugin prints goes to stderr.
+    let protocol = match http {
+        None => Some(cordis_mcp::stdio::isolate_stdout().map_err(|e| format!("cannot set stdout aside for the protocol: {e}"))?),
+        Some(_) => None,
+    };
     // The server keeps running while plugin code runs: sealed private copies.
     let options = HostOptions { private_copies: true, ..options(cli, &cli.composition, false) };
     let (host, dev) = if let Some(settle) = watch {
-        let dev_options = cordis_engine::reload::DevOptions { settle, ..cordis_engine::reload::DevOptions::default() };
+        let dev_options = cordis_engine::reload::DevOptions { settle, label: "cordis mcp", ..cordis_engine::reload::DevOptions::default() };
         let dev = cordis_engine::reload::DevHost::boot(options, dev_options).map_err(|e| e.to_string())?;
         judge(cli, &dev.host, Verdict::Serve, true)?;
         let dev = Arc::new(dev);
@@ -697,7 +703,10 @@ fn mcp(
                 })
                 .await
             }
-            None => cordis_mcp::serve_stdio(shared.clone()).await,
+            None => match protocol {
+                Some(protocol) => cordis_mcp::serve_stdio(shared.clone(), protocol).await,
+                None => Err(cordis_mcp::McpError::Transport("no protocol descriptor".into())),
+            },
         }
     });
     shared.close_all();
@@ -833,6 +842,11 @@ fn boot_with(cli: &Cli, options: HostOptions, verdict: Verdict) -> Result<Host, 
 /// Exit 1 naming the entries: a failed entry under [`Verdict::Serve`], any
 /// entry that did not load under `--strict`.
 fn judge(cli: &Cli, host: &Host, verdict: Verdict, details: bool) -> Result<(), CliError> {
+    if details {
+        for w in &host.composition.warnings {
+            eprintln!("warning: {}", render::printable(w));
+        }
+    }
     let not = render::NotRunning::of(host);
     let Some(summary) = not.summary(host.reports.len()) else { return Ok(()) };
     let refuse = cli.strict || (verdict == Verdict::Serve && not.failed > 0);

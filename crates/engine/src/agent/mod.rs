@@ -234,7 +234,12 @@ impl<'m> Agent<'m> {
                 if self.interrupted() {
                     return Err(TurnError::Interrupted);
                 }
-                let result = call_tool(&self.session, &self.tools, turn, step, call, obs)?;
+                let at_limit = answer.finish.as_deref() == Some("length");
+                // A call cut off mid-arguments is answered without running.
+                let result = match cut_off(call, at_limit) {
+                    Some(cut) => record_call(&self.session, turn, step, call, obs, || cut)?,
+                    None => call_tool(&self.session, &self.tools, turn, step, call, obs)?,
+                };
                 summary.tool_calls += 1;
                 if result.is_error {
                     summary.tool_errors += 1;
@@ -290,6 +295,38 @@ impl StepSink for LogSink<'_> {
     }
 }
 
+/// The result for a model's call whose argument text stops before its
+/// JSON is complete (the answer was cut off: at the output limit when
+/// `at_limit`, the finish reason `length`): the call is not run, and the
+/// model is told so, to send it again whole. `None` for any other call
+/// (complete JSON, or JSON that is wrong, which the tool reports).
+pub fn cut_off(call: &ToolCallRequest, at_limit: bool) -> Option<ToolResult> {
+    let eof = match serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments) {
+        Ok(_) => false,
+        Err(e) => e.is_eof(),
+    };
+    if !eof {
+        return None;
+    }
+    let why = if at_limit { "was cut off at the model's output limit" } else { "was cut off" };
+    Some(ToolResult::error(format!(
+        "the call to {} {why} before its arguments were complete ({} characters arrived); nothing was run. Send the call again, whole{}",
+        call.name,
+        call.arguments.chars().count(),
+        if at_limit { ", shorter if it does not fit" } else { "" }
+    )))
+}
+
+/// The `tool/result` event's data for `result`.
+fn result_event(turn: u64, step: u32, call: &ToolCallRequest, result: &ToolResult) -> serde_json::Value {
+    json!({"turn": turn, "step": step, "message": {
+        "source": {"kind": "tool", "callId": call.id},
+        "content": [{"type": "tool-result", "toolCallId": call.id, "content": [{"type": "text", "text": result.text}], "isError": result.is_error}],
+        "role": "user",
+        "id": new_id(),
+    }})
+}
+
 /// Runs one tool call inside an open turn, recording it: `tool/call`, the
 /// events the tool appends (e.g. `todo/write`), then `tool/result`.
 ///
@@ -303,6 +340,25 @@ pub fn call_tool(
     call: &ToolCallRequest,
     obs: &mut dyn TurnObserver,
 ) -> Result<ToolResult, AppendError> {
+    record_call(session, turn, step, call, obs, || {
+        tools.execute(&ToolCall { id: &call.id, name: &call.name, arguments: &call.arguments }, Some(session))
+    })
+}
+
+/// Records one call of an open turn around `run`, which gives its result:
+/// `tool/call`, the events `run` appends (reported after it, in order),
+/// then `tool/result`.
+///
+/// # Errors
+/// [`AppendError`] when the log refuses the call or result event.
+fn record_call(
+    session: &Arc<Session>,
+    turn: u64,
+    step: u32,
+    call: &ToolCallRequest,
+    obs: &mut dyn TurnObserver,
+    run: impl FnOnce() -> ToolResult,
+) -> Result<ToolResult, AppendError> {
     let record = |obs: &mut dyn TurnObserver, kind: &str, data: serde_json::Value| -> Result<(), AppendError> {
         let event = session.append_value(kind, &data, Appender::Host)?;
         obs.on_event(session, &event);
@@ -310,7 +366,7 @@ pub fn call_tool(
     };
     record(obs, "tool/call", json!({"turn": turn, "step": step, "callId": call.id, "name": call.name, "arguments": call.arguments}))?;
     let before = session.len();
-    let result = tools.execute(&ToolCall { id: &call.id, name: &call.name, arguments: &call.arguments }, Some(session));
+    let result = run();
     // Events the tool appended (e.g. todo/write) are reported after the
     // fact, in order.
     let appended: Vec<Event> = session.with_events(|all| all[before.min(all.len())..].to_vec());
@@ -318,16 +374,7 @@ pub fn call_tool(
         obs.on_event(session, e);
     }
     obs.on_tool_result(call, &result);
-    record(
-        obs,
-        "tool/result",
-        json!({"turn": turn, "step": step, "message": {
-            "source": {"kind": "tool", "callId": call.id},
-            "content": [{"type": "tool-result", "toolCallId": call.id, "content": [{"type": "text", "text": result.text}], "isError": result.is_error}],
-            "role": "user",
-            "id": new_id(),
-        }}),
-    )?;
+    record(obs, "tool/result", result_event(turn, step, call, &result))?;
     Ok(result)
 }
 

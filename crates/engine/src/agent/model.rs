@@ -40,6 +40,10 @@ pub struct ModelStep {
     /// (`{"inputTokens", "outputTokens", "cacheReadTokens"?,
     /// "reasoningTokens"?}`); recorded on the `assistant/message`.
     pub usage: Option<Value>,
+    /// How the answer ended, as the harness names it (`stop`,
+    /// `tool-calls`, `length` for the output limit, ...), when the model
+    /// said.
+    pub finish: Option<String>,
 }
 
 /// A model failed to answer.

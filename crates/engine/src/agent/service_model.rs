@@ -89,7 +89,7 @@ impl ServiceModel {
                 break;
             }
         }
-        let step = assembler.end(&mut chunks);
+        let step = assembler.end(&mut chunks).map_err(|e| ModelError::Failed(format!("the model service's answer cannot be used: {e}")))?;
         for c in chunks {
             sink.chunk(c)?;
         }

@@ -18,6 +18,15 @@
 //!   `{"type": "tool-call", "id", "name", "arguments"}`), then `{"type":
 //!   "usage", "usage"}` when the provider reported it, then `{"type":
 //!   "finish", "reason": {"kind"}}`.
+//!
+//! Tool-call fragments are assembled by call, not by position: a fragment
+//! with an `id` not seen before starts a new call (two calls the provider
+//! put at one `call` index stay two); one without an id continues the
+//! latest call at its index (or the latest call, when it has no index), and
+//! a new `name` there starts a new call. A fragment that names no call at
+//! all (no id, no index, no name, and no call open), or a call that ends
+//! without a name, fails the step with a provider-format error: nothing is
+//! guessed, and the log holds exactly the calls that ran.
 
 use serde_json::{json, Value};
 
@@ -84,18 +93,44 @@ impl Assembler {
     }
 
     fn block(&mut self, kind: Kind, call: Option<u64>, out: &mut Vec<Value>) -> usize {
-        let found = match kind {
-            // One reasoning and one text block per answer.
-            Kind::Reasoning | Kind::Text => self.blocks.iter().position(|b| b.kind == kind),
-            Kind::ToolCall => self.blocks.iter().position(|b| b.kind == kind && b.call == call),
-        };
-        if let Some(i) = found {
-            return i;
+        // One reasoning and one text block per answer.
+        if kind != Kind::ToolCall {
+            if let Some(i) = self.blocks.iter().position(|b| b.kind == kind) {
+                return i;
+            }
         }
+        self.new_block(kind, call, out)
+    }
+
+    fn new_block(&mut self, kind: Kind, call: Option<u64>, out: &mut Vec<Value>) -> usize {
         let index = self.blocks.len();
         self.blocks.push(Block { kind, call, id: String::new(), name: String::new(), text: String::new() });
         out.push(json!({"type": "block-start", "index": index, "blockType": kind.name()}));
         index
+    }
+
+    /// The tool-call block a fragment belongs to (see the module's rules),
+    /// started if new; `None` when the fragment names no call.
+    fn call_block(&mut self, call: Option<u64>, id: Option<&str>, name: Option<&str>, out: &mut Vec<Value>) -> Option<usize> {
+        let is_call = |b: &Block| b.kind == Kind::ToolCall;
+        if let Some(id) = id {
+            if let Some(i) = self.blocks.iter().position(|b| is_call(b) && b.id == id) {
+                return Some(i);
+            }
+            return Some(self.new_block(Kind::ToolCall, call, out));
+        }
+        let latest = match call {
+            Some(c) => self.blocks.iter().rposition(|b| is_call(b) && b.call == Some(c)),
+            None => self.blocks.iter().rposition(is_call),
+        };
+        match latest {
+            Some(i) if name.is_some_and(|n| !self.blocks[i].name.is_empty() && self.blocks[i].name != n) => {
+                Some(self.new_block(Kind::ToolCall, call, out))
+            }
+            Some(i) => Some(i),
+            None if call.is_some() || name.is_some() => Some(self.new_block(Kind::ToolCall, call, out)),
+            None => None,
+        }
     }
 
     /// Takes one provider event; appends the chunks to record to `out`.
@@ -114,23 +149,32 @@ impl Assembler {
                 out.push(json!({"type": kind, "index": index, "text": text}));
             }
             "tool-call-delta" => {
-                let call = event
-                    .get("call")
-                    .and_then(Value::as_u64)
-                    .ok_or_else(|| format!("a tool-call-delta event without its `call` index: {}", clip(event)))?;
+                let call = match event.get("call") {
+                    None | Some(Value::Null) => None,
+                    Some(c) => {
+                        Some(c.as_u64().ok_or_else(|| format!("a tool-call-delta event whose `call` index is not a whole number: {}", clip(event)))?)
+                    }
+                };
+                let id = event.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+                let name = event.get("name").and_then(Value::as_str).filter(|s| !s.is_empty());
                 let delta = event.get("argumentsDelta").and_then(Value::as_str).unwrap_or_default();
-                let index = self.block(Kind::ToolCall, Some(call), out);
+                let index = self.call_block(call, id, name, out).ok_or_else(|| {
+                    format!(
+                        "provider-format error: a tool-call fragment names no call (no id, no index, no name) and no call is open: {}",
+                        clip(event)
+                    )
+                })?;
                 let step = self.step;
                 let calls_before = self.blocks[..index].iter().filter(|b| b.kind == Kind::ToolCall).count();
                 let block = &mut self.blocks[index];
                 if block.id.is_empty() {
-                    block.id = match event.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                    block.id = match id {
                         Some(id) => id.to_string(),
                         None => format!("call_{step}_{}", calls_before + 1),
                     };
                 }
                 if block.name.is_empty() {
-                    if let Some(name) = event.get("name").and_then(Value::as_str) {
+                    if let Some(name) = name {
                         block.name = name.to_string();
                     }
                 }
@@ -158,7 +202,14 @@ impl Assembler {
 
     /// Ends the answer: appends the closing chunks (each block's
     /// `block-end`, `usage`, `finish`) to `out` and returns the step.
-    pub fn end(self, out: &mut Vec<Value>) -> ModelStep {
+    ///
+    /// # Errors
+    /// A provider-format error naming the tool call that never got a name
+    /// (nothing can run it); no chunk is added then.
+    pub fn end(self, out: &mut Vec<Value>) -> Result<ModelStep, String> {
+        if let Some(b) = self.blocks.iter().find(|b| b.kind == Kind::ToolCall && b.name.is_empty()) {
+            return Err(format!("provider-format error: tool call `{}` ended without a name", b.id));
+        }
         let mut step = ModelStep::default();
         for (index, b) in self.blocks.iter().enumerate() {
             let block = match b.kind {
@@ -173,6 +224,7 @@ impl Assembler {
             out.push(json!({"type": "usage", "usage": usage}));
         }
         let reason = self.finish.unwrap_or_else(|| json!({"kind": if has_calls { "tool-calls" } else { "stop" }}));
+        step.finish = reason.get("kind").and_then(Value::as_str).map(str::to_string);
         out.push(json!({"type": "finish", "reason": reason}));
         for b in self.blocks {
             match b.kind {
@@ -182,7 +234,7 @@ impl Assembler {
             }
         }
         step.usage = self.usage;
-        step
+        Ok(step)
     }
 }
 
@@ -205,14 +257,14 @@ mod tests {
         for e in [
             json!({"type": "reasoning-delta", "text": "think"}),
             json!({"type": "tool-call-delta", "call": 0, "id": "c0", "name": "todo_write", "argumentsDelta": "{\"to"}),
-            json!({"type": "tool-call-delta", "call": 1, "argumentsDelta": "{}"}),
+            json!({"type": "tool-call-delta", "call": 1, "name": "version", "argumentsDelta": "{}"}),
             json!({"type": "tool-call-delta", "call": 0, "argumentsDelta": "dos\": []}"}),
             json!({"type": "usage", "usage": {"inputTokens": 3}}),
             json!({"type": "finish", "reason": {"kind": "tool-calls"}}),
         ] {
             assert_eq!(a.feed(&e, &mut out).unwrap(), Fed::Chunks);
         }
-        let step = a.end(&mut out);
+        let step = a.end(&mut out).unwrap();
         assert_eq!(step.reasoning, "think");
         assert_eq!(step.tool_calls[0], ToolCallRequest { id: "c0".into(), name: "todo_write".into(), arguments: "{\"todos\": []}".into() });
         assert_eq!(step.tool_calls[1].id, "call_1_2");
@@ -235,6 +287,50 @@ mod tests {
             ]
         );
         assert_eq!(out[6], json!({"type": "tool-call-delta", "index": 1, "id": "c0", "name": "todo_write", "argumentsDelta": "dos\": []}"}));
+    }
+
+    fn assemble(events: &[Value]) -> Result<Vec<ToolCallRequest>, String> {
+        let mut a = Assembler::new(1);
+        let mut out = Vec::new();
+        for e in events {
+            a.feed(e, &mut out)?;
+        }
+        Ok(a.end(&mut out)?.tool_calls)
+    }
+
+    #[test]
+    fn calls_are_assembled_by_id_not_by_position() {
+        // Two calls at one index with different ids stay two.
+        let calls = assemble(&[
+            json!({"type": "tool-call-delta", "call": 0, "id": "a", "name": "todo_write", "argumentsDelta": "{\"todos\":"}),
+            json!({"type": "tool-call-delta", "call": 0, "argumentsDelta": "[]}"}),
+            json!({"type": "tool-call-delta", "call": 0, "id": "b", "name": "todo_write", "argumentsDelta": "{\"todos\":[]}"}),
+        ])
+        .unwrap();
+        assert_eq!(
+            calls.iter().map(|c| (c.id.as_str(), c.arguments.as_str())).collect::<Vec<_>>(),
+            [("a", "{\"todos\":[]}"), ("b", "{\"todos\":[]}")]
+        );
+        // A no-argument tool at the same index, by name.
+        let calls = assemble(&[
+            json!({"type": "tool-call-delta", "call": 0, "name": "todo_write", "argumentsDelta": "{}"}),
+            json!({"type": "tool-call-delta", "call": 0, "name": "version", "argumentsDelta": ""}),
+        ])
+        .unwrap();
+        assert_eq!(calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["todo_write", "version"]);
+        // No index, the id only on each call's first fragment.
+        let calls = assemble(&[
+            json!({"type": "tool-call-delta", "id": "a", "name": "x", "argumentsDelta": "{\"n\""}),
+            json!({"type": "tool-call-delta", "argumentsDelta": ":1}"}),
+            json!({"type": "tool-call-delta", "id": "b", "name": "y", "argumentsDelta": "{}"}),
+        ])
+        .unwrap();
+        assert_eq!(calls.iter().map(|c| (c.id.as_str(), c.arguments.as_str())).collect::<Vec<_>>(), [("a", "{\"n\":1}"), ("b", "{}")]);
+        // Fragments that cannot be attributed fail the step, by name.
+        let e = assemble(&[json!({"type": "tool-call-delta", "argumentsDelta": "{}"})]).unwrap_err();
+        assert!(e.starts_with("provider-format error: a tool-call fragment names no call"), "{e}");
+        let e = assemble(&[json!({"type": "tool-call-delta", "call": 0, "id": "a", "argumentsDelta": "{}"})]).unwrap_err();
+        assert_eq!(e, "provider-format error: tool call `a` ended without a name");
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub struct Config {
     #[serde(default)]
     #[schemars(range(min = 1, max = 3_600_000))]
     pub request_timeout_ms: Option<u64>,
-    /// How many times a request refused with HTTP 429 or 5xx, or whose connection failed, is sent again (default 2), waiting what the server's Retry-After asks (at most 60 s) or 0.5 s doubling per retry.
+    /// How many times a request refused with HTTP 429 or 5xx, or whose connection failed, is sent again (default 2), waiting what the server's Retry-After asks (seconds or an HTTP date; at most 60 s) or 0.5 s doubling per retry, with jitter.
     #[serde(default)]
     #[schemars(range(max = 10))]
     pub max_retries: Option<u32>,

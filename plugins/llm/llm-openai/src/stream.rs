@@ -25,8 +25,27 @@ use crate::wire::{self, Chunk};
 /// the message.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(60);
 
-/// The first retry's wait when the server gives none; it doubles per retry.
+/// The first retry's wait when the server gives none; it doubles per retry,
+/// and each wait is drawn between half of it and all of it ([`backoff`]).
 pub const BASE_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The wait before retry `attempt` (0 for the first) when the server asks
+/// for none: `BASE_BACKOFF × 2^attempt`, with "equal jitter" (a random
+/// point between half of that and all of it), so that clients refused
+/// together do not come back together.
+pub fn backoff(attempt: u32) -> Duration {
+    let full = BASE_BACKOFF.saturating_mul(1 << attempt.min(16));
+    full / 2 + full.mul_f64(random_unit() / 2.0)
+}
+
+/// A random number in [0, 1), from the standard library's randomly seeded
+/// hasher (no generator is kept; retries are rare).
+fn random_unit() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
 
 /// Where and how requests go.
 pub struct Endpoint {
@@ -255,9 +274,13 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
             } else {
                 format!(" (gave up after {} {})", endpoint.max_retries, if endpoint.max_retries == 1 { "retry" } else { "retries" })
             };
-            return state.fail(kind, status, format!("{message}{tries}"));
+            let wanted = match asked {
+                Some(wait) => format!("; its last answer asked to wait {:.1} s before retrying", wait.as_secs_f64()),
+                None => String::new(),
+            };
+            return state.fail(kind, status, format!("{message}{tries}{wanted}"));
         }
-        let wait = asked.unwrap_or_else(|| BASE_BACKOFF.saturating_mul(1 << attempt.min(16)));
+        let wait = asked.unwrap_or_else(|| backoff(attempt));
         if wait > MAX_RETRY_WAIT {
             return state.fail(
                 kind,
@@ -276,16 +299,19 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
 }
 
 /// The wait a 429 or 5xx answer asks for: `retry-after-ms` (milliseconds,
-/// OpenAI), else `Retry-After` in seconds (RFC 9110; an HTTP date is not
-/// read, and the default backoff applies).
+/// OpenAI), else `Retry-After` as RFC 9110 gives it, seconds or an HTTP
+/// date (a date already past asks for no wait).
 fn retry_after(headers: &ureq::http::HeaderMap) -> Option<Duration> {
-    let number = |name: &str| {
-        headers.get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).filter(|n| n.is_finite() && *n >= 0.0)
-    };
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let number = |name: &str| text(name).and_then(|v| v.parse::<f64>().ok()).filter(|n| n.is_finite() && *n >= 0.0);
     if let Some(ms) = number("retry-after-ms") {
         return Some(Duration::from_secs_f64((ms / 1000.0).min(1e6)));
     }
-    number("retry-after").map(|s| Duration::from_secs_f64(s.min(1e6)))
+    if let Some(seconds) = number("retry-after") {
+        return Some(Duration::from_secs_f64(seconds.min(1e6)));
+    }
+    let date = httpdate::parse_http_date(text("retry-after")?).ok()?;
+    Some(date.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
 }
 
 fn is_timeout(e: &ureq::Error) -> bool {
@@ -394,7 +420,9 @@ fn read_stream(endpoint: &Endpoint, response: ureq::http::Response<ureq::Body>, 
             }
         }
     }
-    // The body ended without `[DONE]`: complete only if the answer was.
+    // The body ended without `[DONE]`. An answer whose `finish_reason`
+    // came is whole (only a usage chunk after it may be lost, and the
+    // message then has no usage); any other is cut off.
     if !finished {
         state.fail("connection", None, format!("the connection to the model API closed in the middle of the answer (after {chunks} chunks)"));
     }
@@ -403,6 +431,29 @@ fn read_stream(endpoint: &Endpoint, response: ureq::http::Response<ureq::Body>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let headers = |name: &str, value: &str| {
+            let mut h = ureq::http::HeaderMap::new();
+            h.insert(ureq::http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+            h
+        };
+        assert_eq!(retry_after(&headers("retry-after", "4")), Some(Duration::from_secs(4)));
+        assert_eq!(retry_after(&headers("retry-after-ms", "250")), Some(Duration::from_millis(250)));
+        let later = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(10));
+        let wait = retry_after(&headers("retry-after", &later)).unwrap();
+        assert!(wait > Duration::from_secs(8) && wait <= Duration::from_secs(10), "{wait:?}");
+        assert_eq!(retry_after(&headers("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")), Some(Duration::ZERO));
+        assert_eq!(retry_after(&headers("retry-after", "soon")), None);
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter() {
+        let waits: Vec<Duration> = (0..50).map(|_| backoff(1)).collect();
+        assert!(waits.iter().all(|w| *w >= Duration::from_millis(500) && *w <= Duration::from_millis(1000)), "{waits:?}");
+        assert!(waits.iter().any(|w| *w != waits[0]), "no jitter: {waits:?}");
+    }
 
     #[test]
     fn loopback_hosts_are_recognized() {

@@ -106,7 +106,7 @@ pub fn request_body(model: &str, system: Option<&str>, messages: &[HistoryMessag
                 if !tool_calls.is_empty() {
                     let calls: Vec<Value> = tool_calls
                         .iter()
-                        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": api_arguments(&c.arguments)}}))
                         .collect();
                     msg.insert("tool_calls".into(), Value::Array(calls));
                     if !reasoning.is_empty() {
@@ -206,10 +206,12 @@ fn choice_events(choice: &Value, events: &mut Vec<Value>) -> Result<(), String> 
         match delta.get("tool_calls") {
             None | Some(Value::Null) => {}
             Some(Value::Array(calls)) => {
-                for (position, call) in calls.iter().enumerate() {
+                for call in calls {
+                    // Without an index the call is told apart by its id
+                    // (the engine's assembler), never by its position.
                     let index = match call.get("index") {
-                        Some(i) => i.as_u64().ok_or("a tool call's `index` is not a whole number")?,
-                        None => position as u64,
+                        None | Some(Value::Null) => None,
+                        Some(i) => Some(i.as_u64().ok_or("a tool call's `index` is not a whole number")?),
                     };
                     let function = call.get("function").filter(|f| !f.is_null());
                     if function.is_some_and(|f| !f.is_object()) {
@@ -217,7 +219,9 @@ fn choice_events(choice: &Value, events: &mut Vec<Value>) -> Result<(), String> 
                     }
                     let mut event = Map::new();
                     event.insert("type".into(), json!("tool-call-delta"));
-                    event.insert("call".into(), json!(index));
+                    if let Some(index) = index {
+                        event.insert("call".into(), json!(index));
+                    }
                     if let Some(id) = string_field(call, "id")?.filter(|s| !s.is_empty()) {
                         event.insert("id".into(), json!(id));
                     }
@@ -248,6 +252,18 @@ fn string_field<'a>(v: &'a Value, key: &str) -> Result<Option<&'a str>, String> 
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(format!("a chunk's `{key}` is not a string")),
+    }
+}
+
+/// A call's argument text as the API takes it back in a later request:
+/// the text when it is JSON, else `{}`. A call cut off mid-arguments was
+/// never run (its result says so), and some providers refuse a whole
+/// request whose history holds arguments that are not JSON.
+pub fn api_arguments(arguments: &str) -> &str {
+    if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok() {
+        arguments
+    } else {
+        "{}"
     }
 }
 
