@@ -330,8 +330,19 @@ pub async fn pump_output(
                 if !line.ends_with(b"\n") {
                     line.push(b'\n');
                 }
-                if let Ok(Response { id: Some(id), method: None }) = serde_json::from_slice::<Response>(&line) {
-                    drop(arrivals.take(&id));
+                match serde_json::from_slice::<Response>(&line) {
+                    Ok(Response { id: Some(id), method: None }) => drop(arrivals.take(&id)),
+                    // An error response rmcp wrote without an `id` (a line it
+                    // could not read): JSON-RPC gives it `id: null`.
+                    Ok(Response { id: None, method: None }) => {
+                        if let Ok(Value::Object(mut fields)) = serde_json::from_slice::<Value>(&line) {
+                            if !fields.contains_key("id") {
+                                fields.insert("id".into(), Value::Null);
+                                line = frame(&Value::Object(fields));
+                            }
+                        }
+                    }
+                    _ => {}
                 }
                 if lines.send(line.clone()).is_err() {
                     break;
@@ -385,6 +396,17 @@ mod tests {
         assert_eq!(screen(b"  \r"), Screened::Skip);
         // A notification cannot be answered.
         assert_eq!(screen(br#"{"jsonrpc":"2.0","method":"x","params":{"t":"\udc00"}}"#), Screened::Skip);
+    }
+
+    #[tokio::test]
+    async fn an_error_written_without_an_id_gets_id_null() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let written = b"{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":\"Invalid request\"}}\n".to_vec();
+        pump_output(std::io::Cursor::new(written), tx, std::sync::Arc::default()).await;
+        let line = rx.recv().await.unwrap();
+        let message: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(message["id"], Value::Null);
+        assert!(message.as_object().unwrap().contains_key("id"));
     }
 
     #[test]
