@@ -176,6 +176,17 @@ fn every_stdio_line_gets_the_answer_json_rpc_defines() {
     // A lone surrogate: answered, under its id.
     let answer = server.answer_to(5, &call(5, "todo_write", r#"{"todos":[{"content":"half \ud83e here","status":"pending"}]}"#));
     assert_eq!(code(&answer), -32602, "{answer}");
+    // Calls rmcp cannot read (params a list, a fractional id, `_meta` not
+    // an object) are answered here, and later calls still run.
+    for (line, id) in [
+        (r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":[1]}"#, json!(15)),
+        (r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"todo_write","arguments":{"todos":[]},"_meta":5}}"#, json!(16)),
+        (r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"todo_write","arguments":{"todos":[]}}}"#, Value::Null),
+    ] {
+        server.send(line);
+        let answer = server.answer(id.clone());
+        assert!(matches!(code(&answer), -32602 | -32600), "{line}: {answer}");
+    }
     // A missing status names the allowed values, as a wrong one does.
     let answer = server.answer_to(6, &call(6, "todo_write", r#"{"todos":[{"content":"a"}]}"#));
     assert_eq!(answer["result"]["isError"], true, "{answer}");

@@ -123,6 +123,18 @@ impl Arrivals {
         }
     }
 
+    /// Gives up the place of the call read first that no handler has
+    /// taken (a line rmcp could not read answers without an id, so which
+    /// call it was is not known): a call after it never waits for a
+    /// handler that will not come.
+    pub fn give_up_oldest(&self) {
+        let mut places = self.places.lock_or_recover();
+        let oldest = places.iter().filter_map(|(k, p)| if let Place::Waiting(t) = p { Some((t.seq, k.clone())) } else { None }).min();
+        if let Some((_, key)) = oldest {
+            places.remove(&key);
+        }
+    }
+
     /// The place of request `id` (serialized as JSON-RPC writes it), taken
     /// by its handler.
     pub fn take(&self, id: &serde_json::Value) -> Option<Place> {

@@ -46,7 +46,8 @@ fn error(id: Value, code: i64, message: String) -> Value {
 
 /// Whether `id` is a request id JSON-RPC allows (a string or a number).
 fn valid_id(id: &Value) -> bool {
-    id.is_string() || id.is_number()
+    // MCP ids are strings or integers (rmcp reads no other number).
+    id.is_string() || id.is_i64() || id.is_u64()
 }
 
 /// Checks one line (without its `\n`) as a JSON-RPC 2.0 message.
@@ -74,20 +75,18 @@ pub fn screen(line: &[u8]) -> Screened {
     }
     if let Some(id) = id {
         if !valid_id(id) {
-            return Screened::Answer(error(Value::Null, -32600, format!("Invalid Request: `id` must be a string or a number, found {}", kind(id))));
+            return Screened::Answer(error(Value::Null, -32600, format!("Invalid Request: `id` must be a string or an integer, found {id}")));
         }
     }
     match fields.get("method") {
         Some(Value::String(method)) => {
-            if let Some(params) = fields.get("params") {
-                if !(params.is_object() || params.is_array()) {
-                    return match id {
-                        Some(_) => {
-                            Screened::Answer(error(answer_id, -32602, format!("Invalid params: `params` must be an object, found {}", kind(params))))
-                        }
-                        None => Screened::Skip,
-                    };
-                }
+            // Params of a shape no MCP method takes are answered here (a
+            // notification never is): rmcp would answer without an id.
+            if let Some(why) = bad_params(method, fields.get("params")) {
+                return match id {
+                    Some(_) => Screened::Answer(error(answer_id, -32602, format!("Invalid params: {why}"))),
+                    None => Screened::Skip,
+                };
             }
             Screened::Forward { call: id.filter(|_| method == "tools/call").cloned() }
         }
@@ -100,6 +99,29 @@ pub fn screen(line: &[u8]) -> Screened {
             "Invalid Request: a message needs a `method` (or, as a response, an `id` and one of `result` and `error`)".into(),
         )),
     }
+}
+
+/// What is wrong with a request's `params`, for any MCP method (an object
+/// or absent, with `_meta` an object) and for `tools/call` (a string
+/// `name`, `arguments` an object or absent); `None` when nothing is.
+fn bad_params(method: &str, params: Option<&Value>) -> Option<String> {
+    let params = match params {
+        None | Some(Value::Null) => return (method == "tools/call").then(|| "tools/call needs `params` with the tool's `name`".to_string()),
+        Some(Value::Object(params)) => params,
+        Some(other) => return Some(format!("`params` must be an object, found {}", kind(other))),
+    };
+    if let Some(meta) = params.get("_meta").filter(|m| !m.is_object() && !m.is_null()) {
+        return Some(format!("`params._meta` must be an object, found {}", kind(meta)));
+    }
+    if method == "tools/call" {
+        if !params.get("name").is_some_and(Value::is_string) {
+            return Some("`name` must be the tool's name, a string".into());
+        }
+        if let Some(arguments) = params.get("arguments").filter(|a| !a.is_object() && !a.is_null()) {
+            return Some(format!("`arguments` must be an object, found {}", kind(arguments)));
+        }
+    }
+    None
 }
 
 /// The answer to a line that is not JSON. A request whose only fault is a
@@ -339,6 +361,10 @@ pub async fn pump_output(
                             if !fields.contains_key("id") {
                                 fields.insert("id".into(), Value::Null);
                                 line = frame(&Value::Object(fields));
+                                // A line rmcp could not read: if it was a
+                                // call, its place must not hold the calls
+                                // after it.
+                                arrivals.give_up_oldest();
                             }
                         }
                     }
@@ -377,6 +403,11 @@ mod tests {
         assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (json!(7), json!(-32600)));
         assert_eq!(answer(r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#)["id"], Value::Null);
         assert_eq!(answer(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":"x"}"#)["error"]["code"], -32602);
+        assert_eq!(answer(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":[1]}"#)["error"]["code"], -32602);
+        assert_eq!(answer(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","_meta":5}}"#)["error"]["code"], -32602);
+        assert_eq!(answer(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","arguments":[]}}"#)["error"]["code"], -32602);
+        assert_eq!(answer(r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"t"}}"#)["id"], Value::Null);
+        assert_eq!(screen(br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":[1]}"#), Screened::Skip);
         assert_eq!(answer(r#"{"jsonrpc":"2.0","id":2}"#)["error"]["code"], -32600);
         let a = answer(
             r#"{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"todo_write","arguments":{"todos":[{"content":"half \ud83e here","status":"pending"}]}}}"#,
@@ -392,7 +423,10 @@ mod tests {
         assert_eq!(screen(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\r"), forward);
         assert_eq!(screen(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), forward);
         assert_eq!(screen(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"t":"\ud83d\ude00 \\ud83e"}}"#), forward);
-        assert_eq!(screen(br#"{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{}}"#), Screened::Forward { call: Some(json!("c")) });
+        assert_eq!(
+            screen(br#"{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"t"}}"#),
+            Screened::Forward { call: Some(json!("c")) }
+        );
         assert_eq!(screen(b"  \r"), Screened::Skip);
         // A notification cannot be answered.
         assert_eq!(screen(br#"{"jsonrpc":"2.0","method":"x","params":{"t":"\udc00"}}"#), Screened::Skip);
