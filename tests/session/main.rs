@@ -5,4 +5,5 @@ mod agent_turn;
 mod crash;
 mod harness_store;
 mod postgres;
+mod read_inputs;
 mod upstream;

@@ -4,7 +4,8 @@
 //! line 1 is a header `{"type":"session","version":0,"id",...}`, each further
 //! line one event `{"seq","time","type","data"}`, with `"surfaceOp"` (and, in
 //! imported logs, `"sourceEventSeqs"`) on surface events. `seq` counts from 0
-//! and `time` is milliseconds since the Unix epoch.
+//! and `time` is milliseconds since the Unix epoch, negative before it (a
+//! clock stepped back can write one; the harness reads it as written).
 
 use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -85,7 +86,7 @@ impl Header {
     pub fn new(id: &str, cwd: Option<String>) -> Header {
         let mut extra = Map::new();
         extra.insert("delegationDepth".into(), Value::from(0));
-        Header { kind: "session".into(), version: 0, id: id.to_string(), created_at: now_ms(), cwd, extra }
+        Header { kind: "session".into(), version: 0, id: id.to_string(), created_at: u64::try_from(now_ms()).unwrap_or(0), cwd, extra }
     }
 }
 
@@ -94,8 +95,8 @@ impl Header {
 pub struct Event {
     /// Position in the log, from 0.
     pub seq: u64,
-    /// Append time, ms since the epoch.
-    pub time: u64,
+    /// Append time, ms since the epoch (negative before it).
+    pub time: i64,
     /// The event type, e.g. `tool/call`, `todo/write`.
     pub kind: String,
     /// The event's data, byte for byte as written.
@@ -204,7 +205,7 @@ pub struct Envelope {
     /// `seq`, when the line has one.
     pub seq: Option<u64>,
     /// `time`, when the line has one.
-    pub time: Option<u64>,
+    pub time: Option<i64>,
     /// The event type.
     #[serde(rename = "type")]
     pub kind: String,
@@ -219,12 +220,16 @@ pub struct Envelope {
     /// First seq of a packed chunk row.
     pub seq0: Option<u64>,
     /// First time of a packed chunk row.
-    pub time0: Option<u64>,
+    pub time0: Option<i64>,
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+/// Milliseconds since the Unix epoch, negative for a clock set before it.
+pub fn now_ms() -> i64 {
+    let now = SystemTime::now();
+    match now.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_millis()).map_or(i64::MIN, |ms| -ms),
+    }
 }
 
 /// The JSON `null` as event data.

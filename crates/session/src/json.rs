@@ -74,6 +74,96 @@ impl RawJson {
     }
 }
 
+/// What [`replace_lone_surrogates`] changed in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurrogateRepair {
+    /// The text with each lone surrogate escape replaced by `\ufffd`.
+    pub text: String,
+    /// How many escapes were replaced.
+    pub count: usize,
+    /// The first escape replaced, as written (`\ud83e`).
+    pub first: String,
+}
+
+impl SurrogateRepair {
+    /// The note a reader gives the line: what was replaced, and by what.
+    pub fn describe(&self) -> String {
+        let what =
+            if self.count == 1 { "a lone UTF-16 surrogate escape".to_string() } else { format!("{} lone UTF-16 surrogate escapes", self.count) };
+        format!("{what} (first `{}`: half of a pair, not a character) read as U+FFFD, the replacement character", self.first)
+    }
+}
+
+/// `text` (JSON) with every lone UTF-16 surrogate escape replaced by
+/// `\ufffd`, or `None` when it has none.
+///
+/// JSON's grammar accepts any `\uXXXX` escape, so a writer that cuts a
+/// UTF-16 string between the halves of a pair (as JavaScript's
+/// `JSON.stringify` writes them) leaves `\ud83e` on its own. Such a string
+/// is no Unicode text, and `serde_json` refuses to read it into a `String`.
+/// A lone surrogate is a high half (`\ud800`-`\udbff`) not directly followed
+/// by a low half's escape (`\udc00`-`\udfff`), or a low half not directly
+/// preceded by a high half. A valid pair is kept as written, and so is every
+/// other byte of the text. Text that is not JSON is scanned all the same
+/// (only escapes change) and stays as invalid as it was.
+pub fn replace_lone_surrogates(text: &str) -> Option<SurrogateRepair> {
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut count = 0;
+    let mut first = String::new();
+    let mut i = 0;
+    while let Some(found) = memchr::memchr(b'\\', &bytes[i..]) {
+        let at = i + found;
+        match bytes.get(at + 1) {
+            Some(b'u') => {}
+            Some(_) => {
+                // Any other escape (`\\` included) is two bytes.
+                i = at + 2;
+                continue;
+            }
+            None => break,
+        }
+        let Some(unit) = hex4(bytes, at + 2) else {
+            i = at + 2;
+            continue;
+        };
+        let lone = match unit {
+            0xD800..=0xDBFF => {
+                if bytes.get(at + 6..at + 8) == Some(b"\\u") && hex4(bytes, at + 8).is_some_and(|next| (0xDC00..=0xDFFF).contains(&next)) {
+                    i = at + 12;
+                    continue;
+                }
+                true
+            }
+            0xDC00..=0xDFFF => true,
+            _ => false,
+        };
+        if lone {
+            // `at` and `at + 6` sit on ASCII bytes, so both are char boundaries.
+            if count == 0 {
+                first = text[at..at + 6].to_string();
+            }
+            out.push_str(&text[copied..at]);
+            out.push_str("\\ufffd");
+            copied = at + 6;
+            count += 1;
+        }
+        i = at + 6;
+    }
+    if count == 0 {
+        return None;
+    }
+    out.push_str(&text[copied..]);
+    Some(SurrogateRepair { text: out, count, first })
+}
+
+/// The four hex digits at `at` as a number.
+fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
+    let digits = bytes.get(at..at + 4)?;
+    digits.iter().try_fold(0u32, |n, &b| Some(n * 16 + char::from(b).to_digit(16)?))
+}
+
 fn has_line_break(text: &str) -> bool {
     memchr::memchr2(b'\n', b'\r', text.as_bytes()).is_some()
 }
@@ -132,5 +222,54 @@ mod tests {
         assert!(RawJson::parse("{\"a\":").is_err());
         assert_eq!(serde_json::to_string(&vec![parsed.clone()]).unwrap(), format!("[{}]", parsed.get()));
         assert_eq!(RawJson::encode(&[1, 2]).get(), "[1,2]");
+    }
+
+    /// The text after repair, read as a JSON string.
+    fn repaired(json: &str) -> String {
+        let text = replace_lone_surrogates(json).map_or_else(|| json.to_string(), |r| r.text);
+        serde_json::from_str::<String>(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn lone_surrogate_escapes_become_the_replacement_character() {
+        // A high half in the middle, as a cut UTF-16 string leaves it.
+        let r = replace_lone_surrogates(r#"{"text":"half \ud83e here"}"#).unwrap();
+        assert_eq!(r.text, r#"{"text":"half \ufffd here"}"#);
+        assert_eq!((r.count, r.first.as_str()), (1, r"\ud83e"));
+        assert!(r.describe().contains(r"`\ud83e`") && r.describe().contains("U+FFFD"), "{}", r.describe());
+        assert!(serde_json::from_str::<Value>(r#"{"text":"half \ud83e here"}"#).is_err());
+        assert_eq!(repaired(r#""half \ud83e here""#), "half \u{FFFD} here");
+        // A lone low half; a high half at the end; upper-case hex.
+        assert_eq!(repaired(r#""\udd14 after""#), "\u{FFFD} after");
+        assert_eq!(repaired(r#""ends \uD83E""#), "ends \u{FFFD}");
+        // Two high halves in a row: the first is lone, the second pairs.
+        assert_eq!(repaired(r#""\ud83e\ud83e\udd14""#), "\u{FFFD}\u{1F914}");
+        let two = replace_lone_surrogates(r#""\ud83e\ud83e""#).unwrap();
+        assert_eq!((two.text.as_str(), two.count), (r#""\ufffd\ufffd""#, 2));
+        // A high half before an escape that is not a low half.
+        assert_eq!(repaired(r#""\ud83e\u0041""#), "\u{FFFD}A");
+        // A low half before a high half: both lone.
+        assert_eq!(repaired(r#""\udd14\ud83e""#), "\u{FFFD}\u{FFFD}");
+        // Non-ASCII text around the repair is kept.
+        assert_eq!(repaired(r#""é\ud83eü""#), "é\u{FFFD}ü");
+    }
+
+    #[test]
+    fn valid_pairs_and_other_escapes_are_left_alone() {
+        for text in
+            [r#""\ud83e\udd14""#, r#""\uD83E\uDD14 and \u2028""#, r#""\\ud83e is a backslash and text""#, r#""\\\ud83e\udd14""#, "\"plain\"", ""]
+        {
+            assert_eq!(replace_lone_surrogates(text), None, "{text}");
+        }
+        // An escaped backslash before a lone half: only the half changes.
+        assert_eq!(repaired(r#""\\\ud83e""#), "\\\u{FFFD}");
+    }
+
+    #[test]
+    fn cut_or_malformed_escapes_never_panic() {
+        for text in ["\\", "\\u", "\\ud8", "\"\\ud83e\\u", "\"\\ud83e\\udd1", "\\uzzzz", "\\u\u{e9}\u{e9}"] {
+            let _ = replace_lone_surrogates(text);
+        }
+        assert_eq!(replace_lone_surrogates("\"\\ud83e\\udd1").map(|r| r.text), Some("\"\\ufffd\\udd1".into()));
     }
 }

@@ -61,7 +61,7 @@ pub struct SessionInfo {
     /// Number of events.
     pub events: usize,
     /// Time of the last event, ms since the epoch (0 when none).
-    pub last_time: u64,
+    pub last_time: i64,
     /// One-line summaries of the projections that have something to say.
     pub summaries: Vec<(String, String)>,
     /// Lines that could not be read.

@@ -5,7 +5,10 @@
 //! `id`, `name` and `args`, plus `turn`, `step`, `index`, and `dt`, the
 //! millisecond gaps between consecutive chunks (one fewer than the chunks).
 //! The row's first seq and time are `seq0`/`time0` (on the envelope or in
-//! `data`), or, when absent, the row's position and 0. Reading expands a row
+//! `data`), or, when absent, the row's position and 0. Times and gaps are
+//! JavaScript's safe integers (at most 2^53 - 1 either side of 0), as the
+//! harness checks them: a gap is negative when the clock stepped back
+//! during a run, and `time0` may be before the epoch. Reading expands a row
 //! into consecutive `assistant/chunk` events:
 //! `{"turn","step","chunk":{"type":"reasoning-delta"|"text-delta","index","text"}}` or
 //! `{"turn","step","chunk":{"type":"tool-call-delta","index","id","name","argumentsDelta"}}`.
@@ -55,7 +58,7 @@ enum ChunkBody<'a> {
 ///
 /// # Errors
 /// What is malformed about the row.
-pub fn expand(kind: &str, data: &str, seq0: Option<u64>, time0: Option<u64>, position: u64) -> Result<Vec<Event>, String> {
+pub fn expand(kind: &str, data: &str, seq0: Option<u64>, time0: Option<i64>, position: u64) -> Result<Vec<Event>, String> {
     let data: Value = serde_json::from_str(data).map_err(|e| format!("{kind} row data is not JSON: {e}"))?;
     let items_key = if kind == "tool-call-chunks" { "args" } else { "texts" };
     let items = data.get(items_key).and_then(Value::as_array).ok_or_else(|| format!("{kind} row has no `{items_key}` array"))?;
@@ -64,14 +67,25 @@ pub fn expand(kind: &str, data: &str, seq0: Option<u64>, time0: Option<u64>, pos
         return Err(format!("{kind} row has {} chunks but {} time gaps (expected {})", items.len(), dt.len(), items.len() - 1));
     }
     let seq0 = seq0.or_else(|| data.get("seq0").and_then(Value::as_u64)).unwrap_or(position);
-    let mut time = time0.or_else(|| data.get("time0").and_then(Value::as_u64)).unwrap_or(0);
+    if seq0.checked_add(items.len().saturating_sub(1) as u64).is_none() {
+        return Err(format!("{kind} row: its seqs from {seq0} run past the largest seq"));
+    }
+    let mut time = time0.or_else(|| data.get("time0").and_then(Value::as_i64)).unwrap_or(0);
+    if !is_safe(time) {
+        return Err(format!("{kind} row: time0 {time} is not a safe integer of ms"));
+    }
     let null = Value::Null;
     let field = |k: &str| data.get(k).unwrap_or(&null);
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
-            let gap = dt[i - 1].as_u64().ok_or_else(|| format!("{kind} row: dt[{}] is not a whole number of ms", i - 1))?;
-            time = time.saturating_add(gap);
+            let gap =
+                dt[i - 1].as_i64().filter(|&gap| is_safe(gap)).ok_or_else(|| format!("{kind} row: dt[{}] is not a safe integer of ms", i - 1))?;
+            // Both are safe integers, so the sum cannot overflow.
+            time += gap;
+            if !is_safe(time) {
+                return Err(format!("{kind} row: the time of chunk {i}, {time}, is not a safe integer of ms"));
+            }
         }
         let chunk = match kind {
             "tool-call-chunks" => {
@@ -81,6 +95,7 @@ pub fn expand(kind: &str, data: &str, seq0: Option<u64>, time0: Option<u64>, pos
             _ => ChunkBody::Text { kind: "text-delta", index: field("index"), text: item },
         };
         out.push(Event {
+            // Checked above: no seq of the row overflows.
             seq: seq0 + i as u64,
             time,
             kind: "assistant/chunk".into(),
@@ -95,6 +110,14 @@ pub fn expand(kind: &str, data: &str, seq0: Option<u64>, time0: Option<u64>, pos
 /// `(row type, turn, step, index, tool call (id, name), payload)`.
 type PackKey = (&'static str, Value, Value, Value, Option<(Value, Option<Value>)>, Value);
 
+/// The largest magnitude of a time or gap, ms: JavaScript's
+/// `Number.MAX_SAFE_INTEGER`, the bound the harness checks rows against.
+pub const MAX_SAFE: i64 = (1 << 53) - 1;
+
+fn is_safe(n: i64) -> bool {
+    (-MAX_SAFE..=MAX_SAFE).contains(&n)
+}
+
 /// The smallest run of chunk events stored as one row.
 pub const MIN_RUN: usize = 3;
 
@@ -102,7 +125,7 @@ pub const MIN_RUN: usize = 3;
 /// for tool-call deltas, the call id and name (`None` when the event must
 /// be stored as it is). Only the exact shapes the harness packs qualify.
 fn pack_key(event: &Event) -> Option<PackKey> {
-    if event.kind != "assistant/chunk" || event.surface_op.is_some() || event.source_event_seqs.is_some() {
+    if event.kind != "assistant/chunk" || event.surface_op.is_some() || event.source_event_seqs.is_some() || !is_safe(event.time) {
         return None;
     }
     let Value::Object(data) = serde_json::from_str::<Value>(event.data.get()).ok()? else { return None };
@@ -149,7 +172,7 @@ pub fn storage_lines(events: &[Event], pack: bool) -> String {
         let mut j = i + 1;
         while j < events.len()
             && events[j].seq == events[j - 1].seq + 1
-            && events[j].time >= events[j - 1].time
+            && events[j].time.checked_sub(events[j - 1].time).is_some_and(is_safe)
             && keys[j].as_ref().is_some_and(|k| (k.0, &k.1, &k.2, &k.3, &k.4) == (key.0, &key.1, &key.2, &key.3, &key.4))
         {
             j += 1;
@@ -162,7 +185,7 @@ pub fn storage_lines(events: &[Event], pack: bool) -> String {
             continue;
         }
         let (row, turn, step, index, call, _) = key;
-        let dt: Vec<u64> = events[i + 1..j].iter().zip(&events[i..j - 1]).map(|(b, a)| b.time - a.time).collect();
+        let dt: Vec<i64> = events[i + 1..j].iter().zip(&events[i..j - 1]).map(|(b, a)| b.time - a.time).collect();
         let payloads: Vec<&Value> = keys[i..j].iter().filter_map(|k| k.as_ref().map(|k| &k.5)).collect();
         let mut data = serde_json::Map::new();
         data.insert("turn".into(), turn.clone());
@@ -218,7 +241,7 @@ mod tests {
 
     #[test]
     fn runs_pack_and_expand_back_exactly() {
-        let chunk = |seq: u64, time: u64, data: &str| Event {
+        let chunk = |seq: u64, time: i64, data: &str| Event {
             seq,
             time,
             kind: "assistant/chunk".into(),
@@ -250,5 +273,38 @@ mod tests {
             assert_eq!((a.seq, a.time, a.data.get()), (b.seq, b.time, b.data.get()));
         }
         assert_eq!(storage_lines(&events, false).lines().count(), 5);
+    }
+
+    #[test]
+    fn negative_gaps_and_times_expand_and_pack_as_the_harness_does() {
+        let row = r#"{"turn":1,"step":1,"index":0,"dt":[-2378304174,28],"texts":["a","b","c"]}"#;
+        let events = expand("text-chunks", row, Some(3), Some(1_700_000_000_100), 0).unwrap();
+        assert_eq!(events.iter().map(|e| e.time).collect::<Vec<_>>(), [1_700_000_000_100, 1_697_621_695_926, 1_697_621_695_954]);
+        let before = expand("text-chunks", r#"{"turn":1,"step":1,"index":0,"dt":[-3,0],"texts":["a","b","c"]}"#, None, Some(-2), 0).unwrap();
+        assert_eq!(before.iter().map(|e| e.time).collect::<Vec<_>>(), [-2, -5, -5]);
+        let in_data = expand("text-chunks", r#"{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b"],"time0":-7}"#, None, None, 0).unwrap();
+        assert_eq!(in_data.iter().map(|e| e.time).collect::<Vec<_>>(), [-7, -6]);
+        // Beyond JavaScript's safe integers, as the harness refuses them.
+        let unsafe_gap = r#"{"turn":1,"step":1,"index":0,"dt":[9007199254740992],"texts":["a","b"]}"#;
+        assert!(expand("text-chunks", unsafe_gap, None, Some(0), 0).unwrap_err().contains("dt[0]"));
+        let past_the_end = r#"{"turn":1,"step":1,"index":0,"dt":[9007199254740991],"texts":["a","b"]}"#;
+        assert!(expand("text-chunks", past_the_end, None, Some(1), 0).unwrap_err().contains("chunk 1"));
+        assert!(expand("text-chunks", past_the_end, None, Some(i64::MIN), 0).unwrap_err().contains("time0"));
+        assert!(expand("text-chunks", row, Some(u64::MAX - 1), Some(0), 0).unwrap_err().contains("largest seq"));
+        // A run whose clock stepped back packs into one row with a negative
+        // gap, and expands back exactly.
+        let lines = storage_lines(&events, true);
+        assert_eq!(lines.lines().count(), 1, "{lines}");
+        let stored: Value = serde_json::from_str(lines.trim_end()).unwrap();
+        assert_eq!(stored["data"]["dt"], serde_json::json!([-2_378_304_174_i64, 28]));
+        let back = expand("text-chunks", &stored["data"].to_string(), stored["seq0"].as_u64(), stored["time0"].as_i64(), 0).unwrap();
+        for (a, b) in back.iter().zip(&events) {
+            assert_eq!((a.seq, a.time, a.data.get()), (b.seq, b.time, b.data.get()));
+        }
+        // Times whose gap is not a safe integer are stored one per line.
+        let mut far = events.clone();
+        far[1].time = -crate::packed::MAX_SAFE;
+        far[2].time = i64::MAX;
+        assert_eq!(storage_lines(&far, true).lines().count(), 3);
     }
 }

@@ -354,11 +354,13 @@ pub fn session_show(out: &mut impl Write, s: &Session, problems: &[LineProblem],
     }
 }
 
-/// Formats ms since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
-pub fn format_time(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
+/// Formats ms since the epoch (negative: before it) as
+/// `YYYY-MM-DD HH:MM:SS UTC`. Takes an event's `i64` time and a header's
+/// `u64` creation time alike.
+pub fn format_time(ms: impl Into<i128>) -> String {
+    let secs = ms.into().div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
     // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -368,7 +370,7 @@ pub fn format_time(ms: u64) -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let y = yoe + era * 400 + i128::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
@@ -398,6 +400,9 @@ mod tests {
     #[test]
     fn formats_times() {
         assert_eq!(format_time(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(format_time(1_785_987_077_399), "2026-08-06 03:31:17 UTC");
+        assert_eq!(format_time(1_785_987_077_399_u64), "2026-08-06 03:31:17 UTC");
+        assert_eq!(format_time(-960_585_284_i64), "1969-12-20 21:10:14 UTC");
+        assert_eq!(format_time(-1_i64), "1969-12-31 23:59:59 UTC");
+        assert!(format_time(i64::MIN).ends_with(" UTC"));
     }
 }

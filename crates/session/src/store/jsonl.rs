@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::event::{raw_null, Envelope, Event, Header, SurfaceOp};
-use crate::json::RawJson;
+use crate::json::{replace_lone_surrogates, RawJson};
 
 use super::{LineProblem, ReadLog, StoreError};
 
@@ -38,6 +38,8 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
             // A whole record without its newline is kept; anything else at
             // the end is a record cut mid-write.
             let whole = std::str::from_utf8(raw).is_ok_and(|t| {
+                let repaired = replace_lone_surrogates(t);
+                let t = repaired.as_ref().map_or(t, |r| r.text.as_str());
                 if header.is_none() {
                     serde_json::from_str::<Header>(t).is_ok()
                 } else {
@@ -62,7 +64,14 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
         if header.is_none() {
             let parsed = std::str::from_utf8(raw)
                 .map_err(|e| e.to_string())
-                .and_then(|text| serde_json::from_str::<Header>(text).map_err(|e| e.to_string()))
+                .and_then(|text| {
+                    let repaired = replace_lone_surrogates(text);
+                    let header = serde_json::from_str::<Header>(repaired.as_ref().map_or(text, |r| r.text.as_str())).map_err(|e| e.to_string());
+                    if let (Ok(_), Some(repair)) = (&header, &repaired) {
+                        problems.push(LineProblem::note(line_no, repair.describe()));
+                    }
+                    header
+                })
                 .and_then(|h| match (h.kind.as_str(), h.version) {
                     ("session", 0) => Ok(h),
                     ("session", v) => Err(format!("format version {v} is not supported (this host reads version 0)")),
@@ -93,6 +102,8 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
                 continue;
             }
         };
+        let repaired = replace_lone_surrogates(text);
+        let text = repaired.as_ref().map_or(text, |r| r.text.as_str());
         let records = match serde_json::from_str::<Envelope>(text) {
             Ok(env) => vec![env],
             Err(e) => match split_glued(text) {
@@ -109,13 +120,16 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
                 }
             },
         };
+        if let Some(repair) = &repaired {
+            problems.push(LineProblem::note(line_no, repair.describe()));
+        }
         for env in records {
             if crate::packed::is_packed(&env.kind) {
                 let data = env.data.as_ref().map_or("null", |d| d.get());
                 match crate::packed::expand(&env.kind, data, env.seq0, env.time0, next_seq) {
                     Ok(expanded) => {
                         if let Some(last) = expanded.last() {
-                            next_seq = last.seq + 1;
+                            next_seq = last.seq.saturating_add(1);
                         }
                         lines.extend(std::iter::repeat_n(line_no, expanded.len()));
                         events.extend(expanded);
@@ -204,4 +218,81 @@ fn describe_bad_event(text: &str, e: &serde_json::Error) -> String {
 /// The JSON parser's message.
 pub fn parse_data(text: &str) -> Result<RawJson, String> {
     RawJson::parse(text).map_err(|e| format!("event data is not JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{derive_history, Message};
+    use crate::store::ProblemKind;
+
+    const HEADER: &str = "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1}\n";
+
+    fn user(seq: u64, text: &str) -> String {
+        format!(
+            "{{\"seq\":{seq},\"time\":1,\"type\":\"user/message\",\"data\":{{\"role\":\"user\",\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}]}},\"surfaceOp\":\"append\"}}\n"
+        )
+    }
+
+    #[test]
+    fn lone_surrogates_are_read_as_the_replacement_character_and_noted() {
+        let text = [
+            HEADER.to_string(),
+            "{\"seq\":0,\"time\":1,\"type\":\"turn/start\",\"data\":{\"turn\":1}}\n".into(),
+            user(1, r"half \ud83e here"),
+            user(2, r"low \udd14, end \ud83e"),
+            user(3, r"pair \ud83e\udd14"),
+            // A lone half in the type, and in a record cut short at the end.
+            "{\"seq\":4,\"time\":1,\"type\":\"x/\\ud83e\",\"data\":null}\n".into(),
+            user(5, r"two \ud83e\ud83e\udd14").trim_end().to_string(),
+        ]
+        .concat();
+        let log = parse_log(text.as_bytes(), Path::new("s.jsonl")).unwrap();
+        assert_eq!(log.events.len(), 6, "{:?}", log.problems);
+        assert_eq!(log.unterminated, Some(7));
+        let notes: Vec<(usize, ProblemKind)> = log.problems.iter().map(|p| (p.line, p.kind)).collect();
+        assert_eq!(notes, [(3, ProblemKind::Note), (4, ProblemKind::Note), (6, ProblemKind::Note), (7, ProblemKind::Note)]);
+        assert!(log.problems[0].message.contains(r"`\ud83e`") && log.problems[0].message.contains("U+FFFD"), "{}", log.problems[0].message);
+        assert!(log.problems[1].message.starts_with("2 lone UTF-16 surrogate escapes (first `\\udd14`"), "{}", log.problems[1].message);
+        assert_eq!(log.events[4].kind, "x/\u{FFFD}");
+        // The pair on line 5 is kept as written.
+        assert!(log.events[3].data.get().contains(r"\ud83e\udd14"));
+
+        let (messages, notes) = derive_history(&log.events);
+        assert!(notes.is_empty(), "{notes:?}");
+        let texts: Vec<&str> = messages
+            .iter()
+            .map(|m| match m {
+                Message::User { text } => text.as_str(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(texts, ["half \u{FFFD} here", "low \u{FFFD}, end \u{FFFD}", "pair \u{1F914}", "two \u{FFFD}\u{1F914}"]);
+        // What a model is sent is valid JSON text, and reads back the same.
+        let sent = serde_json::to_string(&messages).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<serde_json::Value>>(&sent).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn a_lone_surrogate_in_the_header_is_read_and_noted() {
+        let text = "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"cwd\":\"/home/\\udc00\"}\n";
+        let log = parse_log(text.as_bytes(), Path::new("s.jsonl")).unwrap();
+        assert_eq!(log.header.cwd.as_deref(), Some("/home/\u{FFFD}"));
+        assert_eq!(log.problems.iter().map(|p| (p.line, p.kind)).collect::<Vec<_>>(), [(1, ProblemKind::Note)]);
+    }
+
+    #[test]
+    fn negative_times_are_read_as_written() {
+        let text = concat!(
+            "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1}\n",
+            "{\"seq\":0,\"time\":-960585284,\"type\":\"a\",\"data\":{}}\n",
+            "{\"type\":\"text-chunks\",\"seq0\":1,\"time0\":1700000000100,\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[-2378304174,28],\"texts\":[\"a\",\"b\",\"c\"]}}\n",
+            "{\"type\":\"text-chunks\",\"seq0\":4,\"time0\":-5,\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[-1],\"texts\":[\"d\",\"e\"]}}\n",
+        );
+        let log = parse_log(text.as_bytes(), Path::new("s.jsonl")).unwrap();
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+        let times: Vec<i64> = log.events.iter().map(|e| e.time).collect();
+        assert_eq!(times, [-960_585_284, 1_700_000_000_100, 1_697_621_695_926, 1_697_621_695_954, -5, -6]);
+        assert!(log.events[0].to_line().starts_with("{\"seq\":0,\"time\":-960585284,"));
+    }
 }

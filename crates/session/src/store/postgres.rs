@@ -436,7 +436,7 @@ impl SessionStore for PostgresStore {
         for event in events {
             let line = event.to_line();
             let line = line.trim_end_matches('\n');
-            writer.write(&[&header.id, &(event.seq as i64), &(event.time as i64), &event.kind, &line]).map_err(|e| self.pg(e))?;
+            writer.write(&[&header.id, &(event.seq as i64), &event.time, &event.kind, &line]).map_err(|e| self.pg(e))?;
         }
         writer.finish().map_err(|e| self.pg(e))?;
         tx.commit().map_err(|e| self.pg(e))?;
@@ -548,7 +548,7 @@ impl LogWriter for PostgresWriter {
         let line = event.to_line();
         let line = line.trim_end_matches('\n');
         let insert = self.insert.clone();
-        let result = self.client.execute(&insert, &[&self.id, &(event.seq as i64), &(event.time as i64), &event.kind, &line]);
+        let result = self.client.execute(&insert, &[&self.id, &(event.seq as i64), &event.time, &event.kind, &line]);
         if let Err(e) = result {
             if std::mem::take(&mut self.in_transaction) {
                 let _ = self.client.batch_execute("ROLLBACK");
@@ -574,7 +574,7 @@ impl LogWriter for PostgresWriter {
                 return Ok(());
             }
             let insert = self.insert.clone();
-            self.client.execute(&insert, &[&self.id, &(event.seq as i64), &(event.time as i64), &event.kind, &line]).map_err(|e| self.err(e))?;
+            self.client.execute(&insert, &[&self.id, &(event.seq as i64), &event.time, &event.kind, &line]).map_err(|e| self.err(e))?;
         }
         Ok(())
     }

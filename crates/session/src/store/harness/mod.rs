@@ -370,7 +370,8 @@ fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(Re
             (scanned, cut, events)
         }
     };
-    let scan::Scanned { header, mut events, mut lines, issue, .. } = scanned;
+    let scan::Scanned { header, mut events, mut lines, issue, notes, .. } = scanned;
+    problems.extend(notes.into_iter().map(|(line, note)| LineProblem::note(line, note)));
     if let (Some((line, why)), Compression::Zstd) = (&issue, compression) {
         problems.push(LineProblem::note(*line, format!("{why}; not read")));
     }

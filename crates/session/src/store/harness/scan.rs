@@ -11,10 +11,15 @@
 //!   log there, unless a later line holds a `turn/end`: a defect inside
 //!   the committed part refuses the whole log;
 //! - a last line without its newline is a torn write and is not read.
+//!
+//! A lone UTF-16 surrogate escape, which the harness's `JSON.parse` reads
+//! into its string as it is, is read here as U+FFFD (see
+//! [`replace_lone_surrogates`]); each line that had one gets a note.
 
 use serde_json::{Map, Value};
 
 use crate::event::{raw_null, to_raw, Envelope, Event, Header, RawJson, SurfaceOp};
+use crate::json::{replace_lone_surrogates, SurrogateRepair};
 use crate::packed;
 
 /// The lines read so far, and where the good part ends.
@@ -31,6 +36,8 @@ pub struct Scanner {
     committed: usize,
     /// A line that could not be read, with what was wrong.
     issue: Option<(usize, String)>,
+    /// Notes on lines read: `(line, what)`.
+    notes: Vec<(usize, String)>,
     fragment: Vec<u8>,
 }
 
@@ -49,6 +56,9 @@ pub struct Scanned {
     pub input: usize,
     /// The first line not read, when the log was cut there.
     pub issue: Option<(usize, String)>,
+    /// Notes on lines of the good part, `(line, what)`: a lone surrogate
+    /// escape read as U+FFFD.
+    pub notes: Vec<(usize, String)>,
 }
 
 /// Parses the header record (one line with its newline).
@@ -56,10 +66,17 @@ pub struct Scanned {
 /// # Errors
 /// What is wrong with it.
 pub fn parse_header(record: &[u8]) -> Result<Header, String> {
+    parse_header_repaired(record).map(|(header, _)| header)
+}
+
+/// [`parse_header`], and the lone surrogate escapes it read as U+FFFD.
+fn parse_header_repaired(record: &[u8]) -> Result<(Header, Option<SurrogateRepair>), String> {
     let Some(text) = record.strip_suffix(b"\n").filter(|t| !t.contains(&b'\n')) else {
         return Err("the log is empty or has no header line".into());
     };
-    let value: Value = std::str::from_utf8(text).ok().and_then(|t| serde_json::from_str(t).ok()).ok_or("the header line is not JSON")?;
+    let text = std::str::from_utf8(text).map_err(|_| "the header line is not JSON")?;
+    let repair = replace_lone_surrogates(text);
+    let value: Value = serde_json::from_str(repair.as_ref().map_or(text, |r| r.text.as_str())).map_err(|_| "the header line is not JSON")?;
     let Value::Object(map) = &value else { return Err("the header line is not a JSON object".into()) };
     if let Some(v) = map.get("version").and_then(Value::as_u64).filter(|&v| v != 0) {
         return Err(format!("format version {v} is not supported (this host reads version 0)"));
@@ -85,7 +102,8 @@ pub fn parse_header(record: &[u8]) -> Result<Header, String> {
     if let Some(problem) = problem {
         return Err(format!("the first line is not a session header: {problem}"));
     }
-    serde_json::from_value(value).map_err(|e| format!("the first line is not a session header: {e}"))
+    let header = serde_json::from_value(value).map_err(|e| format!("the first line is not a session header: {e}"))?;
+    Ok((header, repair))
 }
 
 impl Scanner {
@@ -94,14 +112,16 @@ impl Scanner {
     /// # Errors
     /// As [`parse_header`].
     pub fn new(header_record: &[u8]) -> Result<Scanner, String> {
+        let (header, repair) = parse_header_repaired(header_record)?;
         Ok(Scanner {
-            header: parse_header(header_record)?,
+            header,
             events: Vec::new(),
             lines: Vec::new(),
             line: 1,
             input: header_record.len(),
             committed: header_record.len(),
             issue: None,
+            notes: repair.iter().map(|r| (1, r.describe())).collect(),
             fragment: Vec::new(),
         })
     }
@@ -137,14 +157,22 @@ impl Scanner {
 
     /// The result; an incomplete last line is left out.
     pub fn finish(self) -> Scanned {
-        Scanned { header: self.header, events: self.events, lines: self.lines, committed: self.committed, input: self.input, issue: self.issue }
+        Scanned {
+            header: self.header,
+            events: self.events,
+            lines: self.lines,
+            committed: self.committed,
+            input: self.input,
+            issue: self.issue,
+            notes: self.notes,
+        }
     }
 
     fn line(&mut self, raw: &[u8], end: usize) -> Result<(), String> {
         self.line += 1;
         let line = self.line;
-        let decoded = match decode_row(raw, self.events.len() as u64) {
-            Ok(events) => events,
+        let (decoded, repair) = match decode_row(raw, self.events.len() as u64) {
+            Ok(decoded) => decoded,
             Err(why) => {
                 self.issue.get_or_insert((line, why));
                 return Ok(());
@@ -173,28 +201,35 @@ impl Scanner {
             self.events.push(event);
             self.lines.push(line);
         }
+        if let Some(repair) = repair {
+            self.notes.push((line, repair.describe()));
+        }
         self.committed = end;
         Ok(())
     }
 }
 
-/// One stored line as events: an event, or a packed chunk row expanded.
-fn decode_row(raw: &[u8], position: u64) -> Result<Vec<Event>, String> {
+/// One stored line as events (an event, or a packed chunk row expanded),
+/// and the lone surrogate escapes read as U+FFFD.
+fn decode_row(raw: &[u8], position: u64) -> Result<(Vec<Event>, Option<SurrogateRepair>), String> {
     let text = std::str::from_utf8(raw).map_err(|_| "the line is not UTF-8".to_string())?;
+    let repair = replace_lone_surrogates(text);
+    let text = repair.as_ref().map_or(text, |r| r.text.as_str());
     let env: Envelope = serde_json::from_str(text).map_err(|e| format!("the line is not an event: {e}"))?;
     if packed::is_packed(&env.kind) {
         let data = env.data.as_ref().map_or("null", |d| d.get());
-        return packed::expand(&env.kind, data, env.seq0, env.time0, position);
+        return Ok((packed::expand(&env.kind, data, env.seq0, env.time0, position)?, repair));
     }
     let seq = env.seq.ok_or("the event has no `seq`")?;
-    Ok(vec![Event {
+    let event = Event {
         seq,
         time: env.time.unwrap_or(0),
         kind: env.kind,
         data: env.data.map_or_else(raw_null, RawJson::from),
         surface_op: env.surface_op.map(SurfaceOp::from_raw),
         source_event_seqs: env.source_event_seqs,
-    }])
+    };
+    Ok((vec![event], repair))
 }
 
 /// The events the harness adds to close a turn a crash left open, in its
@@ -333,6 +368,42 @@ mod tests {
         assert_eq!(torn.events.len(), 1);
         assert!(torn.issue.is_none());
         assert_eq!(torn.committed, HEADER.len() + good.len());
+    }
+
+    #[test]
+    fn negative_times_and_gaps_are_read_as_the_harness_reads_them() {
+        let body = concat!(
+            "{\"type\":\"turn/start\",\"seq\":0,\"time\":-960585284,\"data\":{\"turn\":1}}\n",
+            "{\"type\":\"text-chunks\",\"seq0\":1,\"time0\":1700000000100,\"data\":{\"turn\":1,\"step\":1,\"index\":0,\"dt\":[-2378304174,28],\"texts\":[\"a\",\"b\",\"c\"]}}\n",
+            "{\"type\":\"turn/end\",\"seq\":4,\"time\":-1,\"data\":{\"turn\":1,\"reason\":{\"kind\":\"completed\"}}}\n",
+        );
+        let read = scan(body).unwrap();
+        assert!(read.issue.is_none(), "{:?}", read.issue);
+        let times: Vec<i64> = read.events.iter().map(|e| e.time).collect();
+        assert_eq!(times, [-960_585_284, 1_700_000_000_100, 1_697_621_695_926, 1_697_621_695_954, -1]);
+        assert_eq!(read.committed, HEADER.len() + body.len());
+    }
+
+    #[test]
+    fn lone_surrogates_are_read_as_the_replacement_character_and_noted() {
+        let header = b"{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0,\"title\":\"\\ud83e\"}\n";
+        let mut s = Scanner::new(header).unwrap();
+        let body = concat!(
+            "{\"type\":\"turn/start\",\"seq\":0,\"time\":1,\"data\":{\"turn\":1}}\n",
+            "{\"type\":\"user/message\",\"seq\":1,\"time\":1,\"data\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"half \\ud83e here\"}]},\"surfaceOp\":\"append\"}\n",
+            "{\"type\":\"user/message\",\"seq\":2,\"time\":1,\"data\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"pair \\ud83e\\udd14\"}]},\"surfaceOp\":\"append\"}\n",
+            // After a gap: not read, so not noted.
+            "{\"type\":\"x\",\"seq\":9,\"time\":1,\"data\":\"\\udd14\"}\n",
+        );
+        s.write(body.as_bytes()).unwrap();
+        let read = s.finish();
+        assert_eq!(read.events.len(), 3);
+        assert_eq!(read.events[1].data.get(), r#"{"role":"user","content":[{"type":"text","text":"half \ufffd here"}]}"#);
+        assert!(read.events[2].data.get().contains(r"\ud83e\udd14"));
+        assert_eq!(read.header.extra["title"], "\u{FFFD}");
+        assert_eq!(read.notes.iter().map(|n| n.0).collect::<Vec<_>>(), [1, 3]);
+        assert!(read.notes[1].1.contains(r"`\ud83e`"), "{}", read.notes[1].1);
+        assert_eq!(read.issue.as_ref().map(|i| i.0), Some(5));
     }
 
     #[test]
