@@ -19,9 +19,11 @@
 //! written with the header to a temporary file, synced, and published with
 //! a hard link, which fails rather than overwrite a log that exists. Each
 //! later batch is one frame (or its lines) appended and synced; a failed
-//! write is rolled back to the previous length. A batch is one event under
-//! [`Durability::Event`], one turn under `turn` and `none`. One process
-//! appends to a log at a time (`flock` on the log file).
+//! write is rolled back to the previous length. Every event is written as
+//! it is appended, so a crash of the process loses nothing acknowledged;
+//! under [`Durability::Event`] each is synced, under `turn` the end of each
+//! turn syncs, under `none` nothing does. One process appends to a log at a
+//! time (`flock` on the log file).
 //!
 //! Source of the format and rules: `@deepseek-ai/dsh-session-persistence-jsonl`
 //! 0.1.0-rc.8, checked against it by the session suite's `harness_store` tests.
@@ -686,14 +688,15 @@ impl HarnessWriter {
 impl LogWriter for HarnessWriter {
     fn append(&mut self, event: &Event) -> Result<(), StoreError> {
         self.pending.push(event.clone());
-        match self.durability {
-            Durability::Event => self.flush(true),
-            Durability::Turn | Durability::None => Ok(()),
-        }
+        self.flush(self.durability == Durability::Event)
     }
 
     fn end_turn(&mut self) -> Result<(), StoreError> {
-        self.flush(self.durability != Durability::None)
+        self.flush(self.durability != Durability::None)?;
+        match (&self.file, self.durability) {
+            (Some(file), Durability::Turn) => file.sync_data().map_err(io(&self.path)),
+            _ => Ok(()),
+        }
     }
 
     fn path(&self) -> &Path {
