@@ -6,4 +6,5 @@ mod crash;
 mod harness_store;
 mod postgres;
 mod read_inputs;
+mod store_contract;
 mod upstream;

@@ -391,6 +391,111 @@ impl PgServer {
     }
 }
 
+impl PgServer {
+    /// Stops the server for good (as a crash would); dropping it later does
+    /// nothing more.
+    pub fn stop(&self) {
+        let _ = self.command("pg_ctl").arg("-D").arg(self.dir.path().join("data")).args(["-m", "immediate", "-w", "stop"]).output();
+    }
+
+    /// Runs `sql` as the superuser on a connection of its own; the rows'
+    /// first column as text.
+    ///
+    /// # Panics
+    /// When the server refuses it.
+    pub fn sql(&self, sql: &str) -> Vec<String> {
+        let mut client = postgres::Client::connect(&self.url(), postgres::NoTls).expect("connect to the test server");
+        let rows = client.simple_query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        rows.iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => Some(r.get(0).unwrap_or("").to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A PgBouncer (Debian's package, installed by `tests/setup/postgres.sh`
+/// when missing) in front of a [`PgServer`], pooling in transaction mode
+/// with a small pool, so that clients share server connections.
+pub struct PgBouncer {
+    dir: TempDir,
+    port: u16,
+    child: std::process::Child,
+}
+
+impl PgBouncer {
+    /// Starts one in front of `server` and waits until it accepts
+    /// connections.
+    ///
+    /// # Panics
+    /// When it cannot be installed or does not start (with its log).
+    pub fn start(server: &PgServer) -> PgBouncer {
+        let bin = PathBuf::from("/usr/sbin/pgbouncer");
+        if !bin.is_file() {
+            let setup = repo_root().join("tests/setup/postgres.sh");
+            let out = Command::new("bash").arg(&setup).output().expect("run tests/setup/postgres.sh");
+            assert!(out.status.success(), "tests/setup/postgres.sh failed:\n{}", text(&out).1);
+        }
+        assert!(bin.is_file(), "pgbouncer is not installed at {}", bin.display());
+        let dir = tempfile::Builder::new().prefix("cordis-pgbouncer-").tempdir().expect("a temp folder");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let d = dir.path().display();
+        std::fs::write(dir.path().join("users.txt"), "\"postgres\" \"\"\n").expect("write users.txt");
+        let ini = format!(
+            "[databases]\npostgres = host=127.0.0.1 port={} dbname=postgres\n\
+             [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\nauth_type = trust\nauth_file = {d}/users.txt\n\
+             pool_mode = transaction\ndefault_pool_size = 3\nmax_client_conn = 500\nserver_reset_query =\n\
+             ignore_startup_parameters = extra_float_digits\nquery_wait_timeout = 5\nserver_login_retry = 1\nlogfile = {d}/pgbouncer.log\npidfile = {d}/pgbouncer.pid\n",
+            server.port()
+        );
+        std::fs::write(dir.path().join("pgbouncer.ini"), ini).expect("write pgbouncer.ini");
+        // PgBouncer refuses to run as root.
+        let mut cmd = if running_as_root() {
+            let ok = Command::new("chown").args(["-R", "postgres:postgres"]).arg(dir.path()).status().expect("chown");
+            assert!(ok.success(), "chown the pooler's folder to postgres");
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(&bin);
+            cmd
+        } else {
+            Command::new(&bin)
+        };
+        let child = cmd
+            .arg(dir.path().join("pgbouncer.ini"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start pgbouncer");
+        let bouncer = PgBouncer { dir, port, child };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while postgres::Client::connect(&bouncer.url(), postgres::NoTls).and_then(|mut c| c.simple_query("SELECT 1")).is_err() {
+            let log = std::fs::read_to_string(bouncer.dir.path().join("pgbouncer.log")).unwrap_or_default();
+            assert!(std::time::Instant::now() < deadline, "pgbouncer did not start:\n{log}");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        bouncer
+    }
+
+    /// The connection URL through the pooler (database `postgres`, user
+    /// `postgres`, no password).
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The pooler's log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("pgbouncer.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for PgBouncer {
+    fn drop(&mut self) {
+        // runuser passes the signal on to pgbouncer.
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for PgServer {
     fn drop(&mut self) {
         let _ = self.command("pg_ctl").arg("-D").arg(self.dir.path().join("data")).args(["-m", "immediate", "-w", "stop"]).output();

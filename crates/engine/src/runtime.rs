@@ -132,7 +132,11 @@ fn open_store(options: &HostOptions, state_dir: &Path, chosen: Result<Option<Per
         // `check` reports everything else) with every session refused.
         #[cfg(feature = "postgres")]
         (None, Ok(Some(Persistence::Postgres(c)))) => {
-            match c.resolve_url().map_err(StoreError::Unusable).and_then(|url| PostgresStore::connect(&url, &c.schema)) {
+            match c
+                .resolve_url()
+                .map_err(StoreError::Unusable)
+                .and_then(|url| PostgresStore::connect(&url, &c.schema, std::time::Duration::from_secs(c.lease_seconds)))
+            {
                 Ok(store) => Arc::new(store),
                 Err(StoreError::Unusable(reason)) => Arc::new(UnusableStore { reason }),
                 Err(e) => Arc::new(UnusableStore { reason: e.to_string() }),

@@ -43,7 +43,9 @@ pub use owner::Owner;
 pub use store::harness::{self, Compression, HarnessConfig, HarnessStore};
 #[cfg(feature = "postgres")]
 pub use store::postgres::{self, PostgresConfig, PostgresStore};
-pub use store::{skipped_lines, Durability, FlatStore, LineProblem, LogWriter, ProblemKind, SessionStore, StoreError};
+pub use store::{
+    follow_every_session, skipped_lines, Durability, FlatStore, LineProblem, LogWriter, ProblemKind, SessionStore, StoreError, StoreFollower,
+};
 
 /// A session store shared by the `sessions` service and its users.
 pub type Store = Arc<dyn SessionStore>;

@@ -12,7 +12,7 @@
 //! cordis [OPTIONS] session show ID|PATH
 //! cordis [OPTIONS] session import PATH [--id ID]
 //! cordis [OPTIONS] session export ID|PATH [-o FILE]
-//! cordis [OPTIONS] session watch ID
+//! cordis [OPTIONS] session watch (ID | --all) [--resume-within SECS]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failed entry (`check`, or any command under
@@ -216,7 +216,17 @@ pub enum SessionCommand {
     /// each event they fold; stops on Ctrl-C.
     Watch {
         /// A session id.
-        session: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        session: Option<String>,
+        /// Follow every session of the store instead, those started later
+        /// too; each block names its session.
+        #[arg(long)]
+        all: bool,
+        /// When the store is lost (a database restart, a connection cut),
+        /// keep trying to follow again for this many seconds, then exit
+        /// with status 1.
+        #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        resume_within: u64,
     },
     /// Write a session's log (header and every event, packed chunk rows
     /// expanded) to stdout or a file.
@@ -453,9 +463,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Session { command: SessionCommand::Watch { session }, .. } => {
+        Command::Session { command: SessionCommand::Watch { session, all: _, resume_within }, .. } => {
             let host = boot_for_sessions(&cli)?;
-            watch(&host, session)
+            watch(&host, session.as_deref(), Duration::from_secs(*resume_within))
         }
         Command::Session { command: SessionCommand::Show { session }, .. } => {
             let host = boot_for_sessions(&cli)?;
@@ -467,64 +477,131 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     }
 }
 
-/// `cordis session watch`: prints the session's projections once, then
-/// again after every change that a projection folds, until interrupted.
-fn watch(host: &Host, id: &str) -> Result<ExitCode, CliError> {
+/// Adapts a one-session [`Follower`](cordis_session::store::Follower) to the
+/// every-session shape.
+struct OneSession {
+    id: String,
+    follower: Box<dyn cordis_session::store::Follower>,
+}
+
+impl cordis_session::StoreFollower for OneSession {
+    fn wait(&mut self, timeout: Duration) -> Result<Vec<String>, cordis_session::StoreError> {
+        Ok(if self.follower.wait(timeout)? { vec![self.id.clone()] } else { Vec::new() })
+    }
+}
+
+/// `cordis session watch`: prints the projections of one session (`id`),
+/// or of every session (`None`), once, then again after every change that
+/// a projection folds, until interrupted. When the store is lost, it
+/// follows again (listening before it reads everything after what it
+/// showed) for up to `resume_within`, then gives up with exit status 1.
+fn watch(host: &Host, id: Option<&str>, resume_within: Duration) -> Result<ExitCode, CliError> {
     let sessions = &host.services.sessions;
     let Some(store) = sessions.store() else { return Err("sessions are kept in memory here; there is nothing to watch".to_string().into()) };
-    let mut follower = store.follow(id).map_err(|e| e.to_string())?;
-    let mut shown: Option<u64> = None;
+    let follow = || -> Result<Box<dyn cordis_session::StoreFollower>, cordis_session::StoreError> {
+        match id {
+            Some(id) => Ok(Box::new(OneSession { id: id.to_string(), follower: store.follow(id)? })),
+            None => cordis_session::follow_every_session(store.clone()),
+        }
+    };
+    let what = id.map_or_else(|| format!("the sessions of {}", store.location()), |id| format!("session {}", render::printable(id)));
+    let mut follower = Some(follow().map_err(|e| e.to_string())?);
+    // The last folded seq drawn, per session.
+    let mut shown: std::collections::BTreeMap<String, Option<u64>> = Default::default();
+    let mut pending: std::collections::BTreeSet<String> = Default::default();
+    // Since when the store has been lost, and the last error.
+    let mut down: Option<(std::time::Instant, String)> = None;
     let mut out = std::io::stdout().lock();
     loop {
-        match follower.wait(std::time::Duration::from_secs(1)) {
-            Ok(true) => {}
-            Ok(false) => continue,
-            // The store went away (a database restart, a file replaced):
-            // follow again once it is back; the plan is drawn again then.
+        if let Some((since, error)) = &down {
+            if since.elapsed() >= resume_within {
+                eprintln!("cordis session watch: cannot follow {what} again after {} s: {error}", resume_within.as_secs());
+                return Ok(ExitCode::FAILURE);
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        if follower.is_none() {
+            match follow() {
+                Ok(f) => follower = Some(f),
+                Err(e) => {
+                    down.get_or_insert_with(|| (std::time::Instant::now(), String::new())).1 = e.to_string();
+                    continue;
+                }
+            }
+        }
+        let Some(f) = follower.as_mut() else { continue };
+        match f.wait(Duration::from_secs(1)) {
+            Ok(changed) => pending.extend(changed),
             Err(e) => {
-                eprintln!("warning: {e}; following again when the store is back");
-                loop {
-                    std::thread::sleep(std::time::Duration::from_secs(1));
-                    if let Ok(f) = store.follow(id) {
-                        follower = f;
-                        break;
+                if down.is_none() {
+                    eprintln!("warning: {e}; following {what} again");
+                }
+                down.get_or_insert_with(|| (std::time::Instant::now(), String::new())).1 = e.to_string();
+                follower = None;
+                continue;
+            }
+        }
+        let mut failed = None;
+        for id in pending.clone() {
+            match sessions.view(&id) {
+                Ok((session, _)) => {
+                    pending.remove(&id);
+                    if draw(&mut out, host, &id, &session, shown.entry(id.clone()).or_default()).is_err() {
+                        return Ok(ExitCode::SUCCESS);
                     }
                 }
-                continue;
+                // A session removed while followed.
+                Err(cordis_session::StoreError::NotFound { .. }) => {
+                    pending.remove(&id);
+                }
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    break;
+                }
             }
         }
-        let (session, _) = match sessions.view(id) {
-            Ok(s) => s,
-            // A reader can see a file between two writes; the next change
-            // brings it back.
-            Err(e) => {
-                eprintln!("warning: {e}");
-                continue;
+        match failed {
+            // A file between two writes reads as damaged for a moment, and a
+            // lost connection fails the read: keep the session pending and
+            // read it again, on a new follower if the store was lost.
+            Some(e) => {
+                down.get_or_insert_with(|| (std::time::Instant::now(), String::new())).1 = e;
             }
-        };
-        let projections = host.services.projections.all();
-        let folded =
-            session.with_events(|events| events.iter().rev().find(|e| projections.iter().any(|p| p.folds(&e.kind))).map(|e| (e.seq, e.time)));
-        if shown.is_some() && folded.map(|f| f.0) == shown {
-            continue;
-        }
-        shown = folded.map(|f| f.0);
-        let at = folded.map_or_else(|| "no plan yet".to_string(), |(seq, time)| format!("seq {seq}, {}", render::format_time(time)));
-        let _ = writeln!(out, "── session {} · {} · {at}", render::printable(id), render::count(session.len(), "event", "events"));
-        for (p, state) in session.states() {
-            let view = p.render(&state);
-            let _ = writeln!(out, "{}:", p.key);
-            if view.is_empty() {
-                let _ = writeln!(out, "  (none)");
+            None => {
+                if down.take().is_some() {
+                    eprintln!("following {what} again");
+                }
             }
-            for line in view.lines() {
-                let _ = writeln!(out, "  {}", render::printable(line));
-            }
-        }
-        if out.flush().is_err() {
-            return Ok(ExitCode::SUCCESS);
         }
     }
+}
+
+/// Draws session `id`'s projections when the last event they fold is not
+/// the one drawn last (`shown`).
+///
+/// # Errors
+/// When stdout is closed.
+fn draw(out: &mut impl Write, host: &Host, id: &str, session: &Session, shown: &mut Option<u64>) -> std::io::Result<()> {
+    let projections = host.services.projections.all();
+    let folded = session.with_events(|events| events.iter().rev().find(|e| projections.iter().any(|p| p.folds(&e.kind))).map(|e| (e.seq, e.time)));
+    let key = folded.map_or(u64::MAX, |f| f.0);
+    if *shown == Some(key) {
+        return Ok(());
+    }
+    *shown = Some(key);
+    let at = folded.map_or_else(|| "no plan yet".to_string(), |(seq, time)| format!("seq {seq}, {}", render::format_time(time)));
+    writeln!(out, "── session {} · {} · {at}", render::printable(id), render::count(session.len(), "event", "events"))?;
+    for (p, state) in session.states() {
+        let view = p.render(&state);
+        writeln!(out, "{}:", p.key)?;
+        if view.is_empty() {
+            writeln!(out, "  (none)")?;
+        }
+        for line in view.lines() {
+            writeln!(out, "  {}", render::printable(line))?;
+        }
+    }
+    out.flush()
 }
 
 fn dev(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budget_mib: u64, settle: Duration) -> Result<ExitCode, CliError> {

@@ -23,6 +23,7 @@ pub mod jsonl;
 pub mod postgres;
 
 pub use flat::{read_file, FlatStore, FlatWriter};
+
 pub use jsonl::{parse_data, parse_log};
 
 /// A place where session logs are kept.
@@ -98,6 +99,80 @@ pub trait SessionStore: Send + Sync + Debug {
         match self.log_file(id) {
             Some(path) => Ok(Box::new(FileFollower { path, seen: None })),
             None => Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }),
+        }
+    }
+
+    /// Follows every session of the store by the store's own means, those
+    /// created later included; `None` for a store of files, which
+    /// [`follow_every_session`] follows by polling them.
+    ///
+    /// # Errors
+    /// The store's own errors.
+    fn follow_all(&self) -> Result<Option<Box<dyn StoreFollower>>, StoreError> {
+        Ok(None)
+    }
+}
+
+/// Follows every session of `store`, those created later included: a
+/// [`StoreFollower`] whose [`StoreFollower::wait`] returns the ids of the
+/// sessions that changed. File stores are polled every 100 ms (length and
+/// modification time of each session's file); the PostgreSQL store listens
+/// for notifications and polls.
+///
+/// # Errors
+/// The store's own errors.
+pub fn follow_every_session(store: std::sync::Arc<dyn SessionStore>) -> Result<Box<dyn StoreFollower>, StoreError> {
+    match store.follow_all()? {
+        Some(follower) => Ok(follower),
+        None => Ok(Box::new(FilesFollower { store, seen: None })),
+    }
+}
+
+/// Waits for changes of any session of a store.
+pub trait StoreFollower: Send {
+    /// Blocks at most `timeout`; returns the ids of the sessions that may
+    /// have changed since the last call, sorted (the first call returns
+    /// every session; an empty list means nothing changed in `timeout`).
+    ///
+    /// # Errors
+    /// The store's errors (a connection lost, a folder that went away).
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<Vec<String>, StoreError>;
+}
+
+/// Follows every session of a file store by polling its sessions' files.
+struct FilesFollower {
+    store: std::sync::Arc<dyn SessionStore>,
+    seen: Option<std::collections::BTreeMap<String, (u64, Option<std::time::SystemTime>)>>,
+}
+
+impl FilesFollower {
+    fn snapshot(&self) -> Result<std::collections::BTreeMap<String, (u64, Option<std::time::SystemTime>)>, StoreError> {
+        let mut now = std::collections::BTreeMap::new();
+        for id in self.store.ids()? {
+            let Some(path) = self.store.log_file(&id) else { continue };
+            // A file removed between the listing and here is simply gone.
+            if let Ok(meta) = std::fs::metadata(&path) {
+                now.insert(id, (meta.len(), meta.modified().ok()));
+            }
+        }
+        Ok(now)
+    }
+}
+
+impl StoreFollower for FilesFollower {
+    fn wait(&mut self, timeout: std::time::Duration) -> Result<Vec<String>, StoreError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let now = self.snapshot()?;
+            let changed: Vec<String> = match &self.seen {
+                None => now.keys().cloned().collect(),
+                Some(seen) => now.iter().filter(|(id, state)| seen.get(*id) != Some(state)).map(|(id, _)| id.clone()).collect(),
+            };
+            self.seen = Some(now);
+            if !changed.is_empty() || std::time::Instant::now() >= deadline {
+                return Ok(changed);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100).min(deadline.saturating_duration_since(std::time::Instant::now())));
         }
     }
 }
@@ -234,6 +309,16 @@ pub enum StoreError {
         id: String,
         /// Who holds it (application name, host, process), as the store knows.
         holder: String,
+    },
+    /// This writer no longer holds the session: another writer took it
+    /// (while this one's connection was down, or after its lease ran out).
+    /// The event was not written, and nothing more will be.
+    #[error("session `{id}` is no longer this process's to write: {detail}; the event was not written (continue the session again to write more)")]
+    Lost {
+        /// The id.
+        id: String,
+        /// What happened.
+        detail: String,
     },
     /// The database refused or failed an operation.
     #[error("{store}: {detail}")]

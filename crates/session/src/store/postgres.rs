@@ -14,37 +14,64 @@
 //!   statement trigger sends `NOTIFY` on channel `cordis:<schema>` with the
 //!   session id after every insert (what `cordis session watch` listens to).
 //!
+//! - `writers(session_id, token, holder, backend_pid, backend_start,
+//!   expires_at)`: the writer lease of each session being written (see
+//!   below); `events.writer` is the token of the writer that appended the
+//!   row.
+//!
 //! Guarantees, in database terms:
 //!
-//! - an event is acknowledged when its transaction has committed: one
-//!   transaction per event under `--durability event` (the default), one per
-//!   turn under `turn`; under `none` the commit does not wait for the WAL
-//!   flush (`synchronous_commit = off` on that connection). The default
-//!   assumes the server's `synchronous_commit` is `on` (or `remote_*` on a
-//!   replicated server), PostgreSQL's default: then a committed event
-//!   survives a crash of the server;
-//! - one live writer per session across hosts: the writer holds a session
-//!   advisory lock on its own connection; a second writer is refused with the
-//!   holder's application name (`cordis@<host> pid <pid>`); a writer that
-//!   dies drops its connection, and the server releases the lock;
+//! - an event is acknowledged when its transaction has committed. Every
+//!   event is committed before its append returns, under every
+//!   [`Durability`]: under `event` (the default) the commit waits for the
+//!   WAL flush; under `turn` it does not (`synchronous_commit = off` for
+//!   that transaction), and the end of each turn is a commit that waits, so
+//!   a crash of the process loses nothing and a crash of the server may lose
+//!   the current turn; under `none` nothing waits. The default assumes the
+//!   server's `synchronous_commit` is `on` (or `remote_*` on a replicated
+//!   server), PostgreSQL's default;
+//! - an append whose commit is uncertain (the connection was lost while it
+//!   ran) is settled by the event's identity, never by counting rows: after
+//!   reconnecting, the row at the event's `seq` either carries this writer's
+//!   token (it was written), carries another's (it was not, and the caller
+//!   is told), or is absent (it is written now, if this writer still holds
+//!   the session);
+//! - one live writer per session across hosts, also through a connection
+//!   pooler in transaction mode: a writer holds a lease row with a random
+//!   token, checked (and row-locked) inside every append's transaction, and
+//!   renewed every third of `leaseSeconds` from a heartbeat. Another writer
+//!   may take the session only when the lease has run out or, for a writer
+//!   connected straight to the server, when the server process that took
+//!   the lease is gone (so a killed writer's session is free at once). A
+//!   writer that loses its lease writes nothing more and says so. Nothing
+//!   session-scoped is kept on a connection: no advisory locks, no named
+//!   prepared statements (every statement is sent unnamed), no `SET`;
 //! - reading a session gives the same lines a file would, and the host
 //!   replays them exactly as it replays a file (owned events validated by
 //!   their owners, structure rules checked).
+//!
+//! Followers ([`SessionStore::follow`], [`SessionStore::follow_all`]) listen
+//! for the notifications on a direct connection and also poll, so that a
+//! notification lost with a connection, or a pooler that does not pass
+//! them on, only delays what they show.
 //!
 //! The connection URL comes from an environment variable named in the
 //! config (`urlEnv`), or from `url` when it carries no password; it is never
 //! printed with its password.
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use postgres::types::Type;
 use postgres::{Client, NoTls};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::event::{Event, Header};
 
-use super::{parse_log, Durability, Follower, LogWriter, ReadLog, SessionStore, StoreError};
+use super::{parse_log, Durability, Follower, LogWriter, ReadLog, SessionStore, StoreError, StoreFollower};
 use cordis_sync::LockExt;
 
 /// The builtin name of this store (`cordis:session-postgres` also works).
@@ -54,7 +81,7 @@ fn default_schema() -> String {
     "cordis".into()
 }
 
-/// The config of the PostgreSQL store: `{url | urlEnv, schema}`.
+/// The config of the PostgreSQL store: `{url | urlEnv, schema, leaseSeconds}`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PostgresConfig {
@@ -70,6 +97,16 @@ pub struct PostgresConfig {
     /// letters, digits and `_`, not starting with a digit.
     #[serde(default = "default_schema")]
     pub schema: String,
+    /// How long a writer's lease lasts without renewal, in seconds (default
+    /// 15, 2 to 3600): how soon another host may take a session whose
+    /// writer vanished without the server noticing (a writer behind a
+    /// connection pooler, a machine that went away).
+    #[serde(default = "default_lease_seconds")]
+    pub lease_seconds: u64,
+}
+
+fn default_lease_seconds() -> u64 {
+    15
 }
 
 impl PostgresConfig {
@@ -81,7 +118,8 @@ impl PostgresConfig {
             "properties": {
                 "url": {"type": "string", "minLength": 1, "description": "connection URL without a password"},
                 "urlEnv": {"type": "string", "minLength": 1, "description": "environment variable holding the connection URL"},
-                "schema": {"type": "string", "pattern": "^[a-z_][a-z0-9_]{0,62}$", "default": "cordis"}
+                "schema": {"type": "string", "pattern": "^[a-z_][a-z0-9_]{0,62}$", "default": "cordis"},
+                "leaseSeconds": {"type": "integer", "minimum": 2, "maximum": 3600, "default": 15, "description": "how long a writer's lease lasts without renewal"}
             }
         })
     }
@@ -123,11 +161,13 @@ impl PostgresConfig {
 }
 
 /// The migrations, in order; each runs once per schema, in a transaction.
-/// `{s}` is the quoted schema.
-const MIGRATIONS: [(i32, &str, &str); 1] = [(
-    1,
-    "sessions and events, contiguous seq, notifications",
-    r#"
+/// `{s}` is the quoted schema, `{channel}` the notification channel as a
+/// string literal.
+const MIGRATIONS: [(i32, &str, &str); 2] = [
+    (
+        1,
+        "sessions and events, contiguous seq, notifications",
+        r#"
 CREATE TABLE {s}.sessions (
     id text PRIMARY KEY,
     header text NOT NULL,
@@ -165,7 +205,86 @@ $fn$;
 CREATE TRIGGER events_notify AFTER INSERT ON {s}.events
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.events_notify();
 "#,
-)];
+    ),
+    (
+        2,
+        "writer leases, the writer of each event, a notification channel that fits",
+        r#"
+ALTER TABLE {s}.events ADD COLUMN writer text;
+CREATE TABLE {s}.writers (
+    session_id text PRIMARY KEY REFERENCES {s}.sessions (id) ON DELETE CASCADE,
+    token text NOT NULL,
+    holder text NOT NULL,
+    backend_pid integer,
+    backend_start timestamptz,
+    expires_at timestamptz NOT NULL,
+    taken_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE OR REPLACE FUNCTION {s}.events_notify() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM pg_notify({channel}, d.session_id) FROM (SELECT DISTINCT session_id FROM new_rows) d;
+    RETURN NULL;
+END
+$fn$;
+CREATE FUNCTION {s}.take_writer(p_session text, p_token text, p_holder text, p_lease_ms bigint, p_direct boolean)
+RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+    w record;
+    v_pid integer := CASE WHEN p_direct THEN pg_backend_pid() END;
+    v_started timestamptz := CASE WHEN p_direct THEN (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()) END;
+BEGIN
+    LOOP
+        SELECT * INTO w FROM {s}.writers WHERE session_id = p_session FOR UPDATE;
+        IF NOT FOUND THEN
+            INSERT INTO {s}.writers (session_id, token, holder, backend_pid, backend_start, expires_at)
+            VALUES (p_session, p_token, p_holder, v_pid, v_started, clock_timestamp() + p_lease_ms * interval '1 millisecond')
+            ON CONFLICT (session_id) DO NOTHING;
+            IF FOUND THEN
+                RETURN NULL;
+            END IF;
+        ELSE
+            IF w.token <> p_token AND w.expires_at > clock_timestamp() AND (w.backend_pid IS NULL OR EXISTS (
+                SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.backend_pid AND a.backend_start = w.backend_start)) THEN
+                RETURN w.holder;
+            END IF;
+            UPDATE {s}.writers SET token = p_token, holder = p_holder, backend_pid = v_pid, backend_start = v_started,
+                expires_at = clock_timestamp() + p_lease_ms * interval '1 millisecond', taken_at = now()
+            WHERE session_id = p_session;
+            RETURN NULL;
+        END IF;
+    END LOOP;
+END
+$fn$;
+CREATE FUNCTION {s}.renew_writer(p_session text, p_token text, p_lease_ms bigint, p_direct boolean, p_sync boolean)
+RETURNS boolean LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF NOT p_sync THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    UPDATE {s}.writers SET expires_at = clock_timestamp() + p_lease_ms * interval '1 millisecond',
+        backend_pid = CASE WHEN p_direct THEN pg_backend_pid() END,
+        backend_start = CASE WHEN p_direct THEN (SELECT a.backend_start FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()) END
+    WHERE session_id = p_session AND token = p_token;
+    RETURN FOUND;
+END
+$fn$;
+CREATE FUNCTION {s}.append_event(p_session text, p_seq bigint, p_time bigint, p_type text, p_line text, p_token text, p_sync boolean)
+RETURNS boolean LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF NOT p_sync THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    PERFORM 1 FROM {s}.writers WHERE session_id = p_session AND token = p_token FOR SHARE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO {s}.events (session_id, seq, time, type, line, writer) VALUES (p_session, p_seq, p_time, p_type, p_line, p_token);
+    RETURN true;
+END
+$fn$;
+"#,
+    ),
+];
 
 /// A PostgreSQL session store.
 pub struct PostgresStore {
@@ -173,6 +292,12 @@ pub struct PostgresStore {
     schema: String,
     /// Host, port, database and user, for messages (never the password).
     shown: String,
+    /// How long a writer's lease lasts without renewal.
+    lease: Duration,
+    /// Whether connections reach the server itself rather than a pooler or
+    /// proxy: then a writer's lease also ends with its server process, and
+    /// followers listen for notifications.
+    direct: bool,
     /// A shared connection for reading and listing.
     reader: Mutex<Option<Client>>,
 }
@@ -190,28 +315,73 @@ fn valid_schema(schema: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
+/// The notification channel of `schema`: `cordis:<schema>` when that fits
+/// PostgreSQL's 63-byte identifier limit, else the schema's first 38
+/// characters and a hash of the whole name (`cordis:<prefix>~<16 hex>`), so
+/// every host derives the same channel.
+pub fn channel_of(schema: &str) -> String {
+    let plain = format!("cordis:{schema}");
+    if plain.len() <= 63 {
+        return plain;
+    }
+    // FNV-1a, 64 bits: stable across hosts and builds.
+    let hash = schema.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    format!("cordis:{}~{hash:016x}", &schema[..38])
+}
+
 /// Who this process is, as other writers see it.
 fn application_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "?".into());
     format!("cordis@{host} pid {}", std::process::id())
 }
 
+/// The message of a PostgreSQL error: the server's own words for a database
+/// error, else the client's.
+fn message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// Whether `e` means the connection is gone (so the outcome of what was
+/// sent is unknown), rather than the server refusing the statement: the
+/// client's own I/O errors, and the SQLSTATEs of a lost or shut-down
+/// server (class 08, and 57P01-57P03, which a pooler also sends when its
+/// server connection dies).
+fn lost_connection(client: &Client, e: &postgres::Error) -> bool {
+    match e.as_db_error() {
+        None => true,
+        Some(db) => {
+            let code = db.code().code();
+            e.is_closed() || client.is_closed() || code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+        }
+    }
+}
+
 impl PostgresStore {
     /// Connects to the database at `url`, creating or upgrading the tables
-    /// in `schema` (migrations run once, under a lock, whoever starts first).
+    /// in `schema` (migrations run once, under a lock, whoever starts
+    /// first). Writers' leases last `lease` without renewal.
     ///
     /// # Errors
     /// [`StoreError::Database`] (the message never holds the password).
-    pub fn connect(url: &str, schema: &str) -> Result<PostgresStore, StoreError> {
+    pub fn connect(url: &str, schema: &str, lease: Duration) -> Result<PostgresStore, StoreError> {
         let config: postgres::Config =
             url.parse().map_err(|e| StoreError::Database { store: "postgres".into(), detail: format!("bad connection URL: {e}") })?;
         let shown = describe(&config, schema);
         if !valid_schema(schema) {
             return Err(StoreError::Database { store: shown, detail: format!("`{schema}` is not a schema name this store accepts (a-z, 0-9, _)") });
         }
-        let store = PostgresStore { url: url.to_string(), schema: schema.to_string(), shown, reader: Mutex::new(None) };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let mut store = PostgresStore { url: url.to_string(), schema: schema.to_string(), shown, lease, direct: false, reader: Mutex::new(None) };
         let mut client = store.client()?;
         store.migrate(&mut client)?;
+        // The port the server itself serves this connection on: another
+        // port than the one dialled means something stands in between.
+        let served: i32 =
+            client.query_typed_one("SELECT COALESCE(inet_server_port(), current_setting('port')::int)", &[]).map_err(|e| store.pg(e))?.get(0);
+        store.direct = i32::from(port) == served;
         *store.reader.lock_or_recover() = Some(client);
         Ok(store)
     }
@@ -221,11 +391,7 @@ impl PostgresStore {
     }
 
     fn pg(&self, e: postgres::Error) -> StoreError {
-        let detail = match e.as_db_error() {
-            Some(db) => db.message().to_string(),
-            None => e.to_string(),
-        };
-        StoreError::Database { store: self.shown.clone(), detail }
+        StoreError::Database { store: self.shown.clone(), detail: message(&e) }
     }
 
     fn client(&self) -> Result<Client, StoreError> {
@@ -237,20 +403,21 @@ impl PostgresStore {
     }
 
     fn channel(&self) -> String {
-        format!("cordis:{}", self.schema)
+        channel_of(&self.schema)
     }
 
     fn migrate(&self, client: &mut Client) -> Result<(), StoreError> {
         let s = self.quoted();
         let mut tx = client.transaction().map_err(|e| self.pg(e))?;
         // One migrator at a time, across hosts.
-        tx.execute("SELECT pg_advisory_xact_lock(hashtext('cordis-migrate'), hashtext($1))", &[&self.schema]).map_err(|e| self.pg(e))?;
+        tx.query_typed("SELECT pg_advisory_xact_lock(hashtext('cordis-migrate'), hashtext($1))", &[(&self.schema, Type::TEXT)])
+            .map_err(|e| self.pg(e))?;
         tx.batch_execute(&format!(
             "CREATE SCHEMA IF NOT EXISTS {s}; CREATE TABLE IF NOT EXISTS {s}.schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());"
         ))
         .map_err(|e| self.pg(e))?;
         let done: Vec<i32> =
-            tx.query(&format!("SELECT version FROM {s}.schema_migrations"), &[]).map_err(|e| self.pg(e))?.iter().map(|r| r.get(0)).collect();
+            tx.query_typed(&format!("SELECT version FROM {s}.schema_migrations"), &[]).map_err(|e| self.pg(e))?.iter().map(|r| r.get(0)).collect();
         if let Some(newer) = done.iter().find(|v| **v > MIGRATIONS.len() as i32) {
             return Err(self.db(format!("the schema is at migration {newer}, newer than this host knows ({}); upgrade cordis", MIGRATIONS.len())));
         }
@@ -260,14 +427,19 @@ impl PostgresStore {
             }
             let channel = format!("'{}'", self.channel());
             tx.batch_execute(&sql.replace("{s}", &s).replace("{channel}", &channel)).map_err(|e| self.pg(e))?;
-            tx.execute(&format!("INSERT INTO {s}.schema_migrations (version, name) VALUES ($1, $2)"), &[&version, &name]).map_err(|e| self.pg(e))?;
+            tx.query_typed(
+                &format!("INSERT INTO {s}.schema_migrations (version, name) VALUES ($1, $2)"),
+                &[(&version, Type::INT4), (&name, Type::TEXT)],
+            )
+            .map_err(|e| self.pg(e))?;
         }
         tx.commit().map_err(|e| self.pg(e))
     }
 
-    /// Runs `f` on the shared reading connection, reconnecting once when
-    /// the connection was lost.
-    fn with_reader<T>(&self, f: impl Fn(&mut Client) -> Result<T, postgres::Error>) -> Result<T, StoreError> {
+    /// Runs `f` on the shared reading connection; when the database fails
+    /// it (a server restart, a killed backend), runs it once more on a new
+    /// connection, which then replaces the old one.
+    fn with_reader<T>(&self, f: impl Fn(&mut Client) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut guard = self.reader.lock_or_recover();
         if guard.as_ref().is_none_or(Client::is_closed) {
             *guard = Some(self.client()?);
@@ -275,60 +447,83 @@ impl PostgresStore {
         let Some(client) = guard.as_mut() else { return Err(self.db("no connection")) };
         match f(client) {
             Ok(v) => Ok(v),
-            Err(e) if client.is_closed() => {
-                let mut fresh = self.client().map_err(|_| self.pg(e))?;
-                let v = f(&mut fresh).map_err(|e| self.pg(e));
+            // Reads change nothing: one more try on a new connection is
+            // safe whatever failed (a pooler reports its lost server
+            // connection as a server error on a client connection that
+            // stays open).
+            Err(e @ StoreError::Database { .. }) => {
+                let mut fresh = self.client().map_err(|_| e)?;
+                let v = f(&mut fresh);
                 *guard = Some(fresh);
                 v
             }
-            Err(e) => Err(self.pg(e)),
+            Err(e) => Err(e),
         }
     }
 
-    /// Takes session `id`'s writer lock on `client`, or names who holds it.
-    fn lock(&self, client: &mut Client, id: &str) -> Result<(), StoreError> {
-        if try_lock(client, &self.schema, id).map_err(|e| self.pg(e))? {
-            return Ok(());
-        }
-        let holder = client
-            .query_opt(
-                "SELECT a.application_name, COALESCE(host(a.client_addr), 'local socket') FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                 WHERE l.locktype = 'advisory' AND l.granted AND l.classid::int = hashtext($1) AND l.objid::int = hashtext($2) LIMIT 1",
-                &[&self.schema, &id],
+    /// Takes session `id`'s writer lease for `token` on `client`, or names
+    /// who holds it.
+    fn take(&self, client: &mut Client, id: &str, token: &str) -> Result<(), StoreError> {
+        let holder: Option<String> = client
+            .query_typed_one(
+                &format!("SELECT {}.take_writer($1, $2, $3, $4, $5)", self.quoted()),
+                &[
+                    (&id, Type::TEXT),
+                    (&token, Type::TEXT),
+                    (&application_name(), Type::TEXT),
+                    (&self.lease_ms(), Type::INT8),
+                    (&self.direct, Type::BOOL),
+                ],
             )
             .map_err(|e| self.pg(e))?
-            .map(|r| format!("{} (connected from {})", r.get::<_, String>(0), r.get::<_, String>(1)))
-            .unwrap_or_else(|| "another connection".into());
-        Err(StoreError::Held { id: id.to_string(), holder })
+            .get(0);
+        match holder {
+            None => Ok(()),
+            Some(holder) => Err(StoreError::Held { id: id.to_string(), holder }),
+        }
+    }
+
+    fn lease_ms(&self) -> i64 {
+        i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
     }
 
     fn read_with(&self, client: &mut Client, id: &str) -> Result<ReadLog, StoreError> {
         let s = self.quoted();
-        let header: Option<String> =
-            client.query_opt(&format!("SELECT header FROM {s}.sessions WHERE id = $1"), &[&id]).map_err(|e| self.pg(e))?.map(|r| r.get(0));
+        let header: Option<String> = client
+            .query_typed_opt(&format!("SELECT header FROM {s}.sessions WHERE id = $1"), &[(&id, Type::TEXT)])
+            .map_err(|e| self.pg(e))?
+            .map(|r| r.get(0));
         let Some(header) = header else { return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }) };
         let mut text = header.into_bytes();
         text.push(b'\n');
-        for row in client.query(&format!("SELECT line FROM {s}.events WHERE session_id = $1 ORDER BY seq"), &[&id]).map_err(|e| self.pg(e))? {
+        for row in client
+            .query_typed(&format!("SELECT line FROM {s}.events WHERE session_id = $1 ORDER BY seq"), &[(&id, Type::TEXT)])
+            .map_err(|e| self.pg(e))?
+        {
             text.extend_from_slice(row.get::<_, &str>(0).as_bytes());
             text.push(b'\n');
         }
         parse_log(&text, Path::new(&format!("{}/{id}", self.location())))
     }
 
-    fn writer(&self, mut client: Client, id: &str, durability: Durability) -> Result<PostgresWriter, StoreError> {
-        let insert = prepare_writer(&mut client, &self.schema, durability).map_err(|e| self.pg(e))?;
-        Ok(PostgresWriter {
+    fn writer(&self, client: Client, id: &str, token: String, durability: Durability) -> PostgresWriter {
+        let client = Arc::new(Mutex::new(client));
+        let lost = Arc::new(Mutex::new(None));
+        let heartbeat = Heartbeat::start(self, client.clone(), id, &token, lost.clone());
+        PostgresWriter {
             client,
-            insert,
             url: self.url.clone(),
-            schema: self.schema.clone(),
+            schema: self.quoted(),
             id: id.to_string(),
+            token,
             shown: self.shown.clone(),
             label: std::path::PathBuf::from(format!("{}/{id}", self.location())),
             durability,
-            in_transaction: false,
-        })
+            lease_ms: self.lease_ms(),
+            direct: self.direct,
+            lost,
+            heartbeat: Some(heartbeat),
+        }
     }
 }
 
@@ -336,23 +531,8 @@ impl PostgresStore {
 fn connect(url: &str) -> Result<Client, postgres::Error> {
     let mut config: postgres::Config = url.parse()?;
     config.application_name(&application_name());
-    config.connect_timeout(std::time::Duration::from_secs(10));
+    config.connect_timeout(Duration::from_secs(10));
     config.connect(NoTls)
-}
-
-/// Tries to take session `id`'s writer lock (a session advisory lock) on
-/// `client`; `false` when another connection holds it.
-fn try_lock(client: &mut Client, schema: &str, id: &str) -> Result<bool, postgres::Error> {
-    Ok(client.query_one("SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", &[&schema, &id])?.get(0))
-}
-
-/// Readies a writer's connection: `synchronous_commit = off` under
-/// [`Durability::None`], and the event insert prepared.
-fn prepare_writer(client: &mut Client, schema: &str, durability: Durability) -> Result<postgres::Statement, postgres::Error> {
-    if durability == Durability::None {
-        client.batch_execute("SET synchronous_commit = off")?;
-    }
-    client.prepare(&format!("INSERT INTO \"{schema}\".events (session_id, seq, time, type, line) VALUES ($1, $2, $3, $4, $5)"))
 }
 
 fn describe(config: &postgres::Config, schema: &str) -> String {
@@ -369,6 +549,11 @@ fn describe(config: &postgres::Config, schema: &str) -> String {
     format!("postgres {host}:{port}/{db} schema {schema}")
 }
 
+/// A new writer token: 128 random bits, in hex.
+fn new_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
 impl SessionStore for PostgresStore {
     fn location(&self) -> String {
         self.shown.clone()
@@ -381,71 +566,107 @@ impl SessionStore for PostgresStore {
     fn create(&self, header: &Header, durability: Durability) -> Result<Box<dyn LogWriter>, StoreError> {
         self.check_id(&header.id)?;
         let mut client = self.client()?;
-        self.lock(&mut client, &header.id)?;
+        let token = new_token();
         let line = serde_json::to_string(header).map_err(|e| self.db(e))?;
-        let inserted = client
-            .execute(
+        let created_at = header.created_at as i64;
+        let mut tx = client.transaction().map_err(|e| self.pg(e))?;
+        let inserted = tx
+            .execute_typed(
                 &format!("INSERT INTO {}.sessions (id, header, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING", self.quoted()),
-                &[&header.id, &line, &(header.created_at as i64)],
+                &[(&header.id, Type::TEXT), (&line, Type::TEXT), (&created_at, Type::INT8)],
             )
             .map_err(|e| self.pg(e))?;
         if inserted == 0 {
             return Err(StoreError::Exists(header.id.clone()));
         }
-        Ok(Box::new(self.writer(client, &header.id, durability)?))
+        let holder: Option<String> = tx
+            .query_typed_one(
+                &format!("SELECT {}.take_writer($1, $2, $3, $4, $5)", self.quoted()),
+                &[
+                    (&header.id, Type::TEXT),
+                    (&token, Type::TEXT),
+                    (&application_name(), Type::TEXT),
+                    (&self.lease_ms(), Type::INT8),
+                    (&self.direct, Type::BOOL),
+                ],
+            )
+            .map_err(|e| self.pg(e))?
+            .get(0);
+        if let Some(holder) = holder {
+            return Err(StoreError::Held { id: header.id.clone(), holder });
+        }
+        tx.commit().map_err(|e| self.pg(e))?;
+        Ok(Box::new(self.writer(client, &header.id, token, durability)))
     }
 
     fn open_for_append(&self, id: &str, durability: Durability) -> Result<(Box<dyn LogWriter>, ReadLog), StoreError> {
         self.check_id(id)?;
         let mut client = self.client()?;
-        self.lock(&mut client, id)?;
+        let exists = client
+            .query_typed_opt(&format!("SELECT 1 FROM {}.sessions WHERE id = $1", self.quoted()), &[(&id, Type::TEXT)])
+            .map_err(|e| self.pg(e))?
+            .is_some();
+        if !exists {
+            return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() });
+        }
+        let token = new_token();
+        self.take(&mut client, id, &token)?;
         let log = self.read_with(&mut client, id)?;
-        Ok((Box::new(self.writer(client, id, durability)?), log))
+        Ok((Box::new(self.writer(client, id, token, durability)), log))
     }
 
     fn read(&self, id: &str) -> Result<ReadLog, StoreError> {
         self.check_id(id)?;
-        let mut guard = self.reader.lock_or_recover();
-        if guard.as_ref().is_none_or(Client::is_closed) {
-            *guard = Some(self.client()?);
-        }
-        let Some(client) = guard.as_mut() else { return Err(self.db("no connection")) };
-        self.read_with(client, id)
+        self.with_reader(|client| self.read_with(client, id))
     }
 
     fn write_whole(&self, header: &Header, events: &[Event]) -> Result<String, StoreError> {
-        use postgres::binary_copy::BinaryCopyInWriter;
-        use postgres::types::Type;
         self.check_id(&header.id)?;
         let s = self.quoted();
         let mut client = self.client()?;
-        self.lock(&mut client, &header.id)?;
         let line = serde_json::to_string(header).map_err(|e| self.db(e))?;
+        let created_at = header.created_at as i64;
         let mut tx = client.transaction().map_err(|e| self.pg(e))?;
         let inserted = tx
-            .execute(
+            .execute_typed(
                 &format!("INSERT INTO {s}.sessions (id, header, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING"),
-                &[&header.id, &line, &(header.created_at as i64)],
+                &[(&header.id, Type::TEXT), (&line, Type::TEXT), (&created_at, Type::INT8)],
             )
             .map_err(|e| self.pg(e))?;
         if inserted == 0 {
             return Err(StoreError::Exists(header.id.clone()));
         }
-        let sink = tx.copy_in(&format!("COPY {s}.events (session_id, seq, time, type, line) FROM STDIN (FORMAT binary)")).map_err(|e| self.pg(e))?;
-        let mut writer = BinaryCopyInWriter::new(sink, &[Type::TEXT, Type::INT8, Type::INT8, Type::TEXT, Type::TEXT]);
-        for event in events {
-            let line = event.to_line();
-            let line = line.trim_end_matches('\n');
-            writer.write(&[&header.id, &(event.seq as i64), &event.time, &event.kind, &line]).map_err(|e| self.pg(e))?;
+        // Rows go in as arrays, some thousands per statement: unnamed
+        // statements only, so that a transaction pooler can carry them.
+        let insert = format!(
+            "INSERT INTO {s}.events (session_id, seq, time, type, line) \
+             SELECT $1, u.seq, u.time, u.type, u.line FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[]) AS u(seq, time, type, line) \
+             ORDER BY u.seq"
+        );
+        for chunk in events.chunks(2000) {
+            let seqs: Vec<i64> = chunk.iter().map(|e| e.seq as i64).collect();
+            let times: Vec<i64> = chunk.iter().map(|e| e.time).collect();
+            let kinds: Vec<&str> = chunk.iter().map(|e| e.kind.as_str()).collect();
+            let lines: Vec<String> = chunk.iter().map(|e| e.to_line().trim_end_matches('\n').to_string()).collect();
+            tx.execute_typed(
+                &insert,
+                &[
+                    (&header.id, Type::TEXT),
+                    (&seqs, Type::INT8_ARRAY),
+                    (&times, Type::INT8_ARRAY),
+                    (&kinds, Type::TEXT_ARRAY),
+                    (&lines, Type::TEXT_ARRAY),
+                ],
+            )
+            .map_err(|e| self.pg(e))?;
         }
-        writer.finish().map_err(|e| self.pg(e))?;
         tx.commit().map_err(|e| self.pg(e))?;
         Ok(format!("{}/{}", self.location(), header.id))
     }
 
     fn ids(&self) -> Result<Vec<String>, StoreError> {
         let sql = format!("SELECT id FROM {}.sessions ORDER BY id", self.quoted());
-        self.with_reader(|c| Ok(c.query(&sql, &[])?.iter().map(|r| r.get(0)).collect()))
+        self.with_reader(|c| Ok(c.query_typed(&sql, &[]).map_err(|e| self.pg(e))?.iter().map(|r| r.get(0)).collect()))
     }
 
     fn contains(&self, _: &Path) -> bool {
@@ -453,57 +674,196 @@ impl SessionStore for PostgresStore {
     }
 
     fn follow(&self, id: &str) -> Result<Box<dyn Follower>, StoreError> {
-        let mut client = self.client()?;
-        let exists = client.query_opt(&format!("SELECT 1 FROM {}.sessions WHERE id = $1", self.quoted()), &[&id]).map_err(|e| self.pg(e))?.is_some();
-        if !exists {
+        let mut follower = PostgresFollower::start(self, Some(id.to_string()))?;
+        if follower.last_seqs()?.is_empty() {
             return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() });
         }
-        client.batch_execute(&format!("LISTEN \"{}\"", self.channel())).map_err(|e| self.pg(e))?;
-        Ok(Box::new(PostgresFollower { client, id: id.to_string(), shown: self.shown.clone(), first: true }))
+        Ok(Box::new(follower))
+    }
+
+    fn follow_all(&self) -> Result<Option<Box<dyn StoreFollower>>, StoreError> {
+        Ok(Some(Box::new(PostgresFollower::start(self, None)?)))
     }
 }
 
-/// Follows a session through `LISTEN`.
+/// How often a follower reads the last `seq`s when no notification came
+/// (always on a connection through a pooler, where none come).
+const POLL_DIRECT: Duration = Duration::from_secs(1);
+const POLL_POOLED: Duration = Duration::from_millis(250);
+
+/// Follows one session, or every session, of the store: listens for the
+/// notifications on a direct connection, and reads the last `seq` of each
+/// followed session whenever none came for a while. A lost connection is
+/// an error; following again starts with a new connection that listens
+/// before it reads.
 struct PostgresFollower {
     client: Client,
-    id: String,
+    schema: String,
     shown: String,
-    first: bool,
+    /// One session, or all of them.
+    only: Option<String>,
+    listening: bool,
+    /// The last `seq` seen of each followed session (-1: none yet).
+    seen: Option<BTreeMap<String, i64>>,
 }
 
-impl Follower for PostgresFollower {
-    fn wait(&mut self, timeout: std::time::Duration) -> Result<bool, StoreError> {
-        use postgres::fallible_iterator::FallibleIterator;
-        if std::mem::take(&mut self.first) {
-            return Ok(true);
+impl PostgresFollower {
+    fn start(store: &PostgresStore, only: Option<String>) -> Result<PostgresFollower, StoreError> {
+        let mut client = store.client()?;
+        // Listen first: whatever is committed after this is notified or
+        // read by the first poll.
+        if store.direct {
+            client.batch_execute(&format!("LISTEN \"{}\"", store.channel())).map_err(|e| store.pg(e))?;
         }
-        let deadline = std::time::Instant::now() + timeout;
-        let mut notifications = self.client.notifications();
-        let mut iter = notifications.timeout_iter(timeout);
+        Ok(PostgresFollower { client, schema: store.quoted(), shown: store.shown.clone(), only, listening: store.direct, seen: None })
+    }
+
+    fn err(&self, e: postgres::Error) -> StoreError {
+        StoreError::Database { store: self.shown.clone(), detail: message(&e) }
+    }
+
+    /// The last `seq` of each followed session that exists (-1: no event).
+    fn last_seqs(&mut self) -> Result<BTreeMap<String, i64>, StoreError> {
+        let s = &self.schema;
+        let rows = match &self.only {
+            Some(id) => self.client.query_typed(
+                &format!(
+                    "SELECT s.id, COALESCE((SELECT max(seq) FROM {s}.events e WHERE e.session_id = s.id), -1) FROM {s}.sessions s WHERE s.id = $1"
+                ),
+                &[(id, Type::TEXT)],
+            ),
+            None => self.client.query_typed(
+                &format!("SELECT s.id, COALESCE((SELECT max(seq) FROM {s}.events e WHERE e.session_id = s.id), -1) FROM {s}.sessions s"),
+                &[],
+            ),
+        };
+        let rows = rows.map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))).collect())
+    }
+
+    /// The followed sessions whose last `seq` changed since the last call.
+    fn changes(&mut self) -> Result<Vec<String>, StoreError> {
+        let now = self.last_seqs()?;
+        let changed = match &self.seen {
+            None => now.keys().cloned().collect(),
+            Some(seen) => now.iter().filter(|(id, seq)| seen.get(*id) != Some(seq)).map(|(id, _)| id.clone()).collect(),
+        };
+        self.seen = Some(now);
+        Ok(changed)
+    }
+
+    /// Waits at most `timeout` for a change; returns the sessions that
+    /// changed (every followed session on the first call).
+    fn next(&mut self, timeout: Duration) -> Result<Vec<String>, StoreError> {
+        use postgres::fallible_iterator::FallibleIterator;
+        if self.seen.is_none() {
+            return self.changes();
+        }
+        let deadline = Instant::now() + timeout;
         loop {
-            match iter.next() {
-                Ok(Some(n)) if n.payload() == self.id => return Ok(true),
-                Ok(Some(_)) if std::time::Instant::now() < deadline => continue,
-                Ok(_) => return Ok(false),
-                Err(e) => return Err(StoreError::Database { store: self.shown.clone(), detail: e.to_string() }),
+            let left = deadline.saturating_duration_since(Instant::now());
+            let poll = if self.listening { POLL_DIRECT } else { POLL_POOLED };
+            let slice = left.min(poll);
+            if self.listening {
+                let mut notifications = self.client.notifications();
+                if let Err(e) = notifications.timeout_iter(slice).next() {
+                    return Err(StoreError::Database { store: self.shown.clone(), detail: message(&e) });
+                }
+                // Drain what else has arrived, then read: a notification
+                // only says where to look.
+                while let Ok(Some(_)) = notifications.iter().next() {}
+            } else {
+                std::thread::sleep(slice);
+            }
+            let changed = self.changes()?;
+            if !changed.is_empty() {
+                return Ok(changed);
+            }
+            if Instant::now() >= deadline {
+                return Ok(Vec::new());
             }
         }
     }
 }
 
-/// The appending end of one session in the database; its connection holds
-/// the session's writer lock.
+impl Follower for PostgresFollower {
+    fn wait(&mut self, timeout: Duration) -> Result<bool, StoreError> {
+        Ok(!self.next(timeout)?.is_empty())
+    }
+}
+
+impl StoreFollower for PostgresFollower {
+    fn wait(&mut self, timeout: Duration) -> Result<Vec<String>, StoreError> {
+        self.next(timeout)
+    }
+}
+
+/// Renews a writer's lease every third of its length until dropped; when
+/// the lease turns out to be gone, records why in `lost`.
+struct Heartbeat {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(store: &PostgresStore, client: Arc<Mutex<Client>>, id: &str, token: &str, lost: Arc<Mutex<Option<String>>>) -> Heartbeat {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let every = store.lease / 3;
+        let sql = format!("SELECT {}.renew_writer($1, $2, $3, $4, false)", store.quoted());
+        let (id, token, lease_ms, direct) = (id.to_string(), token.to_string(), store.lease_ms(), store.direct);
+        let thread = std::thread::Builder::new().name("cordis-pg-lease".into()).spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                let mut client = client.lock_or_recover();
+                match client.query_typed_one(&sql, &[(&id, Type::TEXT), (&token, Type::TEXT), (&lease_ms, Type::INT8), (&direct, Type::BOOL)]) {
+                    Ok(row) if !row.get::<_, bool>(0) => {
+                        *lost.lock_or_recover() = Some("another writer took the session after this writer's lease ran out".into());
+                        return;
+                    }
+                    Ok(_) => {}
+                    // A lost connection is the next append's to mend.
+                    Err(e) => tracing::debug!("renewing the writer lease of session {id}: {e}"),
+                }
+            }
+        });
+        match thread {
+            Ok(thread) => Heartbeat { stop: Some(stop), thread: Some(thread) },
+            Err(e) => {
+                tracing::warn!("no lease heartbeat for session writer: {e}; the lease is renewed by appends only");
+                Heartbeat { stop: None, thread: None }
+            }
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The appending end of one session in the database; holds the session's
+/// writer lease.
 pub struct PostgresWriter {
-    client: Client,
-    insert: postgres::Statement,
+    /// Shared with the lease heartbeat.
+    client: Arc<Mutex<Client>>,
     /// For reconnecting after the server went away.
     url: String,
+    /// The quoted schema.
     schema: String,
     id: String,
+    /// This writer's lease token, also written in each of its events' rows.
+    token: String,
     shown: String,
     label: std::path::PathBuf,
     durability: Durability,
-    in_transaction: bool,
+    lease_ms: i64,
+    direct: bool,
+    /// Why this writer no longer holds the session, once it does not.
+    lost: Arc<Mutex<Option<String>>>,
+    heartbeat: Option<Heartbeat>,
 }
 
 impl std::fmt::Debug for PostgresWriter {
@@ -512,75 +872,163 @@ impl std::fmt::Debug for PostgresWriter {
     }
 }
 
+/// How long an append whose connection was lost keeps trying to reach the
+/// database again before it reports the failure.
+const SETTLE_WITHIN: Duration = Duration::from_secs(20);
+
+/// What became of an append whose connection was lost.
+enum Settled {
+    /// The row at its `seq` carries this writer's token: it was written.
+    Written,
+    /// Nothing is at its `seq` yet, and this writer still holds the lease.
+    Absent,
+}
+
 impl PostgresWriter {
-    fn err(&self, e: postgres::Error) -> StoreError {
-        let detail = match e.as_db_error() {
-            Some(db) => db.message().to_string(),
-            None => e.to_string(),
+    fn db(&self, detail: impl std::fmt::Display) -> StoreError {
+        StoreError::Database { store: self.shown.clone(), detail: detail.to_string() }
+    }
+
+    fn lost(&self, detail: impl Into<String>) -> StoreError {
+        let detail = detail.into();
+        *self.lost.lock_or_recover() = Some(detail.clone());
+        StoreError::Lost { id: self.id.clone(), detail }
+    }
+
+    fn insert(&self, client: &mut Client, event: &Event, line: &str, sync: bool) -> Result<bool, postgres::Error> {
+        let row = client.query_typed_one(
+            &format!("SELECT {}.append_event($1, $2, $3, $4, $5, $6, $7)", self.schema),
+            &[
+                (&self.id, Type::TEXT),
+                (&(event.seq as i64), Type::INT8),
+                (&event.time, Type::INT8),
+                (&event.kind, Type::TEXT),
+                (&line, Type::TEXT),
+                (&self.token, Type::TEXT),
+                (&sync, Type::BOOL),
+            ],
+        )?;
+        Ok(row.get(0))
+    }
+
+    /// Connects again and finds out what became of the event at `seq`;
+    /// tries again while the connection keeps failing (a server that is
+    /// restarting, a pooler whose server connections died), for up to
+    /// [`SETTLE_WITHIN`].
+    fn settle(&self, seq: u64) -> Result<(Client, Settled), StoreError> {
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        let mut wait = Duration::from_millis(100);
+        loop {
+            match self.try_settle(seq) {
+                Ok(settled) => return Ok(settled),
+                Err(Attempt::Final(e)) => return Err(e),
+                Err(Attempt::Again(e)) if Instant::now() + wait > deadline => {
+                    return Err(self.db(format!("connecting again failed for {} s: {e}", SETTLE_WITHIN.as_secs())))
+                }
+                Err(Attempt::Again(_)) => {
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    fn try_settle(&self, seq: u64) -> Result<(Client, Settled), Attempt> {
+        let mut client = connect(&self.url).map_err(|e| Attempt::Again(message(&e)))?;
+        let failed = |client: &Client, e: postgres::Error| {
+            if lost_connection(client, &e) {
+                Attempt::Again(message(&e))
+            } else {
+                Attempt::Final(self.db(message(&e)))
+            }
         };
-        StoreError::Database { store: self.shown.clone(), detail }
-    }
-
-    fn reconnect(&mut self) -> Result<(), String> {
-        let mut client = connect(&self.url).map_err(|e| e.to_string())?;
-        if !try_lock(&mut client, &self.schema, &self.id).map_err(|e| e.to_string())? {
-            return Err(format!("another writer took session `{}` while the connection was down", self.id));
+        let writer: Option<Option<String>> = client
+            .query_typed_opt(
+                &format!("SELECT writer FROM {}.events WHERE session_id = $1 AND seq = $2", self.schema),
+                &[(&self.id, Type::TEXT), (&(seq as i64), Type::INT8)],
+            )
+            .map_err(|e| failed(&client, e))?
+            .map(|r| r.get(0));
+        match writer {
+            Some(Some(w)) if w == self.token => return Ok((client, Settled::Written)),
+            Some(_) => {
+                return Err(Attempt::Final(self.lost(format!("seq {seq} was written by another writer while this one's connection was down"))))
+            }
+            None => {}
         }
-        self.insert = prepare_writer(&mut client, &self.schema, self.durability).map_err(|e| e.to_string())?;
-        self.client = client;
-        Ok(())
-    }
-
-    fn commit(&mut self) -> Result<(), StoreError> {
-        if std::mem::take(&mut self.in_transaction) {
-            self.client.batch_execute("COMMIT").map_err(|e| self.err(e))?;
+        let renewed: bool = client
+            .query_typed_one(
+                &format!("SELECT {}.renew_writer($1, $2, $3, $4, true)", self.schema),
+                &[(&self.id, Type::TEXT), (&self.token, Type::TEXT), (&self.lease_ms, Type::INT8), (&self.direct, Type::BOOL)],
+            )
+            .map_err(|e| failed(&client, e))?
+            .get(0);
+        if !renewed {
+            return Err(Attempt::Final(self.lost("another writer took the session while this writer's connection was down")));
         }
-        Ok(())
+        Ok((client, Settled::Absent))
     }
+}
+
+/// One try at settling an uncertain append.
+enum Attempt {
+    /// The connection failed again: worth another try.
+    Again(String),
+    /// The answer, an error.
+    Final(StoreError),
 }
 
 impl LogWriter for PostgresWriter {
     fn append(&mut self, event: &Event) -> Result<(), StoreError> {
-        if self.durability != Durability::Event && !self.in_transaction {
-            self.client.batch_execute("BEGIN").map_err(|e| self.err(e))?;
-            self.in_transaction = true;
+        if let Some(why) = self.lost.lock_or_recover().clone() {
+            return Err(StoreError::Lost { id: self.id.clone(), detail: why });
         }
         let line = event.to_line();
         let line = line.trim_end_matches('\n');
-        let insert = self.insert.clone();
-        let result = self.client.execute(&insert, &[&self.id, &(event.seq as i64), &event.time, &event.kind, &line]);
-        if let Err(e) = result {
-            if std::mem::take(&mut self.in_transaction) {
-                let _ = self.client.batch_execute("ROLLBACK");
-                return Err(self.err(e));
+        let sync = self.durability == Durability::Event;
+        let client = self.client.clone();
+        let mut client = client.lock_or_recover();
+        let outcome = match self.insert(&mut client, event, line, sync) {
+            Ok(written) => written,
+            Err(e) if !lost_connection(&client, &e) => return Err(self.db(message(&e))),
+            Err(e) => {
+                // The commit may or may not have happened: settle it by the
+                // row's writer, on a new connection.
+                let (fresh, settled) = self.settle(event.seq).map_err(|again| self.db(format!("{}; {again}", message(&e))))?;
+                *client = fresh;
+                match settled {
+                    Settled::Written => true,
+                    Settled::Absent => self.insert(&mut client, event, line, sync).map_err(|e| self.db(message(&e)))?,
+                }
             }
-            if !self.client.is_closed() {
-                return Err(self.err(e));
-            }
-            // The server went away (a restart, a lost connection): connect
-            // again, take the session's lock again (another writer may
-            // have it by now), and write the event unless the lost commit
-            // went through.
-            self.reconnect().map_err(|again| StoreError::Database {
-                store: self.shown.clone(),
-                detail: format!("{}; connecting again failed: {again}", self.err(e)),
-            })?;
-            let due: i64 = self
-                .client
-                .query_one(&format!("SELECT COALESCE(max(seq) + 1, 0) FROM \"{}\".events WHERE session_id = $1", self.schema), &[&self.id])
-                .map_err(|e| self.err(e))?
-                .get(0);
-            if due == event.seq as i64 + 1 {
-                return Ok(());
-            }
-            let insert = self.insert.clone();
-            self.client.execute(&insert, &[&self.id, &(event.seq as i64), &event.time, &event.kind, &line]).map_err(|e| self.err(e))?;
+        };
+        if outcome {
+            Ok(())
+        } else {
+            Err(self.lost("another writer took the session after this writer's lease ran out"))
         }
-        Ok(())
     }
 
     fn end_turn(&mut self) -> Result<(), StoreError> {
-        self.commit()
+        if self.durability != Durability::Turn {
+            return Ok(());
+        }
+        // A commit that waits for the WAL flush, which covers every commit
+        // before it: the turn's events are now as durable as under `event`.
+        let mut client = self.client.lock_or_recover();
+        let renewed: bool = client
+            .query_typed_one(
+                &format!("SELECT {}.renew_writer($1, $2, $3, $4, true)", self.schema),
+                &[(&self.id, Type::TEXT), (&self.token, Type::TEXT), (&self.lease_ms, Type::INT8), (&self.direct, Type::BOOL)],
+            )
+            .map_err(|e| self.db(message(&e)))?
+            .get(0);
+        drop(client);
+        if renewed {
+            Ok(())
+        } else {
+            Err(self.lost("another writer took the session after this writer's lease ran out"))
+        }
     }
 
     fn path(&self) -> &Path {
@@ -590,8 +1038,15 @@ impl LogWriter for PostgresWriter {
 
 impl Drop for PostgresWriter {
     fn drop(&mut self) {
-        if let Err(e) = self.commit() {
-            tracing::warn!("{e}");
+        drop(self.heartbeat.take());
+        // Hand the session back at once rather than when the lease runs
+        // out; a commit that waits, so a turn's events are flushed too.
+        let mut client = self.client.lock_or_recover();
+        if !client.is_closed() {
+            let sql = format!("DELETE FROM {}.writers WHERE session_id = $1 AND token = $2", self.schema);
+            if let Err(e) = client.execute_typed(&sql, &[(&self.id, Type::TEXT), (&self.token, Type::TEXT)]) {
+                tracing::warn!("{}: releasing session {}: {}", self.shown, self.id, message(&e));
+            }
         }
     }
 }

@@ -1,0 +1,585 @@
+//! One contract, every store: the flat files, the harness's store, and
+//! PostgreSQL both connected directly and through PgBouncer in transaction
+//! mode. Each test below runs against every store (a module per store, made
+//! by `contract!`); the PostgreSQL-only parts (connections cut, servers
+//! restarted, lease run-outs) run against both ways of connecting.
+//!
+//! A "host" is a `cordis` process with its own working folder whose
+//! composition points at the one shared store.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, todo_call, PgBouncer, PgServer, Rng, Scratch};
+use serde_json::Value;
+
+const URL_VAR: &str = "CORDIS_TEST_PG_URL";
+
+/// The stores of the contract.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    Flat,
+    Harness,
+    Postgres,
+    PgBouncer,
+}
+
+/// One shared store and what it runs on.
+pub struct Store {
+    kind: Kind,
+    /// The flat store's state folder, or the harness store's root.
+    shared: Scratch,
+    server: Option<PgServer>,
+    bouncer: Option<PgBouncer>,
+    schema: String,
+}
+
+impl Store {
+    pub fn new(kind: Kind) -> Store {
+        Store::with_schema(kind, "agents")
+    }
+
+    pub fn with_schema(kind: Kind, schema: &str) -> Store {
+        let server = matches!(kind, Kind::Postgres | Kind::PgBouncer).then(PgServer::start);
+        let bouncer = (kind == Kind::PgBouncer).then(|| PgBouncer::start(server.as_ref().unwrap()));
+        Store { kind, shared: Scratch::new(), server, bouncer, schema: schema.to_string() }
+    }
+
+    fn url(&self) -> Option<String> {
+        match (&self.bouncer, &self.server) {
+            (Some(b), _) => Some(b.url()),
+            (None, Some(s)) => Some(s.url()),
+            _ => None,
+        }
+    }
+
+    pub fn server(&self) -> &PgServer {
+        self.server.as_ref().expect("a PostgreSQL store")
+    }
+
+    /// How long a killed writer may keep its session: at once for files and
+    /// for a direct connection (the server ends the killed writer's
+    /// process); the lease (2 s here) behind a pooler.
+    fn takeover_within(&self) -> Duration {
+        match self.kind {
+            Kind::PgBouncer => Duration::from_secs(8),
+            _ => Duration::from_secs(3),
+        }
+    }
+
+    pub fn host(&self) -> Host<'_> {
+        let scratch = Scratch::new();
+        let todo = "- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n";
+        let store = match self.kind {
+            Kind::Flat => String::new(),
+            Kind::Harness => format!(
+                "- id: persistence\n  name: '@deepseek-ai/dsh-session-persistence-jsonl'\n  config:\n    root: {}\n    compression: zstd\n",
+                self.shared.path().display()
+            ),
+            Kind::Postgres | Kind::PgBouncer => format!(
+                "- id: sessions\n  name: session-postgres\n  config:\n    urlEnv: {URL_VAR}\n    schema: {}\n    leaseSeconds: 2\n",
+                self.schema
+            ),
+        };
+        scratch.composition(&format!("{todo}{store}"));
+        Host { store: self, scratch }
+    }
+}
+
+/// One `cordis` host on the shared store.
+pub struct Host<'a> {
+    store: &'a Store,
+    scratch: Scratch,
+}
+
+impl Host<'_> {
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(cordis_exe());
+        if self.store.kind == Kind::Flat {
+            cmd.arg("--state-dir").arg(self.store.shared.path());
+        }
+        cmd.args(args)
+            .current_dir(self.scratch.path())
+            .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            .env("XDG_CONFIG_HOME", self.scratch.path().join(".config"))
+            .env_remove("RUST_LOG");
+        if let Some(url) = self.store.url() {
+            cmd.env(URL_VAR, url);
+        }
+        cmd
+    }
+
+    pub fn cordis(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run cordis")
+    }
+
+    /// One scripted turn; `Err` with stderr when cordis refused.
+    pub fn try_run(&self, session: Option<&str>, prompt: &str) -> Result<String, String> {
+        let script = repo_root().join("examples/plan-and-ship.script.yml").display().to_string();
+        let mut args = vec!["run", "--script", &script];
+        if let Some(id) = session {
+            args.extend(["--session", id]);
+        }
+        args.push(prompt);
+        let out = self.cordis(&args);
+        let (stdout, stderr) = text(&out);
+        if !out.status.success() {
+            return Err(format!("{stdout}{stderr}"));
+        }
+        let line = stdout.lines().find(|l| l.starts_with("session ")).ok_or_else(|| format!("no session line: {stdout}"))?;
+        Ok(line.split_whitespace().nth(1).unwrap_or_default().to_string())
+    }
+
+    pub fn run(&self, session: Option<&str>, prompt: &str) -> String {
+        self.try_run(session, prompt).unwrap_or_else(|e| panic!("cordis run failed on {:?}: {e}", self.store.kind))
+    }
+
+    pub fn export(&self, id: &str) -> String {
+        let out = self.cordis(&["session", "export", id]);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "export {id} on {:?}: {stderr}", self.store.kind);
+        stdout
+    }
+
+    /// Starts `cordis dev` on `session`, trying again while the session's
+    /// last writer (killed) may still hold it, within the store's bound.
+    pub fn dev_when_free(&self, session: &str) -> Dev {
+        let start = Instant::now();
+        loop {
+            match self.try_dev(Some(session), &[]) {
+                Ok(dev) => return dev,
+                Err(e) => assert!(start.elapsed() < self.store.takeover_within(), "{:?}: {e}", self.store.kind),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Starts `cordis dev` (on `session`) with `extra` options before the
+    /// command; waits until it is ready.
+    pub fn dev(&self, session: Option<&str>, extra: &[&str]) -> Dev {
+        self.try_dev(session, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_dev(&self, session: Option<&str>, extra: &[&str]) -> Result<Dev, String> {
+        let mut args: Vec<&str> = extra.to_vec();
+        args.push("dev");
+        if let Some(id) = session {
+            args.extend(["--session", id]);
+        }
+        let mut child = self.command(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn cordis dev");
+        let stdin = child.stdin.take().expect("stdin");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut ready = String::new();
+        stdout.read_line(&mut ready).expect("read cordis dev");
+        let Ok(parsed) = serde_json::from_str::<Value>(&ready) else {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut err);
+            let _ = child.wait();
+            return Err(format!("cordis dev is not ready on {:?}: {ready:?} {err}", self.store.kind));
+        };
+        let id = parsed["session"].as_str().expect("the ready line names the session").to_string();
+        Ok(Dev { child, stdin, stdout, id })
+    }
+
+    /// Starts `cordis session watch ARGS`; its stdout lines arrive on the
+    /// receiver.
+    pub fn watch(&self, args: &[&str]) -> (Child, Receiver<String>) {
+        let mut all = vec!["session", "watch"];
+        all.extend(args);
+        let mut child = self.command(&all).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn watch");
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let lines = BufReader::new(child.stdout.take().expect("stdout"));
+        std::thread::spawn(move || {
+            for line in lines.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (child, rx)
+    }
+}
+
+/// A running `cordis dev`.
+pub struct Dev {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    pub stdout: BufReader<ChildStdout>,
+    pub id: String,
+}
+
+impl Dev {
+    /// One `todo_write` call through the console; its JSON answer.
+    pub fn call(&mut self, content: &str) -> Value {
+        writeln!(self.stdin, "{}", todo_call(content)).expect("write to cordis dev");
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).expect("read cordis dev");
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer:?}"))
+    }
+
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits for a line holding `needle`; panics after `within`.
+pub fn wait_for(rx: &Receiver<String>, needle: &str, within: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let left = within.checked_sub(start.elapsed()).unwrap_or_else(|| panic!("`{needle}` not shown within {within:?}"));
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return start.elapsed(),
+            Ok(_) => {}
+            Err(_) => panic!("`{needle}` not shown within {within:?}"),
+        }
+    }
+}
+
+/// The contents of every `todo/write` in an export.
+pub fn written_todos(export: &str) -> Vec<String> {
+    export
+        .lines()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "todo/write")
+        .filter_map(|e| e["data"]["todos"][0]["content"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// `session show`'s problem lines.
+pub fn shown_problems(host: &Host, id: &str) -> Vec<String> {
+    let out = host.cordis(&["session", "show", id]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    text(&out).0.lines().filter(|l| l.trim_start().starts_with("problem:")).map(str::to_string).collect()
+}
+
+// ---------------------------------------------------------------------
+// The contract, for every store.
+
+/// Writers killed at random points, alternating between two hosts: every
+/// acknowledged call is in the log afterwards, read from the other host,
+/// and the log has no structure problem.
+pub fn acknowledged_events_survive_kills(kind: Kind) {
+    let store = Store::new(kind);
+    let hosts = [store.host(), store.host()];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut session: Option<String> = None;
+    let mut acknowledged = Vec::new();
+    for round in 0..8 {
+        let mut dev = match &session {
+            Some(id) => hosts[round % 2].dev_when_free(id),
+            None => hosts[round % 2].dev(None, &[]),
+        };
+        session.get_or_insert(dev.id.clone());
+        // One call before the kills start: the harness store writes nothing
+        // before a session's first event.
+        let opened = format!("round {round} opened");
+        assert_eq!(dev.call(&opened)["isError"], false);
+        acknowledged.push(opened);
+        let delay = Duration::from_micros(20_000 + rng.next_u64() % 120_000);
+        acknowledged.extend(calls_until_killed(&mut dev.child, &mut dev.stdin, &mut dev.stdout, delay, &format!("round {round}")));
+        let written = written_todos(&hosts[(round + 1) % 2].export(session.as_deref().unwrap_or_default()));
+        for content in &acknowledged {
+            assert!(written.contains(content), "{kind:?} round {round}: acknowledged {content:?} is missing");
+        }
+    }
+    assert!(acknowledged.len() >= 8, "{kind:?}: only {} calls acknowledged", acknowledged.len());
+}
+
+/// A second writer is refused while the first lives, naming it; once the
+/// first is killed the session is free within the store's bound.
+pub fn one_writer_then_takeover_after_a_kill(kind: Kind) {
+    let store = Store::new(kind);
+    let (a, b) = (store.host(), store.host());
+    let mut dev = a.dev(None, &[]);
+    assert_eq!(dev.call("held by a")["isError"], false);
+    let id = dev.id.clone();
+    let refused = b.try_run(Some(&id), "mine now").expect_err("a second writer is refused");
+    assert!(
+        refused.contains("is being written by") || refused.contains("is open in another process"),
+        "{kind:?}: the refusal names the holder: {refused}"
+    );
+    if matches!(kind, Kind::Postgres | Kind::PgBouncer) {
+        assert!(refused.contains(&format!("pid {}", dev.child.id())), "{kind:?}: {refused}");
+    }
+    dev.kill();
+    let start = Instant::now();
+    loop {
+        match b.try_run(Some(&id), "mine now") {
+            Ok(_) => break,
+            Err(e) => assert!(start.elapsed() < store.takeover_within(), "{kind:?}: a killed writer still holds the session: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("{kind:?}: taken over {:?} after the kill", start.elapsed());
+    let export = b.export(&id);
+    assert!(written_todos(&export).contains(&"held by a".to_string()));
+    assert!(shown_problems(&b, &id).is_empty(), "{kind:?}: {:?}", shown_problems(&b, &id));
+}
+
+/// `--durability turn` makes the same promise everywhere: every
+/// acknowledged event is visible to readers at once and survives a kill of
+/// the process.
+pub fn turn_durability_loses_nothing_on_a_kill(kind: Kind) {
+    let store = Store::new(kind);
+    let (a, reader) = (store.host(), store.host());
+    let mut dev = a.dev(None, &["--durability", "turn"]);
+    let contents: Vec<String> = (0..20).map(|i| format!("turn call {i}")).collect();
+    for c in &contents {
+        assert_eq!(dev.call(c)["isError"], false);
+    }
+    let id = dev.id.clone();
+    let seen = written_todos(&reader.export(&id));
+    assert_eq!(seen, contents, "{kind:?}: acknowledged events are visible to another reader before the turn ends");
+    let _ = Command::new("kill").args(["-KILL", &dev.child.id().to_string()]).status();
+    let _ = dev.child.wait();
+    assert_eq!(written_todos(&reader.export(&id)), contents, "{kind:?}: a kill lost acknowledged events");
+}
+
+/// `session watch ID` and `session watch --all` show appends made by other
+/// processes, sessions started after the watch began included.
+pub fn watch_follows_one_and_every_session(kind: Kind) {
+    let store = Store::new(kind);
+    let (writer, watcher) = (store.host(), store.host());
+    let mut dev = writer.dev(None, &[]);
+    assert_eq!(dev.call("first")["isError"], false);
+    let (mut one, one_rx) = watcher.watch(&[&dev.id]);
+    let (mut all, all_rx) = watcher.watch(&["--all"]);
+    wait_for(&one_rx, "first", Duration::from_secs(10));
+    wait_for(&all_rx, "first", Duration::from_secs(10));
+    for i in 0..3 {
+        let content = format!("written elsewhere {i}");
+        assert_eq!(dev.call(&content)["isError"], false);
+        let took = wait_for(&one_rx, &content, Duration::from_secs(3));
+        wait_for(&all_rx, &content, Duration::from_secs(3));
+        eprintln!("{kind:?}: watch showed it after {took:?}");
+    }
+    // A session started after the watch began.
+    let mut other = store.host().dev(None, &[]);
+    assert_eq!(other.call("in a new session")["isError"], false);
+    wait_for(&all_rx, &format!("session {}", other.id), Duration::from_secs(5));
+    for child in [&mut one, &mut all] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    dev.kill();
+    other.kill();
+}
+
+macro_rules! contract {
+    ($($module:ident => $kind:expr),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn acknowledged_events_survive_kills() {
+                super::acknowledged_events_survive_kills($kind);
+            }
+
+            #[test]
+            fn one_writer_then_takeover_after_a_kill() {
+                super::one_writer_then_takeover_after_a_kill($kind);
+            }
+
+            #[test]
+            fn turn_durability_loses_nothing_on_a_kill() {
+                super::turn_durability_loses_nothing_on_a_kill($kind);
+            }
+
+            #[test]
+            fn watch_follows_one_and_every_session() {
+                super::watch_follows_one_and_every_session($kind);
+            }
+        }
+    )*};
+}
+
+contract! {
+    flat => Kind::Flat,
+    harness => Kind::Harness,
+    postgres => Kind::Postgres,
+    pgbouncer => Kind::PgBouncer,
+}
+
+// ---------------------------------------------------------------------
+// Servers: connections cut, restarts, lease run-outs (PostgreSQL, both
+// ways of connecting).
+
+/// A writer whose connection is cut while another host takes the session
+/// and appends: its next call is refused (never acknowledged), the other
+/// host's row is never taken for its own, and the log stays whole.
+fn uncertain_commits_are_settled_by_identity(kind: Kind) {
+    let store = Store::new(kind);
+    let (a, b) = (store.host(), store.host());
+    let mut dev = a.dev(None, &[]);
+    assert_eq!(dev.call("before the cut")["isError"], false);
+    let id = dev.id.clone();
+    // Directly connected, host A's server connections are cut; behind the
+    // pooler, A is frozen past its lease (the pooler would hand it new
+    // server connections), then thawed.
+    let pid = dev.child.id().to_string();
+    if kind == Kind::PgBouncer {
+        let _ = Command::new("kill").args(["-STOP", &pid]).status();
+    } else {
+        let cut = store
+            .server()
+            .sql(&format!("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'cordis@% pid {pid}'"));
+        assert_ne!(cut, vec!["0".to_string()], "{kind:?}: host A had connections");
+    }
+    let start = Instant::now();
+    loop {
+        match b.try_run(Some(&id), "taken while A was cut off") {
+            Ok(_) => break,
+            Err(e) => assert!(start.elapsed() < store.takeover_within(), "{kind:?}: B could not take the session: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if kind == Kind::PgBouncer {
+        let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    }
+    let answer = dev.call("after the cut");
+    assert!(answer["error"].is_string(), "{kind:?}: an append that another writer's rows overtook is not acknowledged: {answer}");
+    let said = answer.to_string();
+    assert!(said.contains("no longer this process's to write") || said.contains("another writer"), "{kind:?}: {said}");
+    dev.kill();
+    let export = b.export(&id);
+    assert!(!written_todos(&export).contains(&"after the cut".to_string()), "{kind:?}: the refused call is not in the log");
+    assert!(shown_problems(&b, &id).is_empty(), "{kind:?}: {:?}", shown_problems(&b, &id));
+    // --strict continues it.
+    let script = repo_root().join("examples/plan-and-ship.script.yml").display().to_string();
+    let out = b.cordis(&["--strict", "run", "--script", &script, "--session", &id, "and on"]);
+    assert!(out.status.success(), "{kind:?}: {}", text(&out).1);
+}
+
+/// A writer carries on after the server restarts; a watch resumes after a
+/// restart and after its listening connection is killed, and shows a write
+/// made right after; once the server is gone for good, the watch says so
+/// and exits 1.
+fn restarts_lose_nothing_and_watches_resume(kind: Kind) {
+    let store = Store::new(kind);
+    let (a, watcher) = (store.host(), store.host());
+    let mut dev = a.dev(None, &[]);
+    let id = dev.id.clone();
+    assert_eq!(dev.call("before the restart")["isError"], false);
+    let (mut one, one_rx) = watcher.watch(&[&dev.id, "--resume-within", "5"]);
+    let (mut all, all_rx) = watcher.watch(&["--all", "--resume-within", "5"]);
+    wait_for(&one_rx, "before the restart", Duration::from_secs(10));
+    wait_for(&all_rx, "before the restart", Duration::from_secs(10));
+
+    store.server().restart();
+    let answer = dev.call("right after the restart");
+    assert_eq!(answer["isError"], false, "{kind:?}: {answer}");
+    wait_for(&one_rx, "right after the restart", Duration::from_secs(10));
+    wait_for(&all_rx, "right after the restart", Duration::from_secs(10));
+
+    if kind == Kind::Postgres {
+        let pid = one.id();
+        store.server().sql(&format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'cordis@% pid {pid}'"));
+        assert_eq!(dev.call("after the listener was cut")["isError"], false);
+        wait_for(&one_rx, "after the listener was cut", Duration::from_secs(10));
+    }
+    dev.kill();
+    let written = written_todos(&a.export(&id));
+    assert!(written.contains(&"right after the restart".to_string()));
+
+    store.server().stop();
+    for (child, name) in [(&mut one, "watch ID"), (&mut all, "watch --all")] {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for watch") {
+                break status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "{kind:?}: {name} did not give up");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut err);
+        assert_eq!(status.code(), Some(1), "{kind:?}: {name}: {err}");
+        assert!(err.contains("cannot follow"), "{kind:?}: {name} says why: {err}");
+    }
+}
+
+mod servers {
+    use super::*;
+
+    #[test]
+    fn uncertain_commits_are_settled_by_identity_postgres() {
+        uncertain_commits_are_settled_by_identity(Kind::Postgres);
+    }
+
+    #[test]
+    fn uncertain_commits_are_settled_by_identity_pgbouncer() {
+        uncertain_commits_are_settled_by_identity(Kind::PgBouncer);
+    }
+
+    #[test]
+    fn restarts_lose_nothing_and_watches_resume_postgres() {
+        restarts_lose_nothing_and_watches_resume(Kind::Postgres);
+    }
+
+    #[test]
+    fn restarts_lose_nothing_and_watches_resume_pgbouncer() {
+        restarts_lose_nothing_and_watches_resume(Kind::PgBouncer);
+    }
+
+    /// Through transaction pooling: three hosts write three sessions at
+    /// once; nothing trips over another client's statements, and no
+    /// session is left empty.
+    #[test]
+    fn hosts_write_at_once_through_transaction_pooling() {
+        let store = Store::new(Kind::PgBouncer);
+        let hosts: Vec<Host> = (0..3).map(|_| store.host()).collect();
+        let ids: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    s.spawn(move || {
+                        let id = h.run(None, &format!("host {i} turn 1"));
+                        h.run(Some(&id), &format!("host {i} turn 2"));
+                        h.run(Some(&id), &format!("host {i} turn 3"));
+                        id
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("a host thread")).collect()
+        });
+        for (i, id) in ids.iter().enumerate() {
+            let export = hosts[(i + 1) % 3].export(id);
+            assert_eq!(export.lines().filter(|l| l.contains("\"type\":\"turn/end\"")).count(), 3, "{id}");
+        }
+        let empty =
+            store.server().sql("SELECT count(*) FROM agents.sessions s WHERE NOT EXISTS (SELECT 1 FROM agents.events e WHERE e.session_id = s.id)");
+        assert_eq!(empty, vec!["0".to_string()]);
+        let log = store.bouncer.as_ref().map(PgBouncer::log).unwrap_or_default();
+        assert!(!log.contains("prepared statement"), "{log}");
+    }
+
+    /// A schema name as long as PostgreSQL allows (63 bytes) works: its
+    /// notification channel is derived to fit.
+    #[test]
+    fn the_longest_schema_name_works() {
+        let schema = "a".repeat(63);
+        let store = Store::with_schema(Kind::Postgres, &schema);
+        let (a, watcher) = (store.host(), store.host());
+        let mut dev = a.dev(None, &[]);
+        assert_eq!(dev.call("in a long schema")["isError"], false);
+        let (mut watch, rx) = watcher.watch(&[&dev.id]);
+        wait_for(&rx, "in a long schema", Duration::from_secs(10));
+        let took = {
+            assert_eq!(dev.call("notified")["isError"], false);
+            wait_for(&rx, "notified", Duration::from_secs(2))
+        };
+        assert!(took < Duration::from_millis(900), "notified, not polled: {took:?}");
+        let _ = watch.kill();
+        let _ = watch.wait();
+        dev.kill();
+        let empty = store
+            .server()
+            .sql(&format!("SELECT count(*) FROM {schema}.sessions s WHERE NOT EXISTS (SELECT 1 FROM {schema}.events e WHERE e.session_id = s.id)"));
+        assert_eq!(empty, vec!["0".to_string()]);
+    }
+}
