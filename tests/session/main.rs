@@ -2,6 +2,7 @@
 //! store both ways, PostgreSQL, and the harness's own session files.
 
 mod agent_turn;
+mod compaction;
 mod crash;
 mod harness_store;
 mod postgres;

@@ -17,6 +17,10 @@
 //       the backend refuses prints {"error": ..., "cause"?: ...} and exits 1.
 //   node backend.mjs list --root DIR [--compression zstd|none]
 //       prints one header line per session the backend finds.
+//   node backend.mjs history --root DIR --id ID [--compression zstd|none]
+//       reads one session without writing and prints the history the
+//       harness derives from it for a model: one message per line, the
+//       surface folded (replacements applied) and each node projected.
 //
 // Every run also takes --modules DIR, the node_modules folder setup.sh filled.
 // Run it with the Node that setup.sh installs there (see tests/support).
@@ -30,7 +34,7 @@ const PACKED_TYPES = new Set(['text-chunks', 'reasoning-chunks', 'tool-call-chun
 
 function fail(message) {
   process.stderr.write(`backend.mjs: ${message}\n` +
-    'usage: backend.mjs write|read|list --modules DIR --root DIR [--compression zstd|none] ' +
+    'usage: backend.mjs write|read|list|history --modules DIR --root DIR [--compression zstd|none] ' +
     '[--batch N] [--cwd DIR] [--id ID] [--inspect]\n')
   process.exit(2)
 }
@@ -47,10 +51,10 @@ function parseArguments(argv) {
     if (i + 1 >= flags.length) fail(`${flag} needs a value`)
     options[key] = flags[++i]
   }
-  if (!['write', 'read', 'list'].includes(operation)) fail('the operation is write, read or list')
+  if (!['write', 'read', 'list', 'history'].includes(operation)) fail('the operation is write, read, list or history')
   if (!options.root) fail('--root is required')
   if (!options.modules) fail('--modules is required')
-  if (operation === 'read' && options.id === undefined) fail('read needs --id')
+  if ((operation === 'read' || operation === 'history') && options.id === undefined) fail(`${operation} needs --id`)
   if (!['zstd', 'none'].includes(options.compression)) fail('--compression is zstd or none')
   if (options.batch !== Infinity) {
     const n = Number(options.batch)
@@ -66,7 +70,7 @@ const options = parseArguments(process.argv.slice(2))
 const resolver = createRequire(join(resolve(options.modules), '..', 'package.json'))
 const importPackage = name => import(pathToFileURL(resolver.resolve(name)).href)
 const { Context } = await importPackage('@deepseek-ai/cordis')
-const { SessionStore, decodeStorageRecord } = await importPackage('@deepseek-ai/dsh-session')
+const { SessionStore, decodeStorageRecord, foldSurface, deriveEventMessage } = await importPackage('@deepseek-ai/dsh-session')
 const { JsonlSessionPersistence } = await importPackage('@deepseek-ai/dsh-session-persistence-jsonl')
 
 const emit = value => process.stdout.write(`${JSON.stringify(value)}\n`)
@@ -119,6 +123,16 @@ async function run() {
       const view = options.inspect ? await persistence.inspect(options.id) : await persistence.load(options.id)
       emit(header(view.meta))
       for (const event of view.events) emit(event)
+      await backend.dispose()
+      return
+    }
+    case 'history': {
+      const view = await persistence.inspect(options.id)
+      const bySeq = new Map(view.events.map(event => [event.seq, event]))
+      for (const seq of foldSurface(view.events).nodes) {
+        const message = deriveEventMessage(bySeq.get(seq))
+        if (message !== null) emit(message)
+      }
       await backend.dispose()
       return
     }

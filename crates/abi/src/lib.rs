@@ -69,7 +69,7 @@ pub mod prelude {
 /// The ABI version this crate implements: major 1, and the minor of the
 /// last capability or extension added. A library built with this crate
 /// reports it; a host built with it offers every capability up to it.
-pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 1 };
+pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 2 };
 
 /// The host capabilities this SDK knows, each with the ABI version that
 /// brought it (the changelog is in docs/abi.md). Pass them to
@@ -88,6 +88,21 @@ pub mod capabilities {
 
     /// Every capability this SDK knows, oldest first.
     pub const ALL: &[Capability] = &[HOST_INFO];
+}
+
+/// The plugin-side extensions a host may ask for through the `extension`
+/// methods, as `(name, version)` (the changelog is in docs/abi.md). A
+/// plugin built before one answers `None`, and the host does without.
+pub mod extensions {
+    /// `compaction-context` version 1 (cordis-abi 1.2), on a
+    /// [`crate::ffi::Projection`]: what the model must still see of the
+    /// projection's state after the session's history is compacted. A
+    /// service answering `contribute` `{"state": STATE}` with `{"content":
+    /// [BLOCK, ...]}` (the blocks of a user-side message, `{"type": "text",
+    /// "text"}`) or `null` for nothing. The host appends the message right
+    /// after the compaction's summary, naming the plugin as its source. In
+    /// the SDK: [`crate::sdk::Fold::compaction_context`].
+    pub const COMPACTION_CONTEXT: (&str, u32) = ("compaction-context", 1);
 }
 
 /// The symbol-independent name of the root module type, as reported by the

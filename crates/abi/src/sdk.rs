@@ -13,6 +13,7 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
@@ -442,7 +443,7 @@ impl<'a> Context<'a> {
     /// # Errors
     /// When a projection with the same key is already registered.
     pub fn register_projection<F: Fold>(&self, fold: F) -> Result<(), PluginError> {
-        let adapter = FoldAdapter { inner: fold, plugin: self.plugin };
+        let adapter = FoldAdapter { inner: Arc::new(fold), plugin: self.plugin };
         let boxed: ProjectionBox = Projection_TO::from_ptr(RBox::new(adapter), TD_Opaque);
         self.raw.register_projection(boxed).into_result().map_err(|e| PluginError(e.into()))
     }
@@ -1132,11 +1133,42 @@ pub trait Fold: Send + Sync + 'static {
     fn render(&self, state: &Self::State) -> String;
     /// A one-line summary; empty when there is nothing to show.
     fn summary(&self, state: &Self::State) -> String;
+    /// What the model must still see of this state after the session's
+    /// history is compacted (the [`crate::extensions::COMPACTION_CONTEXT`]
+    /// extension): the content blocks of a user-side message the host
+    /// appends right after the compaction's summary, in the harness's shape
+    /// (`[{"type": "text", "text": ...}]`), or `None` for nothing (the
+    /// default, and the right answer for an empty state, so that a state
+    /// cleared before the compaction is not brought back).
+    fn compaction_context(&self, _state: &Self::State) -> Option<Vec<Value>> {
+        None
+    }
 }
 
 struct FoldAdapter<F> {
-    inner: F,
+    inner: Arc<F>,
     plugin: &'static str,
+}
+
+/// The [`crate::extensions::COMPACTION_CONTEXT`] service of one projection:
+/// `contribute` `{"state": STATE}` → `{"content": [BLOCK, ...]}` or `null`.
+struct CompactionContext<F> {
+    inner: Arc<F>,
+}
+
+impl<F: Fold> ServiceProvider for CompactionContext<F> {
+    fn call(&self, method: &str, args: Value) -> Result<Value, ServiceError> {
+        if method != "contribute" {
+            return Err(ServiceError(format!("projection {}: unknown compaction-context method `{method}` (known: contribute)", self.inner.key())));
+        }
+        let state = args.get("state").cloned().unwrap_or(Value::Null);
+        let state: F::State = serde_json::from_value(state)
+            .map_err(|e| ServiceError(format!("projection {} got an unreadable state: {e}", self.inner.key())))?;
+        Ok(match self.inner.compaction_context(&state) {
+            Some(content) => serde_json::json!({"content": content}),
+            None => Value::Null,
+        })
+    }
 }
 
 impl<F: Fold> FoldAdapter<F> {
@@ -1198,8 +1230,14 @@ impl<F: Fold> Projection for FoldAdapter<F> {
         self.text_or_empty("summary", || Ok(self.inner.summary(&self.read(state.as_str())?)))
     }
 
-    fn extension(&self, _name: RStr<'_>, _version: u32) -> ROption<ServiceBox> {
-        ROption::RNone
+    fn extension(&self, name: RStr<'_>, version: u32) -> ROption<ServiceBox> {
+        let wanted = crate::extensions::COMPACTION_CONTEXT;
+        if name.as_str() != wanted.0 || version != wanted.1 {
+            return ROption::RNone;
+        }
+        let provider = CompactionContext { inner: self.inner.clone() };
+        let adapter = ProviderAdapter { inner: provider, plugin: self.plugin, service: format!("projection {} {}", self.inner.key(), wanted.0) };
+        ROption::RSome(Service_TO::from_ptr(RBox::new(adapter), TD_Opaque))
     }
 }
 

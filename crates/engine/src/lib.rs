@@ -26,6 +26,7 @@
 
 pub mod agent;
 pub mod capabilities;
+pub mod compaction;
 pub mod context;
 pub mod loader;
 pub mod reload;

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::context::Services;
+use crate::compaction::Compactor;
 use crate::loader::persistence::{self, Persistence};
 use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
 use cordis_session::store::UnusableStore;
@@ -65,6 +66,9 @@ pub struct Host {
     pub reports: Vec<EntryReport>,
     /// The state directory (even when sessions are in memory).
     pub state_dir: PathBuf,
+    /// The compaction the composition configured (its `compaction-basic`
+    /// entry), if any.
+    pub compaction: Option<Arc<Compactor>>,
 }
 
 impl Host {
@@ -87,7 +91,10 @@ impl Host {
         cache.adopt(options.adopted_copies.clone());
         let loader = Loader::with_cache(services.clone(), plugin_path, cache);
         let reports = loader.load(&composition);
-        Ok(Host { composition, services, loader, reports, state_dir })
+        // A refused compaction config is reported by the loader as a failed
+        // entry; the host then runs without compaction.
+        let compaction = crate::compaction::config::select(&composition.entries).ok().flatten().map(|c| Arc::new(Compactor::new(c)));
+        Ok(Host { composition, services, loader, reports, state_dir, compaction })
     }
 
     /// A host with no entries (no composition file), for commands that only
@@ -102,7 +109,7 @@ impl Host {
         let store = open_store(options, &state_dir, Ok(None))?;
         let services = Arc::new(Services::new(store, options.durability));
         let loader = Loader::new(services.clone(), PluginPath::standard(&options.plugin_dirs, Path::new(".")));
-        Ok(Host { composition, services, loader, reports: Vec::new(), state_dir })
+        Ok(Host { composition, services, loader, reports: Vec::new(), state_dir, compaction: None })
     }
 
     /// Reports of entries that failed (under `strict`, also those missing

@@ -39,8 +39,32 @@ pub mod core {
     /// the `assistant/message` that follows is).
     pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
 
+    /// A compaction begins: `{compactionId, turn}` (`turn` null for one
+    /// made between turns). Until its `compaction/end`, no other starts.
+    pub const COMPACTION_START: &str = "compaction/start";
+    /// A compaction's summary: `{compactionId, summary: [BLOCK], shadowedRange:
+    /// {start, end}, shadowedSeqs, shadowedTokenCount, provider, model,
+    /// maxTokens?, usage?}`; the replacement `user/message` follows it.
+    pub const COMPACTION_SUMMARY: &str = "compaction/summary";
+    /// A compaction ends: `{compactionId, turn, error?}` (`error` when it
+    /// failed and the history was left as it was).
+    pub const COMPACTION_END: &str = "compaction/end";
+
     /// Every core type.
-    pub const ALL: [&str; 9] = [TURN_START, TURN_END, STEP_START, STEP_END, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, ASSISTANT_CHUNK];
+    pub const ALL: [&str; 12] = [
+        TURN_START,
+        TURN_END,
+        STEP_START,
+        STEP_END,
+        USER_MESSAGE,
+        ASSISTANT_MESSAGE,
+        TOOL_CALL,
+        TOOL_RESULT,
+        ASSISTANT_CHUNK,
+        COMPACTION_START,
+        COMPACTION_SUMMARY,
+        COMPACTION_END,
+    ];
 
     /// Whether `t` is a core type.
     pub fn is_core(t: &str) -> bool {

@@ -80,9 +80,30 @@ pub const MISSING_RESULT_TEXT: &str = "Error: no result was recorded for this ca
 /// [`derive_messages`], plus each repair it made or surface event it could
 /// not place, as `(seq of the event, what happened)`, in seq order.
 pub fn derive_history(events: &[Event]) -> (Vec<Message>, Vec<(u64, String)>) {
+    let (surface, notes) = fold_surface(events);
+    well_formed(surface, notes)
+}
+
+/// The surface of `events`: each surface node as `(seq, message)`, in
+/// history order, replacements applied, before the history is made
+/// well-formed (so a node's message may be an orphaned result). A
+/// compaction picks its range from these nodes.
+pub fn surface_nodes(events: &[Event]) -> Vec<(u64, Option<Message>)> {
+    fold_surface(events).0
+}
+
+/// The history `surface` yields, made well-formed (see the [module](self)
+/// notes), with the repairs added to `notes`, sorted by seq.
+pub fn well_formed_history(surface: Vec<(u64, Option<Message>)>) -> Vec<Message> {
+    well_formed(surface, Vec::new()).0
+}
+
+type Surface = Vec<(u64, Option<Message>)>;
+
+fn fold_surface(events: &[Event]) -> (Surface, Vec<(u64, String)>) {
     let mut notes = Vec::new();
     // The surface: (seq, message) in history order.
-    let mut surface: Vec<(u64, Option<Message>)> = Vec::new();
+    let mut surface: Surface = Vec::new();
     for event in events {
         let Some(op) = &event.surface_op else { continue };
         // Core surface types, and a plugin's surface events that carry a
@@ -129,6 +150,10 @@ pub fn derive_history(events: &[Event]) -> (Vec<Message>, Vec<(u64, String)>) {
             )),
         }
     }
+    (surface, notes)
+}
+
+fn well_formed(surface: Surface, mut notes: Vec<(u64, String)>) -> (Vec<Message>, Vec<(u64, String)>) {
     // Well-formed: each call answered once, right after its message.
     let mut out: Vec<Message> = Vec::with_capacity(surface.len());
     let mut awaiting: Vec<(String, u64)> = Vec::new();

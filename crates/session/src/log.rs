@@ -271,6 +271,41 @@ impl Session {
         written.ok_or_else(|| AppendError::ReadOnly(self.id.clone()))
     }
 
+    /// Appends a core surface event (`user/message`, `assistant/message`,
+    /// `tool/result`) as the host, with its surface operation given:
+    /// [`SurfaceOp::Replace`] puts it in place of a range of the history
+    /// (a compaction's summary), and `sources` lists the events it stands
+    /// for (`sourceEventSeqs`, never empty). Otherwise as [`Session::append`].
+    ///
+    /// # Errors
+    /// [`AppendError`]: not a core surface type, data that is not JSON,
+    /// no sources, or the pipeline's refusals; nothing is written.
+    pub fn append_surface(&self, kind: &str, data: &impl Serialize, op: SurfaceOp, sources: Vec<u64>) -> Result<Event, AppendError> {
+        if !core::is_surface(kind) {
+            return Err(AppendError::Structure(format!("{kind} is not a core surface event type")));
+        }
+        if sources.is_empty() {
+            return Err(AppendError::Structure(format!("{kind} with a given surface operation must cite its sources")));
+        }
+        let data = to_raw(data);
+        let mut st = self.lock();
+        if st.read_only {
+            return Err(AppendError::ReadOnly(self.id.clone()));
+        }
+        if let Some(late) = sources.iter().find(|s| st.events.last().is_none_or(|e| **s > e.seq)) {
+            return Err(AppendError::Structure(format!("{kind} cites seq {late}, which is not in the log")));
+        }
+        st.trace.check(kind, &data, Some(&op), false).map_err(AppendError::Structure)?;
+        let seq = st.events.last().map_or(0, |e| e.seq + 1);
+        let event = Event { seq, time: now_ms(), kind: kind.to_string(), data, surface_op: Some(op), source_event_seqs: Some(sources) };
+        if let Some(writer) = st.writer.as_mut() {
+            writer.append(&event)?;
+        }
+        st.trace.apply(kind, &event.data);
+        st.events.push(event.clone());
+        Ok(event)
+    }
+
     /// The append pipeline; `seen` gets the event as written (under the
     /// session's lock). Projections are not folded here: [`Session::state`]
     /// catches up from the log when a state is read.

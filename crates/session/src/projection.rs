@@ -59,6 +59,30 @@ impl RegisteredProjection {
     pub fn folds(&self, event_type: &str) -> bool {
         self.types.contains(event_type)
     }
+
+    /// What the model must still see of `state` after a compaction, as the
+    /// content blocks of a user-side message (the plugin's
+    /// `compaction-context` extension, cordis-abi 1.2): `Ok(None)` when the
+    /// plugin has nothing to add or does not know the extension.
+    ///
+    /// # Errors
+    /// The plugin's refusal, or an answer that is not `null` or
+    /// `{"content": [BLOCK, ...]}` with at least one block.
+    pub fn compaction_context(&self, state: &str) -> Result<Option<Vec<serde_json::Value>>, String> {
+        let (name, version) = cordis_abi::extensions::COMPACTION_CONTEXT;
+        let Some(service) = self.projection.extension(name.into(), version).into_option() else { return Ok(None) };
+        let args = format!("{{\"state\":{state}}}");
+        let answer: String = service.call("contribute".into(), args.as_str().into()).into_result().map_err(|e| e.to_string())?.into();
+        let value: serde_json::Value = serde_json::from_str(&answer).map_err(|e| format!("an answer that is not JSON: {e}"))?;
+        match value {
+            serde_json::Value::Null => Ok(None),
+            serde_json::Value::Object(mut o) => match o.remove("content") {
+                Some(serde_json::Value::Array(blocks)) if !blocks.is_empty() => Ok(Some(blocks)),
+                _ => Err("an answer without content blocks (expected {\"content\": [BLOCK, ...]} or null)".into()),
+            },
+            other => Err(format!("an answer that is neither null nor an object: {other}")),
+        }
+    }
 }
 
 /// The projection registry.

@@ -228,6 +228,17 @@ pub enum SessionCommand {
         #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
         resume_within: u64,
     },
+    /// Compact a session's history now: everything but its newest entry is
+    /// summarized by the model and replaced (the composition needs a
+    /// `compaction-basic` entry); the plan is carried over.
+    Compact {
+        /// A session id.
+        session: String,
+        /// Summarize with this script's `summaries:` instead of the
+        /// composition's `model` service.
+        #[arg(long, value_name = "FILE")]
+        script: Option<PathBuf>,
+    },
     /// Write a session's log (header and every event, packed chunk rows
     /// expanded) to stdout or a file.
     Export {
@@ -474,6 +485,41 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             render::session_show(&mut out, &s, &problems, &|kind| core_type_or_owned(&host.services.events, kind));
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// `cordis session compact ID`: compacts the session now (see
+/// [`cordis_engine::compaction`]) and says what it did.
+fn compact(host: &Host, id: &str, script: Option<&Path>) -> Result<ExitCode, CliError> {
+    let Some(compactor) = host.compaction.clone() else {
+        return Err("the composition has no compaction entry; add one (`- name: compaction-basic`), see docs/guide/sessions.md#compaction".to_string().into());
+    };
+    let mut model: Box<dyn Model> = match script {
+        Some(path) => Box::new(ScriptedModel::from_file(path).map_err(|e| e.to_string())?),
+        None => match ServiceModel::from_composition(&host.services.registry).map_err(|e| e.to_string())? {
+            Some(m) => Box::new(m),
+            None => return Err("no entry provides a `model` service to summarize with; add one, or pass --script FILE".to_string().into()),
+        },
+    };
+    let (session, problems) = host.services.sessions.open(id).map_err(|e| e.to_string())?;
+    for p in &problems {
+        eprintln!("warning: {id}: {p}");
+    }
+    let mut out = std::io::stdout().lock();
+    let mut printer = Printer::new(&mut out, host);
+    let outcome = compactor.compact_now(&session, model.as_mut(), &host.services.tools.schemas(), &mut printer);
+    printer.end_stream();
+    drop(printer);
+    match outcome {
+        Ok(Some(o)) => {
+            let _ = writeln!(out, "{}", o.describe());
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(None) => {
+            let _ = writeln!(out, "nothing to compact: the history has one entry, or a tool call and its result that cannot be split");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Err(format!("session {}: {e}", render::printable(id)).into()),
     }
 }
 
@@ -1022,7 +1068,10 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
     let mut observer = Printer::new(&mut out, &host);
     let tools = host.services.tools.clone();
     let mut agent =
-        Agent::new(session.clone(), tools, model.as_mut()).with_turn_hooks(host.services.turn_hooks.clone()).with_interrupt(interrupt.clone());
+        Agent::new(session.clone(), tools, model.as_mut())
+            .with_turn_hooks(host.services.turn_hooks.clone())
+            .with_interrupt(interrupt.clone())
+            .with_compaction(host.compaction.clone());
     let result = {
         let _armed = interrupt.arm();
         agent.run_turn(&prompt, &mut observer)

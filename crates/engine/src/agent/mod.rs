@@ -18,13 +18,14 @@ use std::sync::Arc;
 use serde_json::json;
 
 pub use interrupt::Interrupt;
-pub use model::{Model, ModelError, ModelRequest, ModelStep, NoSink, StepSink, ToolCallRequest};
+pub use model::{Model, ModelError, ModelRequest, ModelStep, NoSink, Purpose, StepSink, ToolCallRequest};
 pub use scripted::ScriptedModel;
 pub use service_model::{ServiceModel, MODEL_SERVICE};
 
 use abi_stable::sabi_trait::TD_Opaque;
 use cordis_abi::ffi::ExecContext_TO;
 
+use crate::compaction::{CompactionError, Compactor};
 use crate::context::TurnHooks;
 use crate::tools::{CallScope, ToolCall, ToolRegistry, ToolResult};
 use cordis_session::{derive_messages, AppendError, Appender, Event, Session};
@@ -86,12 +87,23 @@ pub struct Agent<'m> {
     model: &'m mut dyn Model,
     hooks: Option<Arc<TurnHooks>>,
     interrupt: Option<Interrupt>,
+    compaction: Option<Arc<Compactor>>,
 }
 
 impl<'m> Agent<'m> {
     /// An agent over `session`.
     pub fn new(session: Arc<Session>, tools: Arc<ToolRegistry>, model: &'m mut dyn Model) -> Agent<'m> {
-        Agent { session, tools, model, hooks: None, interrupt: None }
+        Agent { session, tools, model, hooks: None, interrupt: None, compaction: None }
+    }
+
+    /// Keeps the history within the model's context with `compactor`:
+    /// checked before each step, and once more when the provider refuses a
+    /// request as too long (see [`crate::compaction`]). A failed compaction
+    /// is reported as a notice and the turn goes on with the history as it
+    /// is.
+    pub fn with_compaction(mut self, compactor: Option<Arc<Compactor>>) -> Agent<'m> {
+        self.compaction = compactor;
+        self
     }
 
     /// Stops the turn when `interrupt` is set (Ctrl-C): between steps,
@@ -192,20 +204,47 @@ impl<'m> Agent<'m> {
             }
             summary.steps += 1;
             let step = summary.steps;
-            self.append(obs, "step/start", json!({"turn": turn, "step": step}))?;
-            let messages = self.session.with_events(derive_messages);
             let schemas = self.tools.schemas();
-            let mut sink = LogSink { session: &self.session, obs: &mut *obs, turn, step, interrupt: self.interrupt.as_ref(), refused: None };
-            let answer = match self.model.next_step(&ModelRequest { messages: &messages, tools: &schemas }, &mut sink) {
-                Ok(answer) => answer,
-                Err(e) => {
-                    if let Some(refused) = sink.refused.take() {
-                        return Err(TurnError::Append(refused));
+            if let Some(compactor) = self.compaction.clone() {
+                match compactor.before_step(&self.session, &mut *self.model, &schemas, obs) {
+                    Ok(Some(outcome)) => obs.on_notice(&outcome.describe()),
+                    Ok(None) => {}
+                    Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),
+                    Err(e) => obs.on_notice(&format!("compaction: {e}")),
+                }
+            }
+            self.append(obs, "step/start", json!({"turn": turn, "step": step}))?;
+            let mut overflows = 0;
+            let answer = loop {
+                let messages = self.session.with_events(derive_messages);
+                let mut sink = LogSink { session: &self.session, obs: &mut *obs, turn, step, interrupt: self.interrupt.as_ref(), refused: None };
+                let result = self.model.next_step(&ModelRequest::step(&messages, &schemas), &mut sink);
+                let refused = sink.refused.take();
+                match result {
+                    Ok(answer) => break answer,
+                    Err(e) => {
+                        if let Some(refused) = refused {
+                            return Err(TurnError::Append(refused));
+                        }
+                        if let (Some(compactor), ModelError::Failed(text)) = (self.compaction.clone(), &e) {
+                            if context_overflow(text) && overflows < compactor.overflow_retries(&*self.model) {
+                                overflows += 1;
+                                match compactor.after_overflow(&self.session, &mut *self.model, &schemas, obs) {
+                                    Ok(Some(outcome)) => {
+                                        obs.on_notice(&format!("the request was too long for the model's context; {}", outcome.describe()));
+                                        continue;
+                                    }
+                                    Ok(None) => {}
+                                    Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),
+                                    Err(c) => obs.on_notice(&format!("compaction after a context overflow: {c}")),
+                                }
+                            }
+                        }
+                        return Err(match e {
+                            ModelError::Interrupted => TurnError::Interrupted,
+                            other => TurnError::Model(other),
+                        });
                     }
-                    return Err(match e {
-                        ModelError::Interrupted => TurnError::Interrupted,
-                        other => TurnError::Model(other),
-                    });
                 }
             };
             let mut content = Vec::new();
@@ -256,6 +295,13 @@ impl<'m> Agent<'m> {
             }
         }
     }
+}
+
+/// Whether a provider's error says the request was too long for the
+/// model's context (OpenAI's and DeepSeek's wordings and codes).
+fn context_overflow(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("context_length_exceeded") || m.contains("maximum context length") || m.contains("context window") && m.contains("exceed")
 }
 
 /// Records a streamed answer's chunks as `assistant/chunk` events of the

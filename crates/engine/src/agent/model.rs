@@ -12,6 +12,28 @@ pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     /// The tools it may call.
     pub tools: &'a [ToolSchema],
+    /// What the request is for.
+    pub purpose: Purpose,
+    /// A cap on the tokens of the answer, when the caller sets one (a
+    /// compaction's summary); else the provider's configured limit.
+    pub max_tokens: Option<u32>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// A conversation step over `messages` with `tools`.
+    pub fn step(messages: &'a [Message], tools: &'a [ToolSchema]) -> ModelRequest<'a> {
+        ModelRequest { messages, tools, purpose: Purpose::Step, max_tokens: None }
+    }
+}
+
+/// What a model request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// The next step of the conversation.
+    Step,
+    /// A summary of older history for a compaction: the last message asks
+    /// for it, and the answer's text is the summary (tool calls ignored).
+    Compaction,
 }
 
 /// One tool call a model asks for.
@@ -101,4 +123,10 @@ pub trait Model {
     /// # Errors
     /// [`ModelError`] when the model cannot answer or was interrupted.
     fn next_step(&mut self, request: &ModelRequest<'_>, sink: &mut dyn StepSink) -> Result<ModelStep, ModelError>;
+
+    /// The context window of the model, in tokens, when known (what a
+    /// compaction's threshold is a fraction of).
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
 }

@@ -11,6 +11,11 @@
 //!   - text: Done.
 //! ```
 //!
+//! Two optional keys serve compaction: `contextWindow: N` is the model's
+//! context window in tokens, and `summaries: [TEXT, ...]` answers, in
+//! order, the requests for a compaction's summary (an empty text scripts a
+//! summary that fails).
+//!
 //! `arguments` is the raw text a model would emit, so malformed arguments can
 //! be scripted too. A call may give its `id`; otherwise ids are
 //! `call_<step>_<index>`. Each step answers one model request; a step with no
@@ -20,15 +25,20 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::model::{Model, ModelError, ModelRequest, ModelStep, StepSink, ToolCallRequest};
+use super::model::{Model, ModelError, ModelRequest, ModelStep, Purpose, StepSink, ToolCallRequest};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct Script {
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
     prompt: Option<String>,
+    #[serde(default)]
+    context_window: Option<u64>,
+    #[serde(default)]
+    summaries: Vec<String>,
     steps: Vec<ScriptStep>,
 }
 
@@ -55,6 +65,8 @@ struct ScriptCall {
 pub struct ScriptedModel {
     name: String,
     prompt: Option<String>,
+    context_window: Option<u64>,
+    summaries: std::vec::IntoIter<String>,
     steps: std::vec::IntoIter<ModelStep>,
 }
 
@@ -104,7 +116,13 @@ impl ScriptedModel {
         if steps.is_empty() {
             return Err(ModelError::Failed(format!("{file}: the script has no steps")));
         }
-        Ok(ScriptedModel { name, prompt: script.prompt, steps: steps.into_iter() })
+        Ok(ScriptedModel {
+            name,
+            prompt: script.prompt,
+            context_window: script.context_window.filter(|n| *n > 0),
+            summaries: script.summaries.into_iter(),
+            steps: steps.into_iter(),
+        })
     }
 }
 
@@ -125,7 +143,15 @@ impl Model for ScriptedModel {
         &self.name
     }
 
-    fn next_step(&mut self, _request: &ModelRequest<'_>, _sink: &mut dyn StepSink) -> Result<ModelStep, ModelError> {
+    fn next_step(&mut self, request: &ModelRequest<'_>, _sink: &mut dyn StepSink) -> Result<ModelStep, ModelError> {
+        if request.purpose == Purpose::Compaction {
+            let text = self.summaries.next().ok_or_else(|| ModelError::Failed("the script has no more summaries".into()))?;
+            return Ok(ModelStep { text, finish: Some("stop".into()), ..ModelStep::default() });
+        }
         self.steps.next().ok_or_else(|| ModelError::Failed("the script has no more steps".into()))
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.context_window
     }
 }

@@ -2,8 +2,11 @@
 //! (for example `llm-openai`), streamed over the services ABI.
 //!
 //! The protocol (JSON requests through `Service::call`, so the ABI stays
-//! as it is): `describe` → `{"provider", "model"}`; `start` `{"messages",
-//! "tools"}` → `{"stream": ID}`; `next` `{"stream", "waitMs"}` →
+//! as it is): `describe` → `{"provider", "model", "contextWindow"?}`;
+//! `start` `{"messages", "tools", "maxTokens"?, "purpose"?}` → `{"stream":
+//! ID}` (`purpose` is `"compaction"` for a compaction's summary, which a
+//! provider may report to its API; a provider that knows neither key
+//! ignores them); `next` `{"stream", "waitMs"}` →
 //! `{"events": [...], "done"}`, waiting at most `waitMs` for the first
 //! event; `cancel` `{"stream"}`. The events are assembled by
 //! [`Assembler`], whose chunks go to the step's
@@ -13,7 +16,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::model::{Model, ModelError, ModelRequest, ModelStep, StepSink};
+use super::model::{Model, ModelError, ModelRequest, ModelStep, Purpose, StepSink};
 use super::stream::{Assembler, Fed};
 use crate::context::{RealmKey, ServiceRegistry};
 
@@ -30,6 +33,7 @@ pub struct ServiceModel {
     realm: RealmKey,
     provider: String,
     name: String,
+    context_window: Option<u64>,
     step: u32,
 }
 
@@ -43,7 +47,14 @@ impl ServiceModel {
         if !registry.provides(&RealmKey::Root, MODEL_SERVICE) {
             return Ok(None);
         }
-        let mut model = ServiceModel { registry: registry.clone(), realm: RealmKey::Root, provider: String::new(), name: String::new(), step: 0 };
+        let mut model = ServiceModel {
+            registry: registry.clone(),
+            realm: RealmKey::Root,
+            provider: String::new(),
+            name: String::new(),
+            context_window: None,
+            step: 0,
+        };
         model.describe()?;
         Ok(Some(model))
     }
@@ -62,6 +73,7 @@ impl ServiceModel {
         let d = self.call("describe", &Value::Null)?;
         self.provider = d.get("provider").and_then(Value::as_str).unwrap_or(MODEL_SERVICE).to_string();
         self.name = d.get("model").and_then(Value::as_str).unwrap_or("unknown").to_string();
+        self.context_window = d.get("contextWindow").and_then(Value::as_u64).filter(|n| *n > 0);
         Ok(())
     }
 
@@ -106,12 +118,23 @@ impl Model for ServiceModel {
         &self.name
     }
 
+    fn context_window(&self) -> Option<u64> {
+        self.context_window
+    }
+
     fn next_step(&mut self, request: &ModelRequest<'_>, sink: &mut dyn StepSink) -> Result<ModelStep, ModelError> {
         self.describe()?;
         self.step += 1;
         let tools: Vec<Value> =
             request.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters})).collect();
-        let started = self.call("start", &json!({"messages": request.messages, "tools": tools}))?;
+        let mut args = json!({"messages": request.messages, "tools": tools});
+        if let Some(cap) = request.max_tokens {
+            args["maxTokens"] = json!(cap);
+        }
+        if request.purpose == Purpose::Compaction {
+            args["purpose"] = json!("compaction");
+        }
+        let started = self.call("start", &args)?;
         let stream = match started.get("stream") {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),

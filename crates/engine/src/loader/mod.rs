@@ -346,6 +346,16 @@ impl Loader {
             out.push(report);
             return;
         }
+        if crate::compaction::config::is_compaction(&entry.name) {
+            // Compaction is the host's own, configured at boot from this
+            // same entry.
+            match crate::compaction::config::configure(entry) {
+                Ok(c) => report.notes.push(crate::compaction::config::describe(&c)),
+                Err(messages) => report.state = EntryState::Failed(messages),
+            }
+            out.push(report);
+            return;
+        }
         match self.apply(entry) {
             Ok(active) => {
                 report.library = Some(active.library.source.clone());
@@ -424,6 +434,9 @@ impl Loader {
         let missing = |e: ResolveError| EntryState::Missing(vec![format!("{at_name}: {e}")]);
         if persistence::is_persistence(&entry.name) {
             return Err(fail("the session store is chosen when the host starts; restart to change it".into()));
+        }
+        if crate::compaction::config::is_compaction(&entry.name) {
+            return Err(fail("compaction is configured when the host starts; restart to change it".into()));
         }
 
         let target = match resolve::resolve(&entry.name, &entry.base_dir, &self.plugin_path) {

@@ -10,6 +10,7 @@
 //! | `status` | `{"reloads", "restarts", "entries": [{"id","plugin","fiber","library","abi","config","heldBack"?}], "waiting": [ids], "notRunning": [{"id","name","reason"}]}` |
 //! | `end` | ends the open turn: `{"ended": N}` |
 //! | `turn PROMPT` | runs one agent turn for PROMPT with the composition's `model` service (the provider as it is now, after any reload): `{"turn", "reason": "completed", "steps", "toolCalls", "toolErrors", "text", "provider", "model"}`, or `{"turn", "reason": "error" \| "interrupted", "error"}` |
+//! | `compact` | compacts the dev session's history now with the composition's `model` service and `compaction-basic` entry: `{"compacted": {"compactionId", "range": [FIRST, LAST], "replaced", "replacedTokens", "summaryTokens", "carried": [PLUGIN]}}`, `{"compacted": null}` when there is nothing to replace, or `{"error"}` |
 //! | `help` | `{"commands": [...]}` |
 //!
 //! The first line printed is `{"ready": true, "session": ID, "pid": PID}`
@@ -212,8 +213,33 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
             None => json!({"error": "no turn is open"}),
         },
         "turn" => model_turn(dev, session, rest.trim(), interrupt),
-        "help" => json!({"commands": ["call NAME [ARGS]", "turn PROMPT", "plan", "tools", "status", "end", "help"]}),
+        "compact" => compact(dev, session),
+        "help" => json!({"commands": ["call NAME [ARGS]", "turn PROMPT", "compact", "plan", "tools", "status", "end", "help"]}),
         other => json!({"error": format!("unknown command `{other}` (try `help`)")}),
+    }
+}
+
+/// `compact`: compacts the dev session now (see [`crate::compaction`]).
+fn compact(dev: &DevHost, session: &Arc<Session>) -> Value {
+    let Some(compactor) = dev.host.compaction.clone() else {
+        return json!({"error": "the composition has no compaction entry (add `- name: compaction-basic`)"});
+    };
+    let mut model = match ServiceModel::from_composition(&dev.host.services.registry) {
+        Ok(Some(m)) => m,
+        Ok(None) => return json!({"error": "no entry provides a `model` service to summarize with (add llm-openai to the composition)"}),
+        Err(e) => return json!({"error": e.to_string()}),
+    };
+    match compactor.compact_now(session, &mut model, &dev.host.services.tools.schemas(), &mut Quiet) {
+        Ok(Some(o)) => json!({"compacted": {
+            "compactionId": o.compaction_id,
+            "range": [o.range.0, o.range.1],
+            "replaced": o.replaced,
+            "replacedTokens": o.replaced_tokens,
+            "summaryTokens": o.summary_tokens,
+            "carried": o.carried,
+        }}),
+        Ok(None) => json!({"compacted": null}),
+        Err(e) => json!({"error": e.to_string()}),
     }
 }
 
@@ -230,7 +256,8 @@ fn model_turn(dev: &DevHost, session: &Arc<Session>, prompt: &str, interrupt: &I
     let result = {
         let mut agent = Agent::new(session.clone(), dev.host.services.tools.clone(), &mut model)
             .with_turn_hooks(dev.host.services.turn_hooks.clone())
-            .with_interrupt(interrupt.clone());
+            .with_interrupt(interrupt.clone())
+            .with_compaction(dev.host.compaction.clone());
         let _armed = interrupt.arm();
         agent.run_turn(prompt, &mut Quiet)
     };

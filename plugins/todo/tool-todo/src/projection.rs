@@ -86,6 +86,26 @@ impl Fold for TodosProjection {
     fn summary(&self, state: &TodosState) -> String {
         state.as_deref().map(|todos| plan_summary(todos).to_string()).unwrap_or_default()
     }
+
+    /// After a compaction the model gets [`plan_after_compaction`]: the
+    /// standing plan verbatim. Nothing for `null` or an empty list, so a
+    /// plan that a new turn or an empty write cleared stays cleared.
+    fn compaction_context(&self, state: &TodosState) -> Option<Vec<serde_json::Value>> {
+        let todos = state.as_deref().filter(|t| !t.is_empty())?;
+        Some(vec![serde_json::json!({"type": "text", "text": plan_after_compaction(todos)?})])
+    }
+}
+
+/// The message that carries a standing plan across a compaction: one line
+/// saying what it is, then the list exactly as the last `todo/write`
+/// recorded it (`{"todos": [...]}`, the same JSON), so every item keeps its
+/// content and status, `in_progress` ones included. `None` only when the
+/// list cannot be encoded.
+pub fn plan_after_compaction(todos: &[Todo]) -> Option<String> {
+    let json = serde_json::to_string(&TodoWrite { todos: todos.to_vec() }).ok()?;
+    Some(format!(
+        "Earlier messages were condensed into the summary above. Your plan stands as you last wrote it with todo_write (update it with todo_write as you go):\n{json}"
+    ))
 }
 
 #[cfg(test)]

@@ -1,0 +1,427 @@
+//! Compaction: a long scripted session crosses the threshold, its history
+//! is summarized and replaced as the harness records it, the standing plan
+//! is carried over verbatim, continuing sends exactly the compacted
+//! history, the harness's backend reads the compacted log, and a log
+//! compacted the harness's way derives the same history here as there.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use cordis_session::store::parse_log;
+use cordis_session::{derive_messages, Event, Message};
+use cordis_tests::sse_server::{End, Reply, SseServer};
+use cordis_tests::{repo_root, text, Scratch, StoreBackend};
+use serde_json::{json, Value};
+
+const SUMMARY: &str = "## Goal\n- a long job of ten steps\n## Open work\n- the steps after the last one done";
+
+/// Tool-todo and a compaction entry that compacts at half the window,
+/// keeping a tenth; `store` adds a persistence entry, `extra` more entries.
+fn composition(store: &str, extra: &str) -> String {
+    format!(
+        "- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n\
+         - id: compaction\n  name: '@deepseek-ai/dsh-compaction-basic'\n  config:\n    thresholdRatio: 0.5\n    retainRatio: 0.1\n    maxTokens: 512\n    compactionRetries: 1\n\
+         {store}{extra}"
+    )
+}
+
+/// A scripted turn of `steps` todo_write calls with long contents, then a
+/// final answer; the model's window is `window` tokens.
+fn long_script(steps: usize, window: u64, summaries: &[&str]) -> String {
+    let mut out = format!("model: long\ncontextWindow: {window}\nsummaries:\n");
+    for s in summaries {
+        out.push_str(&format!("  - {}\n", serde_json::to_string(s).unwrap()));
+    }
+    out.push_str("steps:\n");
+    for i in 0..steps {
+        let todos = json!({"todos": [
+            {"content": format!("step {i}: {}", "work item text ".repeat(20)), "status": "completed"},
+            {"content": format!("step {i} next"), "status": "in_progress"},
+            {"content": "later", "status": "pending"},
+        ]});
+        out.push_str(&format!(
+            "  - text: {}\n    calls:\n      - name: todo_write\n        arguments: {}\n",
+            serde_json::to_string(&format!("Working on step {i}.")).unwrap(),
+            serde_json::to_string(&todos.to_string()).unwrap()
+        ));
+    }
+    out.push_str("  - text: Done.\n");
+    out
+}
+
+fn run(scratch: &Scratch, args: &[&str]) -> (String, String) {
+    let out = scratch.cordis(args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "cordis {args:?} failed: {stdout}{stderr}");
+    (stdout, stderr)
+}
+
+fn session_id(stdout: &str) -> String {
+    stdout.lines().find(|l| l.starts_with("session ")).and_then(|l| l.split_whitespace().nth(1)).unwrap_or_else(|| panic!("{stdout}")).to_string()
+}
+
+/// The events of `cordis session export` (with `--root` when given).
+fn exported(scratch: &Scratch, root: Option<&Path>, id: &str) -> (String, Vec<Event>) {
+    let mut args = vec!["session".to_string(), "export".into()];
+    if let Some(root) = root {
+        args.extend(["--root".into(), root.display().to_string()]);
+    }
+    args.push(id.into());
+    let (stdout, _) = run(scratch, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let log = parse_log(stdout.as_bytes(), Path::new("export")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(log.problems.is_empty(), "{:?}", log.problems);
+    (stdout, log.events)
+}
+
+fn data(e: &Event) -> Value {
+    e.data_value()
+}
+
+fn of_kind<'a>(events: &'a [Event], kind: &str) -> Vec<&'a Event> {
+    events.iter().filter(|e| e.kind == kind).collect()
+}
+
+/// The plan messages a compaction carried over (tool-todo's).
+fn carried_plans(events: &[Event]) -> Vec<&Event> {
+    events.iter().filter(|e| e.kind == "user/message" && data(e)["source"]["plugin"] == "tool-todo").collect()
+}
+
+fn write_long_session(scratch: &Scratch, steps: usize, window: u64, summaries: &[&str]) -> String {
+    std::fs::write(scratch.path().join("long.script.yml"), long_script(steps, window, summaries)).unwrap();
+    let (stdout, _) = run(scratch, &["run", "--script", "long.script.yml", "do the long job"]);
+    session_id(&stdout)
+}
+
+#[test]
+fn a_long_session_is_compacted_and_keeps_its_plan() {
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 2400, &[SUMMARY, SUMMARY, SUMMARY, SUMMARY]);
+    let (_, events) = exported(&scratch, None, &id);
+
+    let starts = of_kind(&events, "compaction/start");
+    let ends = of_kind(&events, "compaction/end");
+    assert!(!starts.is_empty(), "the session crossed the threshold");
+    assert_eq!(starts.len(), ends.len());
+    assert!(ends.iter().all(|e| data(e).get("error").is_none()));
+    let open_turn = data(starts[0])["turn"].clone();
+    assert_eq!(open_turn, json!(1), "an automatic compaction belongs to the open turn");
+
+    // Each compaction: start, summary, the replacing message citing them and
+    // every replaced event, the plan, end — as the harness records them.
+    for start in &starts {
+        let at = events.iter().position(|e| e.seq == start.seq).unwrap();
+        let summary = &events[at + 1];
+        let replacement = &events[at + 2];
+        assert_eq!(summary.kind, "compaction/summary");
+        assert_eq!(data(summary)["compactionId"], data(start)["compactionId"]);
+        assert_eq!(data(summary)["summary"], json!([{"type": "text", "text": SUMMARY}]));
+        assert_eq!(replacement.kind, "user/message");
+        let Some(cordis_session::event::SurfaceOp::Replace { start: from, end: to }) = replacement.surface_op.clone() else {
+            panic!("not a replacement: {:?}", replacement.surface_op)
+        };
+        assert_eq!(data(summary)["shadowedRange"], json!({"start": from, "end": to}));
+        let mut cited = vec![start.seq, summary.seq];
+        cited.extend(data(summary)["shadowedSeqs"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()));
+        assert_eq!(replacement.source_event_seqs.as_ref(), Some(&cited));
+        assert!(data(replacement)["content"].to_string().contains("<compacted-summary>"));
+    }
+
+    // The plan carried over is the last todo/write before it, verbatim
+    // (in_progress items included).
+    let plans = carried_plans(&events);
+    assert_eq!(plans.len(), starts.len(), "every compaction carried the plan");
+    for plan in &plans {
+        let last_write = events.iter().rev().find(|e| e.seq < plan.seq && e.kind == "todo/write").unwrap();
+        let text = data(plan)["content"][0]["text"].as_str().unwrap().to_string();
+        let json_part: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+        assert_eq!(json_part, data(last_write), "the carried plan is the written one");
+        assert_eq!(plan.source_event_seqs.as_ref(), Some(&vec![last_write.seq]));
+    }
+
+    // The history the model sees: the summary first, then the kept tail,
+    // the plan, and what came after; nothing of the early steps.
+    let history = derive_messages(&events);
+    let Message::User { text: first } = &history[0] else { panic!("{:?}", history[0]) };
+    assert!(first.contains(SUMMARY) && first.contains("<compacted-summary>"), "{first}");
+    let joined = format!("{history:?}");
+    assert!(!joined.contains("step 0: work"), "the first step was compacted away");
+    assert!(joined.contains("step 9 next"), "the newest work is there");
+    let last_plan = plans.last().unwrap();
+    let plan_text = data(last_plan)["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(history.iter().any(|m| matches!(m, Message::User { text } if *text == plan_text)), "the plan is in the history");
+    // The tool result of the last call before the last compaction is kept
+    // verbatim right before the plan.
+    let plan_at = history.iter().position(|m| matches!(m, Message::User { text } if *text == plan_text)).unwrap();
+    assert!(matches!(&history[plan_at - 1], Message::Tool { .. }), "{:?}", history[plan_at - 1]);
+
+    // `session show` prints the compacted history and no problem.
+    let (shown, _) = run(&scratch, &["session", "show", &id]);
+    assert!(shown.contains("<compacted-summary>") && !shown.contains("problem:"), "{shown}");
+}
+
+#[test]
+fn continuing_sends_exactly_the_compacted_history() {
+    let server = SseServer::start(vec![Reply::Stream {
+        events: vec![
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Carrying on."}, "finish_reason": null}]}).to_string(),
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).to_string(),
+        ],
+        end: End::Done,
+    }]);
+    let scratch = Scratch::new();
+    let model = format!(
+        "- id: model\n  name: llm-openai\n  config:\n    baseUrl: {}\n    model: deepseek-v4-flash\n    apiKeyEnv: CORDIS_TEST_KEY\n",
+        server.base_url
+    );
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 2400, &[SUMMARY, SUMMARY, SUMMARY, SUMMARY]);
+    let (_, before) = exported(&scratch, None, &id);
+    assert!(!carried_plans(&before).is_empty());
+    // The same session, continued with a real provider's client.
+    scratch.composition(&composition("", &model));
+    let out = std::process::Command::new(cordis_tests::cordis_exe())
+        .args(["run", "--session", &id, "carry on"])
+        .current_dir(scratch.path())
+        .env("CORDIS_PLUGIN_PATH", cordis_tests::plugin_dir())
+        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+        .env("CORDIS_TEST_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", text(&out).0, text(&out).1);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = requests[0].body["messages"].as_array().unwrap().clone();
+
+    // What the history holds, in the API's shape, then the new prompt.
+    let (_, after) = exported(&scratch, None, &id);
+    let cut = after.iter().position(|e| e.kind == "turn/start" && data(e)["turn"] == 2).unwrap();
+    let mut expected: Vec<Value> = derive_messages(&after[..=cut + 1])
+        .into_iter()
+        .map(|m| match m {
+            Message::User { text } => json!({"role": "user", "content": text}),
+            Message::Assistant { text, tool_calls, .. } => {
+                json!({"role": "assistant", "content": text, "calls": tool_calls.iter().map(|c| json!([c.id, c.name, c.arguments])).collect::<Vec<_>>()})
+            }
+            Message::Tool { call_id, text, .. } => json!({"role": "tool", "tool_call_id": call_id, "content": text}),
+        })
+        .collect();
+    assert_eq!(expected.last().unwrap()["content"], "carry on");
+    let sent: Vec<Value> = sent
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| match m["role"].as_str() {
+            Some("assistant") => json!({"role": "assistant", "content": m["content"].as_str().unwrap_or(""), "calls": m["tool_calls"].as_array().map(|calls| calls.iter().map(|c| json!([c["id"], c["function"]["name"], c["function"]["arguments"]])).collect::<Vec<_>>()).unwrap_or_default()}),
+            Some("tool") => json!({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]}),
+            _ => json!({"role": m["role"], "content": m["content"]}),
+        })
+        .collect();
+    for e in expected.iter_mut() {
+        if e["role"] == "assistant" && e["calls"].is_null() {
+            e["calls"] = json!([]);
+        }
+    }
+    assert_eq!(sent, expected, "the provider got exactly the compacted history and the new prompt");
+    assert!(sent[0]["content"].as_str().unwrap().contains(SUMMARY));
+}
+
+#[test]
+fn a_failed_summary_leaves_the_history_as_it_was() {
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    // One empty summary, then none: both tries fail at every check.
+    let id = write_long_session(&scratch, 8, 2400, &[""]);
+    let (_, events) = exported(&scratch, None, &id);
+    let ends = of_kind(&events, "compaction/end");
+    assert!(ends.len() >= 2, "the summary was tried again ({} tries)", ends.len());
+    assert!(ends.iter().all(|e| data(e)["error"]["message"].is_string()), "every try is closed with its error");
+    assert!(of_kind(&events, "compaction/summary").is_empty());
+    assert!(events.iter().all(|e| !matches!(e.surface_op, Some(cordis_session::event::SurfaceOp::Replace { .. }))));
+    // The history is what it would be without the failed tries.
+    let without: Vec<Event> = events.iter().filter(|e| !e.kind.starts_with("compaction/")).cloned().collect();
+    assert_eq!(derive_messages(&events), derive_messages(&without));
+    let (shown, _) = run(&scratch, &["session", "show", &id]);
+    assert!(shown.contains("step 0: work"), "nothing was lost");
+}
+
+#[test]
+fn a_plan_cleared_by_a_new_turn_is_not_brought_back() {
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 6, 100_000, &[]);
+    // Turn 2 starts over the threshold: the compaction at its first step
+    // finds no plan (turn/start cleared it) and carries none.
+    std::fs::write(scratch.path().join("small.script.yml"), "model: long\ncontextWindow: 1500\nsummaries: [\"earlier: six steps of a long job\"]\nsteps:\n  - text: Nothing left to do.\n").unwrap();
+    run(&scratch, &["run", "--session", &id, "--script", "small.script.yml", "anything else?"]);
+    let (_, events) = exported(&scratch, None, &id);
+    let turn2 = events.iter().position(|e| e.kind == "turn/start" && data(e)["turn"] == 2).unwrap();
+    assert!(events[turn2..].iter().any(|e| e.kind == "compaction/summary"), "turn 2 compacted");
+    assert!(carried_plans(&events[turn2..]).is_empty(), "no plan is carried into a turn that has none");
+    let (plan, _) = run(&scratch, &["session", "show", &id]);
+    assert!(plan.contains("todos:\n  (none)") || !plan.contains("● step"), "{plan}");
+}
+
+#[test]
+fn compaction_by_hand_from_the_command_line() {
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 4, 100_000, &[]);
+    std::fs::write(scratch.path().join("summary.script.yml"), format!("summaries: [{}]\nsteps:\n  - text: unused\n", serde_json::to_string(SUMMARY).unwrap()))
+        .unwrap();
+    let (stdout, _) = run(&scratch, &["session", "compact", &id, "--script", "summary.script.yml"]);
+    assert!(stdout.contains("compacted") && stdout.contains("carried over: tool-todo"), "{stdout}");
+    let (_, events) = exported(&scratch, None, &id);
+    let start = of_kind(&events, "compaction/start");
+    assert_eq!(start.len(), 1);
+    assert_eq!(data(start[0])["turn"], Value::Null, "made between turns");
+    let history = derive_messages(&events);
+    assert!(matches!(&history[0], Message::User { text } if text.contains(SUMMARY)));
+    // Everything but the newest entry was replaced: the summary, the final
+    // answer, and the plan.
+    assert_eq!(history.len(), 3, "{history:?}");
+
+    // Without a compaction entry it says what to add.
+    let bare = Scratch::new();
+    bare.composition("- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n");
+    let out = bare.cordis(&["session", "compact", "s-x", "--script", "x.yml"]);
+    assert!(!out.status.success() && text(&out).1.contains("compaction-basic"), "{}", text(&out).1);
+}
+
+#[test]
+fn the_config_is_the_published_one() {
+    let scratch = Scratch::new();
+    scratch.composition(
+        "- id: compaction\n  name: '@deepseek-ai/dsh-compaction-basic'\n  config:\n    thresholdRatio: 0.8\n    retainRatio: 0.9\n    maxToken: 10\n",
+    );
+    let out = scratch.cordis(&["check"]);
+    let (stdout, _) = text(&out);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("maxToken") && stdout.contains("allowed:") && stdout.contains("maxTokens"), "{stdout}");
+    scratch.composition("- id: compaction\n  name: compaction-basic\n  config:\n    thresholdRatio: 0.5\n    retainRatio: 0.6\n");
+    let (stdout, _) = text(&scratch.cordis(&["check"]));
+    assert!(stdout.contains("retainRatio (0.6) must be below thresholdRatio (0.5)"), "{stdout}");
+}
+
+/// Our normalized view of a history message: role, text, and the call ids
+/// it makes or answers.
+fn ours(m: &Message) -> Value {
+    match m {
+        Message::User { text } => json!(["user", text]),
+        Message::Assistant { text, tool_calls, .. } => json!(["assistant", text, tool_calls.iter().map(|c| c.id.clone()).collect::<Vec<_>>()]),
+        Message::Tool { call_id, text, .. } => json!(["tool", call_id, text]),
+    }
+}
+
+/// The same view of a message the harness derived.
+fn theirs(m: &Value) -> Value {
+    let blocks = m["content"].as_array().cloned().unwrap_or_default();
+    let texts = |kind: &str, blocks: &[Value]| blocks.iter().filter(|b| b["type"] == kind).filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n");
+    if let Some(result) = blocks.iter().find(|b| b["type"] == "tool-result") {
+        let inner = result["content"].as_array().cloned().unwrap_or_default();
+        return json!(["tool", result["toolCallId"], texts("text", &inner)]);
+    }
+    match m["role"].as_str() {
+        Some("assistant") => json!([
+            "assistant",
+            texts("text", &blocks),
+            blocks.iter().filter(|b| b["type"] == "tool-call").map(|b| b["id"].clone()).collect::<Vec<_>>()
+        ]),
+        _ => json!(["user", texts("text", &blocks)]),
+    }
+}
+
+fn backend_write(root: &Path, log: &str) {
+    let mut child = StoreBackend::get()
+        .command(&["write", "--root", &root.display().to_string(), "--compression", "zstd"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), log.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the backend refused the log: {}{}", text(&out).0, text(&out).1);
+}
+
+fn backend(args: &[&str]) -> Vec<Value> {
+    let out = StoreBackend::get().run(args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "backend {args:?}: {stdout}{stderr}");
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn the_harness_reads_our_compactions_and_we_read_its_own() {
+    // Ours, in the harness's store: its backend reads the same events.
+    let scratch = Scratch::new();
+    let root = scratch.path().join("store");
+    let persistence = format!(
+        "- id: persistence\n  name: '@deepseek-ai/dsh-session-persistence-jsonl'\n  config:\n    root: {}\n    compression: zstd\n",
+        root.display()
+    );
+    scratch.composition(&composition(&persistence, ""));
+    let id = write_long_session(&scratch, 10, 2400, &[SUMMARY, SUMMARY, SUMMARY, SUMMARY]);
+    let (export, events) = exported(&scratch, None, &id);
+    assert!(!of_kind(&events, "compaction/summary").is_empty());
+    let theirs_read = backend(&["read", "--inspect", "--root", &root.display().to_string(), "--id", &id]);
+    let ours_read: Vec<Value> = export.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(theirs_read.len(), ours_read.len());
+    for (t, o) in theirs_read.iter().zip(&ours_read).skip(1) {
+        for key in ["seq", "type", "data", "surfaceOp", "sourceEventSeqs"] {
+            assert_eq!(t.get(key), o.get(key), "{key} of {o}");
+        }
+    }
+    // And the harness derives the same history from it.
+    let derived: Vec<Value> = backend(&["history", "--root", &root.display().to_string(), "--id", &id]).iter().map(theirs).collect();
+    assert_eq!(derived, derive_messages(&events).iter().map(ours).collect::<Vec<_>>());
+
+    // The harness's own compaction, recorded as its compaction-basic
+    // records it (a manual one between turns), over a real session of
+    // its: our history is the history it derives.
+    let upstream = std::fs::read_to_string(repo_root().join("tests/data/upstream-sessions/multi-turn.session.jsonl")).unwrap();
+    let first = Scratch::new();
+    backend_write(first.path(), &upstream);
+    let header: Value = serde_json::from_str(upstream.lines().next().unwrap()).unwrap();
+    let uid = header["id"].as_str().unwrap();
+    let (full, events) = exported(&scratch, Some(first.path()), uid);
+    let nodes = cordis_session::surface_nodes(&events);
+    // A cut no tool call crosses, keeping the newest entries.
+    let mut open = 0i64;
+    let mut cut = None;
+    for (i, (_, m)) in nodes.iter().enumerate().take(nodes.len() - 1) {
+        match m {
+            Some(Message::Assistant { tool_calls, .. }) => open += tool_calls.len() as i64,
+            Some(Message::Tool { .. }) => open -= 1,
+            _ => {}
+        }
+        if open == 0 && i >= 1 {
+            cut = Some(i);
+        }
+    }
+    let cut = cut.expect("a clean cut");
+    let shadowed: Vec<u64> = nodes[..=cut].iter().map(|(s, _)| *s).collect();
+    let n = events.last().unwrap().seq + 1;
+    let time = events.last().unwrap().time;
+    let cited: Vec<u64> = [n, n + 1].into_iter().chain(shadowed.iter().copied()).collect();
+    let compaction = [
+        json!({"type": "compaction/start", "seq": n, "time": time, "data": {"compactionId": "cmp-1", "turn": null}}),
+        json!({"type": "compaction/summary", "seq": n + 1, "time": time, "data": {"compactionId": "cmp-1", "summary": [{"type": "text", "text": "The user asked for three words, one per turn."}], "shadowedRange": {"start": shadowed[0], "end": shadowed[cut]}, "shadowedSeqs": shadowed, "shadowedTokenCount": 120, "provider": "deepseek", "model": "deepseek-v4-flash", "maxTokens": 8192}}),
+        json!({"type": "user/message", "seq": n + 2, "time": time, "data": {"content": [{"type": "text", "text": "Checkpoint.\n\n<compacted-summary>"}, {"type": "text", "text": "The user asked for three words, one per turn."}, {"type": "text", "text": "</compacted-summary>"}], "source": {"kind": "plugin", "plugin": "compact", "compactionId": "cmp-1"}, "role": "user", "id": "9d1c7c36-3f4e-4c2b-9f57-7f1f3c0e2a11"}, "surfaceOp": {"op": "replace", "start": shadowed[0], "end": shadowed[cut]}, "sourceEventSeqs": cited}),
+        json!({"type": "compaction/end", "seq": n + 3, "time": time, "data": {"compactionId": "cmp-1", "turn": null}}),
+    ];
+    let mut log = full.clone();
+    for line in &compaction {
+        log.push_str(&line.to_string());
+        log.push('\n');
+    }
+    let second = Scratch::new();
+    backend_write(second.path(), &log);
+    let (_, compacted) = exported(&scratch, Some(second.path()), uid);
+    let derived: Vec<Value> = backend(&["history", "--root", &second.path().display().to_string(), "--id", uid]).iter().map(theirs).collect();
+    let ours_history: Vec<Value> = derive_messages(&compacted).iter().map(ours).collect();
+    assert_eq!(ours_history, derived, "the same history from the harness's compacted log");
+    assert!(ours_history.len() < derive_messages(&events).len(), "the compaction shortened it");
+    let (shown, _) = run(&scratch, &["session", "show", "--root", &second.path().display().to_string(), uid]);
+    assert!(!shown.contains("problem:"), "{shown}");
+}
