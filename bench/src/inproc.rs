@@ -429,3 +429,104 @@ impl ServiceCallBed {
         self.host.services.tools.execute(&ToolCall { id: "c", name: "echo", arguments: r#"{"text": "x"}"# }, None)
     }
 }
+
+/// A stored session compacted by hand, again and again from the same log:
+/// the compaction figure. The summarizing model is a stand-in that answers
+/// at once with a fixed summary, so the figure is the host's own cost
+/// (choosing the range, building the summary request, appending the
+/// replacement and the plan), not a provider's.
+pub struct CompactionBed {
+    host: Host,
+    id: String,
+    path: PathBuf,
+    len: u64,
+}
+
+/// The stand-in summarizer of [`CompactionBed`].
+struct FixedSummary;
+
+impl cordis_engine::agent::Model for FixedSummary {
+    fn provider(&self) -> &str {
+        "bench"
+    }
+
+    fn name(&self) -> &str {
+        "fixed-summary"
+    }
+
+    fn next_step(
+        &mut self,
+        _request: &cordis_engine::agent::ModelRequest<'_>,
+        _sink: &mut dyn cordis_engine::agent::StepSink,
+    ) -> Result<cordis_engine::agent::ModelStep, cordis_engine::agent::ModelError> {
+        Ok(cordis_engine::agent::ModelStep {
+            text: "## Goal\n- a long benchmark session\n## Open work\n- the plan's open items".into(),
+            finish: Some("stop".into()),
+            ..Default::default()
+        })
+    }
+}
+
+impl CompactionBed {
+    /// A host with tool-todo and a manual-only compaction entry over the
+    /// store in `dir`, holding the session `id` whose file the caller wrote
+    /// (see [`Resume::path_in`]).
+    ///
+    /// # Errors
+    /// A message when the host does not boot or the file is missing.
+    pub fn new(dir: &Path, library: &Path, id: &str) -> Result<CompactionBed, String> {
+        let composition = format!("{}- id: compaction\n  name: compaction-basic\n  config:\n    auto: false\n", workload::todo_entry(library));
+        let host = boot(dir, &composition, false, Durability::None)?;
+        let path = Resume::path_in(dir, id);
+        let len = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+        if host.compaction.is_none() {
+            return Err("the compaction entry did not load".into());
+        }
+        Ok(CompactionBed { host, id: id.to_string(), path, len })
+    }
+
+    /// Opens the session (not part of the compaction's cost).
+    ///
+    /// # Errors
+    /// A message when the session cannot be opened or has bad lines.
+    pub fn open(&self) -> Result<Arc<Session>, String> {
+        let (session, problems) = self.host.services.sessions.open(&self.id).map_err(|e| e.to_string())?;
+        if let Some(p) = problems.first() {
+            return Err(format!("{}: {p}", self.path.display()));
+        }
+        Ok(session)
+    }
+
+    /// Compacts `session` now; returns the estimated tokens of the next
+    /// request before and after.
+    ///
+    /// # Errors
+    /// A message when nothing was compacted or the compaction failed.
+    pub fn compact(&self, session: &Arc<Session>) -> Result<(u64, u64), String> {
+        let compactor = self.host.compaction.clone().ok_or("no compaction")?;
+        let tools = self.host.services.tools.schemas();
+        let outcome = compactor.compact_now(session, &mut FixedSummary, &tools, &mut cordis_engine::agent::Quiet).map_err(|e| e.to_string())?;
+        outcome.map(|o| o.request_tokens).ok_or_else(|| "nothing to compact".to_string())
+    }
+
+    /// The baseline: the request the next step would send, built without
+    /// compaction (the history derived and encoded with the tool schemas);
+    /// returns its size in bytes.
+    ///
+    /// # Errors
+    /// A message when it cannot be encoded.
+    pub fn request_bytes(&self, session: &Session) -> Result<usize, String> {
+        let messages = session.with_events(cordis_session::derive_messages);
+        let tools: Vec<serde_json::Value> =
+            self.host.services.tools.schemas().iter().map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters})).collect();
+        serde_json::to_string(&json!({"messages": messages, "tools": tools})).map(|s| s.len()).map_err(|e| e.to_string())
+    }
+
+    /// Cuts what a compaction appended, so every run starts from the same log.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn reset(&self) -> std::io::Result<()> {
+        OpenOptions::new().write(true).open(&self.path)?.set_len(self.len)
+    }
+}

@@ -158,6 +158,7 @@ fn run(o: &Options) -> Result<String, String> {
         from_criterion(o, &mut f)?;
     }
     store_sizes(o, &mut f)?;
+    compaction_figure(o, &mut f)?;
     oracle(o, &mut f);
     let load_after = load_average();
     Ok(render(o, &f, &at_start, &load_before, &load_after, started.elapsed().as_secs_f64()))
@@ -390,6 +391,54 @@ fn from_criterion(o: &Options, f: &mut Figures) -> Result<(), String> {
 
 /// Events of the harness-store replay figure.
 const STORE_EVENTS: usize = 100_000;
+
+/// Events of the compaction figure's session.
+const COMPACTION_EVENTS: usize = 100_000;
+
+/// Compaction's cost on a long session: the time to compact it by hand
+/// (range, summary request, replacement, plan; the summarizer a stand-in
+/// that answers at once) against the time to build the next request
+/// without compaction, and the size of that request before and after.
+fn compaction_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
+    progress("compaction of a long session");
+    let n = if o.smoke { 3_001 } else { COMPACTION_EVENTS };
+    let runs = if o.smoke { 2 } else { 7 };
+    let dir = paths::scratch("compaction", true)?;
+    let id = "compact-long";
+    let path = inproc::Resume::path_in(&dir, id);
+    std::fs::create_dir_all(path.parent().unwrap_or(&dir)).map_err(|e| e.to_string())?;
+    workload::write_session_log(&path, id, n).map_err(|e| e.to_string())?;
+    let todo = paths::library("tool-todo")?;
+    let bed = inproc::CompactionBed::new(&dir, &todo, id)?;
+    let (mut compact, mut request) = (Vec::new(), Vec::new());
+    let (mut before, mut after) = (0, 0);
+    let mut tokens = (0, 0);
+    for _ in 0..runs {
+        let session = bed.open()?;
+        let (t, bytes) = timed(|| bed.request_bytes(&session));
+        request.push(t);
+        before = bytes?;
+        let (t, r) = timed(|| bed.compact(&session));
+        compact.push(t);
+        tokens = r?;
+        after = bed.request_bytes(&session)?;
+        drop(session);
+        bed.reset().map_err(|e| e.to_string())?;
+    }
+    let put = |f: &mut Figures, k: &str, v: Option<Summary>| {
+        if let Some(v) = v {
+            f.time.insert(format!("compaction/{k}"), v);
+        }
+    };
+    put(f, "compact", Summary::of(&compact));
+    put(f, "request", Summary::of(&request));
+    put(f, "bytes/before", Some(Summary::single(before as f64)));
+    put(f, "bytes/after", Some(Summary::single(after as f64)));
+    put(f, "tokens/before", Some(Summary::single(tokens.0 as f64)));
+    put(f, "tokens/after", Some(Summary::single(tokens.1 as f64)));
+    put(f, "events", Some(Summary::single(n as f64)));
+    Ok(())
+}
 
 /// Disk bytes per event of one log in the harness store, zstd and plain
 /// (written one frame per turn, as `--durability turn` does), beside our
@@ -881,6 +930,26 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         ours: format!("session → current plan: {} ({})", show(ours, Unit::Seconds), rate(ours.map(|s| s.scaled(1.0 / per)))),
         baseline: format!("`SELECT line ... ORDER BY seq` of the same rows: {}", show(base, Unit::Seconds)),
         ratio: format!("{} of baseline speed", x(ratio_of(base, ours))),
+        target: "state".into(),
+        verdict: "reported".into(),
+    });
+    let value = |k: &str| t(k).map_or_else(|| "—".into(), |s| format!("{:.0}", s.median));
+    rows.push(Row {
+        figure: format!("compaction, a session of {} events", value("compaction/events")),
+        ours: format!(
+            "compact by hand: {}; next request {} B → {} B (~{} → ~{} tokens)",
+            show(t("compaction/compact"), Unit::Seconds),
+            value("compaction/bytes/before"),
+            value("compaction/bytes/after"),
+            value("compaction/tokens/before"),
+            value("compaction/tokens/after")
+        ),
+        baseline: format!("building the next request without compaction: {}", show(t("compaction/request"), Unit::Seconds)),
+        ratio: format!(
+            "{} the time; request {} smaller",
+            x(ratio_of(t("compaction/compact"), t("compaction/request"))),
+            x(ratio_of(t("compaction/bytes/before"), t("compaction/bytes/after")))
+        ),
         target: "state".into(),
         verdict: "reported".into(),
     });

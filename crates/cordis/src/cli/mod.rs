@@ -13,6 +13,8 @@
 //! cordis [OPTIONS] session import PATH [--id ID]
 //! cordis [OPTIONS] session export ID|PATH [-o FILE]
 //! cordis [OPTIONS] session watch (ID | --all) [--resume-within SECS]
+//! cordis [OPTIONS] session compact ID [--script FILE]
+//! cordis [OPTIONS] web [--http ADDR] [--token T] [--allow-host H]... [--allow-origin O]...
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failed entry (`check`, or any command under
