@@ -517,8 +517,14 @@ impl CompactionBed {
     /// A message when it cannot be encoded.
     pub fn request_bytes(&self, session: &Session) -> Result<usize, String> {
         let messages = session.with_events(cordis_session::derive_messages);
-        let tools: Vec<serde_json::Value> =
-            self.host.services.tools.schemas().iter().map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters})).collect();
+        let tools: Vec<serde_json::Value> = self
+            .host
+            .services
+            .tools
+            .schemas()
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.parameters}))
+            .collect();
         serde_json::to_string(&json!({"messages": messages, "tools": tools})).map(|s| s.len()).map_err(|e| e.to_string())
     }
 

@@ -252,7 +252,11 @@ fn a_plan_cleared_by_a_new_turn_is_not_brought_back() {
     let id = write_long_session(&scratch, 6, 100_000, &[]);
     // Turn 2 starts over the threshold: the compaction at its first step
     // finds no plan (turn/start cleared it) and carries none.
-    std::fs::write(scratch.path().join("small.script.yml"), "model: long\ncontextWindow: 1500\nsummaries: [\"earlier: six steps of a long job\"]\nsteps:\n  - text: Nothing left to do.\n").unwrap();
+    std::fs::write(
+        scratch.path().join("small.script.yml"),
+        "model: long\ncontextWindow: 1500\nsummaries: [\"earlier: six steps of a long job\"]\nsteps:\n  - text: Nothing left to do.\n",
+    )
+    .unwrap();
     run(&scratch, &["run", "--session", &id, "--script", "small.script.yml", "anything else?"]);
     let (_, events) = exported(&scratch, None, &id);
     let turn2 = events.iter().position(|e| e.kind == "turn/start" && data(e)["turn"] == 2).unwrap();
@@ -267,8 +271,11 @@ fn compaction_by_hand_from_the_command_line() {
     let scratch = Scratch::new();
     scratch.composition(&composition("", ""));
     let id = write_long_session(&scratch, 4, 100_000, &[]);
-    std::fs::write(scratch.path().join("summary.script.yml"), format!("summaries: [{}]\nsteps:\n  - text: unused\n", serde_json::to_string(SUMMARY).unwrap()))
-        .unwrap();
+    std::fs::write(
+        scratch.path().join("summary.script.yml"),
+        format!("summaries: [{}]\nsteps:\n  - text: unused\n", serde_json::to_string(SUMMARY).unwrap()),
+    )
+    .unwrap();
     let (stdout, _) = run(&scratch, &["session", "compact", &id, "--script", "summary.script.yml"]);
     assert!(stdout.contains("compacted") && stdout.contains("carried over: tool-todo"), "{stdout}");
     let (_, events) = exported(&scratch, None, &id);
@@ -316,7 +323,8 @@ fn ours(m: &Message) -> Value {
 /// The same view of a message the harness derived.
 fn theirs(m: &Value) -> Value {
     let blocks = m["content"].as_array().cloned().unwrap_or_default();
-    let texts = |kind: &str, blocks: &[Value]| blocks.iter().filter(|b| b["type"] == kind).filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n");
+    let texts =
+        |kind: &str, blocks: &[Value]| blocks.iter().filter(|b| b["type"] == kind).filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n");
     if let Some(result) = blocks.iter().find(|b| b["type"] == "tool-result") {
         let inner = result["content"].as_array().cloned().unwrap_or_default();
         return json!(["tool", result["toolCallId"], texts("text", &inner)]);

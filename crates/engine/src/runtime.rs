@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::context::Services;
 use crate::compaction::Compactor;
+use crate::context::Services;
 use crate::loader::persistence::{self, Persistence};
 use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
 use cordis_session::store::UnusableStore;

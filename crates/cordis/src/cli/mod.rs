@@ -494,7 +494,9 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
 /// [`cordis_engine::compaction`]) and says what it did.
 fn compact(host: &Host, id: &str, script: Option<&Path>) -> Result<ExitCode, CliError> {
     let Some(compactor) = host.compaction.clone() else {
-        return Err("the composition has no compaction entry; add one (`- name: compaction-basic`), see docs/guide/sessions.md#compaction".to_string().into());
+        return Err("the composition has no compaction entry; add one (`- name: compaction-basic`), see docs/guide/sessions.md#compaction"
+            .to_string()
+            .into());
     };
     let mut model: Box<dyn Model> = match script {
         Some(path) => Box::new(ScriptedModel::from_file(path).map_err(|e| e.to_string())?),
@@ -1069,11 +1071,10 @@ fn run_turn(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: 
     }
     let mut observer = Printer::new(&mut out, &host);
     let tools = host.services.tools.clone();
-    let mut agent =
-        Agent::new(session.clone(), tools, model.as_mut())
-            .with_turn_hooks(host.services.turn_hooks.clone())
-            .with_interrupt(interrupt.clone())
-            .with_compaction(host.compaction.clone());
+    let mut agent = Agent::new(session.clone(), tools, model.as_mut())
+        .with_turn_hooks(host.services.turn_hooks.clone())
+        .with_interrupt(interrupt.clone())
+        .with_compaction(host.compaction.clone());
     let result = {
         let _armed = interrupt.arm();
         agent.run_turn(&prompt, &mut observer)

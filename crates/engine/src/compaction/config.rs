@@ -133,8 +133,7 @@ impl CompactionConfig {
         };
         let (mut top, _) = policy(false);
         let (entry, required) = policy(true);
-        top["modelPolicies"] =
-            json!({"type": "array", "default": [], "items": {"type": "object", "additionalProperties": false, "properties": entry, "required": required}});
+        top["modelPolicies"] = json!({"type": "array", "default": [], "items": {"type": "object", "additionalProperties": false, "properties": entry, "required": required}});
         top["auto"] = json!({"type": "boolean", "default": true});
         json!({"type": "object", "additionalProperties": false, "properties": top})
     }

@@ -398,7 +398,13 @@ fn append(session: &Arc<Session>, obs: &mut dyn TurnObserver, kind: &str, data: 
 /// Asks the model for a summary of `messages` (the region and the request
 /// for it): the text, the provider's usage, and the framed message's
 /// estimated tokens.
-fn summarize(model: &mut dyn Model, messages: &[Message], tools: &[ToolSchema], max_tokens: u32, replaced: u64) -> Result<(String, Option<Value>, u64), String> {
+fn summarize(
+    model: &mut dyn Model,
+    messages: &[Message],
+    tools: &[ToolSchema],
+    max_tokens: u32,
+    replaced: u64,
+) -> Result<(String, Option<Value>, u64), String> {
     let request = ModelRequest { messages, tools, purpose: Purpose::Compaction, max_tokens: Some(max_tokens) };
     let answer = model.next_step(&request, &mut NoSink).map_err(|e| e.to_string())?;
     if answer.finish.as_deref() == Some("length") {
@@ -500,7 +506,9 @@ pub fn message_tokens(message: &Message) -> u64 {
     let chars = match message {
         Message::User { text } => text.chars().count(),
         Message::Assistant { text, tool_calls, reasoning } => {
-            text.chars().count() + reasoning.chars().count() + tool_calls.iter().map(|c| c.name.len() + c.arguments.chars().count() + c.id.len()).sum::<usize>()
+            text.chars().count()
+                + reasoning.chars().count()
+                + tool_calls.iter().map(|c| c.name.len() + c.arguments.chars().count() + c.id.len()).sum::<usize>()
         }
         Message::Tool { text, call_id, .. } => text.chars().count() + call_id.len(),
     };
