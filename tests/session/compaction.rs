@@ -433,3 +433,68 @@ fn the_harness_reads_our_compactions_and_we_read_its_own() {
     let (shown, _) = run(&scratch, &["session", "show", "--root", &second.path().display().to_string(), uid]);
     assert!(!shown.contains("problem:"), "{shown}");
 }
+
+#[test]
+fn compaction_by_hand_in_the_dev_console() {
+    use std::io::{BufRead, BufReader, Write};
+    let summary = "## Goal\n- three writes of a plan";
+    let server = SseServer::start(vec![Reply::Stream {
+        events: vec![
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": summary}, "finish_reason": null}]}).to_string(),
+            json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).to_string(),
+        ],
+        end: End::Done,
+    }]);
+    let scratch = Scratch::new();
+    let model = format!(
+        "- id: model\n  name: llm-openai\n  config:\n    baseUrl: {}\n    model: deepseek-v4-flash\n    apiKeyEnv: CORDIS_TEST_KEY\n",
+        server.base_url
+    );
+    scratch.composition(&composition("", &model));
+    let mut child = std::process::Command::new(cordis_tests::cordis_exe())
+        .arg("dev")
+        .current_dir(scratch.path())
+        .env("CORDIS_PLUGIN_PATH", cordis_tests::plugin_dir())
+        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+        .env("CORDIS_TEST_KEY", "sk-test")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let id = ready["session"].as_str().unwrap().to_string();
+    let mut ask = |command: &str| -> Value {
+        writeln!(stdin, "{command}").unwrap();
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
+    };
+    for i in 0..3 {
+        let call = format!(
+            r#"call todo_write {{"todos": [{{"content": "write {i}", "status": "in_progress"}}, {{"content": "after {i}", "status": "pending"}}]}}"#
+        );
+        assert_eq!(ask(&call)["isError"], false);
+    }
+    let answer = ask("compact");
+    assert_eq!(answer["compacted"]["carried"], json!(["tool-todo"]), "{answer}");
+    assert_eq!(answer["compacted"]["replaced"], 4, "two calls and their results; the newest pair is kept: {answer}");
+    // The summary request ends with the request for a checkpoint, after the
+    // replayed history.
+    let request = &server.requests()[0].body;
+    let messages = request["messages"].as_array().unwrap();
+    assert!(messages.last().unwrap()["content"].as_str().unwrap().contains("checkpoint"), "{request}");
+    assert!(messages.iter().any(|m| m["tool_call_id"] == "dev_1_1"), "the replaced history is replayed: {request}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let (_, events) = exported(&scratch, None, &id);
+    let plans = carried_plans(&events);
+    assert_eq!(plans.len(), 1);
+    assert!(data(plans[0])["content"][0]["text"].as_str().unwrap().contains(r#"{"content":"write 2","status":"in_progress"}"#));
+    let history = derive_messages(&events);
+    assert!(matches!(&history[0], Message::User { text } if text.contains(summary)), "{history:?}");
+}
