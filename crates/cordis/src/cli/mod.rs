@@ -181,6 +181,27 @@ pub enum Command {
         #[arg(long, value_name = "MS", default_value_t = SETTLE_MS, value_parser = clap::value_parser!(u64).range(0..=60_000), requires = "watch")]
         settle_ms: u64,
     },
+    /// Serve the store's sessions and their plans, live, to a browser at
+    /// http://ADDR/ (read-only; 127.0.0.1:8790 by default).
+    Web {
+        /// Listen on ADDR (`127.0.0.1:8790`, or a port alone, bound on
+        /// 127.0.0.1; port 0 picks one).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8790")]
+        http: String,
+        /// Require this token on every request (required to bind an
+        /// address other than loopback); open a page once with
+        /// `?token=TOKEN` and the browser keeps it.
+        #[arg(long, value_name = "TOKEN", env = "CORDIS_WEB_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// A name accepted in the `Host` header besides loopback and the
+        /// bound address (repeatable; needed when binding 0.0.0.0).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// A browser origin allowed besides the server's own, as
+        /// scheme://host:port (repeatable).
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allow_origins: Vec<String>,
+    },
     /// Inspect stored sessions.
     Session {
         /// Use the TypeScript harness's session store at DIR
@@ -479,6 +500,17 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Session { command: SessionCommand::Watch { session, all: _, resume_within }, .. } => {
             let host = boot_for_sessions(&cli)?;
             watch(&host, session.as_deref(), Duration::from_secs(*resume_within))
+        }
+        Command::Web { http, token, allow_hosts, allow_origins } => {
+            let addr = cordis_web::parse_addr(http).map_err(|e| e.to_string())?;
+            let options =
+                cordis_web::WebOptions { addr, token: token.clone(), allowed_hosts: allow_hosts.clone(), allowed_origins: allow_origins.clone() };
+            cordis_web::check(&options).map_err(|e| e.to_string())?;
+            let host = boot_for_sessions(&cli)?;
+            let place = host.services.sessions.store().map_or_else(|| host.state_dir.display().to_string(), |s| s.location());
+            cordis_web::run(&host.services, options, |addr| eprintln!("cordis web: serving the sessions of {place} at http://{addr}/"))
+                .map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Session { command: SessionCommand::Show { session }, .. } => {
             let host = boot_for_sessions(&cli)?;

@@ -1,0 +1,111 @@
+// cordis web: disclosures, local times and live updates. No build step, no
+// dependency; the pages work without it, only less.
+(function () {
+  'use strict';
+
+  // Disclosures: a button with aria-expanded shows and hides the element
+  // its aria-controls names (the plan strip, a tool row, reasoning).
+  document.addEventListener('click', function (e) {
+    var button = e.target.closest && e.target.closest('button[aria-controls]');
+    if (!button) return;
+    var panel = document.getElementById(button.getAttribute('aria-controls'));
+    if (!panel) return;
+    var open = button.getAttribute('aria-expanded') !== 'true';
+    button.setAttribute('aria-expanded', open ? 'true' : 'false');
+    panel.hidden = !open;
+  });
+
+  var lang = document.documentElement.lang || 'en';
+  function localTimes(root) {
+    var times = root.querySelectorAll('time[datetime]');
+    for (var i = 0; i < times.length; i++) {
+      var d = new Date(times[i].getAttribute('datetime'));
+      if (!isNaN(d.getTime())) {
+        times[i].title = times[i].textContent;
+        times[i].textContent = d.toLocaleString(lang);
+      }
+    }
+  }
+  localTimes(document);
+
+  function parse(html) {
+    var t = document.createElement('template');
+    t.innerHTML = html;
+    return t.content.firstElementChild;
+  }
+
+  // Replaces `old` by `next`, keeping open what the reader opened.
+  function replace(old, next) {
+    var opened = old.querySelectorAll('button[aria-expanded="true"]');
+    for (var i = 0; i < opened.length; i++) {
+      var b = next.querySelector('button[aria-controls="' + opened[i].getAttribute('aria-controls') + '"]');
+      var p = b && next.querySelector('#' + CSS.escape(b.getAttribute('aria-controls')));
+      if (b && p) { b.setAttribute('aria-expanded', 'true'); p.hidden = false; }
+    }
+    var focused = old.contains(document.activeElement) && document.activeElement.getAttribute('aria-controls');
+    old.replaceWith(next);
+    if (focused) {
+      var again = next.querySelector('button[aria-controls="' + focused + '"]');
+      if (again) again.focus();
+    }
+    localTimes(next);
+  }
+
+  function upsert(container, id, html) {
+    var next = parse(html);
+    if (!next) return;
+    var old = document.getElementById(id);
+    if (old) { replace(old, next); return; }
+    container.appendChild(next);
+    localTimes(next);
+  }
+
+  var main = document.getElementById('main');
+  var url = main && main.getAttribute('data-live');
+  if (!url || !window.EventSource) return;
+  var status = document.getElementById('live-status');
+  function live(on) {
+    if (!status) return;
+    status.textContent = main.getAttribute(on ? 'data-live-on' : 'data-live-off');
+    status.className = on ? 'live-status' : 'live-status off';
+  }
+  var source = new EventSource(url);
+  source.onopen = function () { live(true); };
+  source.onerror = function () { live(false); };
+
+  // A session page: items that changed, then the header, plans and pager.
+  source.addEventListener('update', function (e) {
+    var d = JSON.parse(e.data);
+    var items = document.getElementById('items');
+    for (var i = 0; i < d.items.length; i++) upsert(items, d.items[i].id, d.items[i].html);
+    ['head', 'plans', 'pager'].forEach(function (k) {
+      var old = document.getElementById(k);
+      var next = d[k] && parse(d[k]);
+      if (old && next) replace(old, next);
+    });
+    main.setAttribute('data-last', String(d.last));
+  });
+
+  // The list: changed rows move to the top (the most recently updated).
+  source.addEventListener('rows', function (e) {
+    var d = JSON.parse(e.data);
+    var rows = document.getElementById('rows');
+    if (!rows) return;
+    for (var i = 0; i < d.rows.length; i++) {
+      var r = d.rows[i];
+      var old = document.getElementById(r.id);
+      if (r.removed) { if (old) old.remove(); continue; }
+      if (old) old.remove();
+      var next = parse(r.html);
+      if (!next) continue;
+      var at = null;
+      for (var c = rows.firstElementChild; c; c = c.nextElementSibling) {
+        if (Number(c.getAttribute('data-updated')) <= r.updated) { at = c; break; }
+      }
+      rows.insertBefore(next, at);
+      localTimes(next);
+    }
+    var empty = document.getElementById('empty');
+    if (empty && rows.children.length) empty.remove();
+  });
+})();

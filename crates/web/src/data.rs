@@ -1,0 +1,221 @@
+//! What the pages show, read through the host: a session's summary for the
+//! list, and a window of a session (one page of its events) with the
+//! projection states folded up to the window's last event.
+//!
+//! Everything is read with the `sessions` service's `view` (the store's
+//! `read`, replayed as `cordis session show` replays it: owners' validators,
+//! structure rules), so a page shows what the host derives, and never locks
+//! or changes a session.
+
+use std::sync::Arc;
+
+use cordis_engine::context::Services;
+use cordis_engine::tools::ToolRegistry;
+use cordis_session::log::Backing;
+use cordis_session::projection::Projections;
+use cordis_session::store::ReadLog;
+use cordis_session::{EventTypes, LineProblem, Session, Sessions, StoreError};
+use serde_json::Value;
+
+use crate::items::{items, Item};
+use crate::plan::{plan_of, Counts};
+
+/// The events one page shows at most.
+pub const PAGE_EVENTS: usize = 400;
+
+/// The characters of a session's first prompt kept as its title.
+const TITLE_CHARS: usize = 200;
+
+/// The host's services the pages read.
+#[derive(Clone)]
+pub struct Source {
+    /// `sessions`: the store.
+    pub sessions: Arc<Sessions>,
+    /// Owned event types (replay checks them).
+    pub types: Arc<EventTypes>,
+    /// Projections (plans).
+    pub projections: Arc<Projections>,
+    /// Tools, for how a call presents itself.
+    pub tools: Arc<ToolRegistry>,
+}
+
+impl Source {
+    /// The services of a booted host.
+    pub fn of(services: &Services) -> Source {
+        Source {
+            sessions: services.sessions.clone(),
+            types: services.events.clone(),
+            projections: services.projections.clone(),
+            tools: services.tools.clone(),
+        }
+    }
+
+    /// Reads session `id` (see the [module](self)).
+    ///
+    /// # Errors
+    /// The store's: [`StoreError::NotFound`], [`StoreError::BadId`], I/O.
+    pub fn read(&self, id: &str) -> Result<(Session, Vec<LineProblem>), StoreError> {
+        // The store's own read, never `view`, which would also open a path
+        // on disk: a page names stored sessions only.
+        let Some(store) = self.sessions.store() else {
+            return Err(StoreError::NotFound { id: id.to_string(), dir: "memory".into() });
+        };
+        store.check_id(id)?;
+        let mut log = store.read(id)?;
+        if let Some((line, _)) = log.torn.take() {
+            log.problems.push(LineProblem::skipped(line, "torn last line (the writer stopped mid-line)"));
+        }
+        Ok(Session::replay(log, Backing::ReadOnly, self.types.clone(), self.projections.clone()))
+    }
+}
+
+/// Where a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// No events yet.
+    Empty,
+    /// A turn is open (being written, or left open by a writer that
+    /// stopped).
+    Running,
+    /// The last turn completed.
+    Completed,
+    /// The last turn was interrupted.
+    Interrupted,
+    /// The last turn failed (or ended for another reason).
+    Failed,
+}
+
+/// One session in the list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// The id.
+    pub id: String,
+    /// The last `session/title` event's title, else the first prompt (one
+    /// line, at most 200 characters); empty when there is neither.
+    pub title: String,
+    /// The last event's time, else the creation time (ms since the epoch).
+    pub updated: i64,
+    /// Where it stands.
+    pub status: Status,
+    /// Events in the log.
+    pub events: usize,
+    /// The counts of each plan projection that holds a plan now.
+    pub plans: Vec<Counts>,
+    /// Lines the replay reported (unreadable, or breaking a rule).
+    pub problems: usize,
+}
+
+/// The status of `session`.
+pub fn status(session: &Session) -> Status {
+    if session.open_turn().is_some() {
+        return Status::Running;
+    }
+    session.with_events(|events| {
+        let Some(end) = events.iter().rev().find(|e| e.kind == "turn/end") else {
+            return if events.is_empty() { Status::Empty } else { Status::Completed };
+        };
+        let data: Value = serde_json::from_str(end.data.get()).unwrap_or(Value::Null);
+        match data["reason"]["kind"].as_str() {
+            Some("completed") | None => Status::Completed,
+            Some("interrupted") => Status::Interrupted,
+            Some(_) => Status::Failed,
+        }
+    })
+}
+
+/// The summary of `session` read with `problems`.
+pub fn summarize(session: &Session, problems: &[LineProblem]) -> Summary {
+    let (title, updated, events) = session.with_events(|events| {
+        let titled = events
+            .iter()
+            .rev()
+            .filter(|e| e.kind == "session/title")
+            .find_map(|e| serde_json::from_str::<Value>(e.data.get()).ok()?.get("title")?.as_str().map(str::to_string));
+        let title = titled.or_else(|| {
+            events.iter().find(|e| e.kind == "user/message").and_then(|e| match cordis_session::event_message(e) {
+                Some(cordis_session::Message::User { text }) => Some(text),
+                _ => None,
+            })
+        });
+        let title = crate::html::one_line(&title.unwrap_or_default());
+        let title = crate::html::cut(&title, TITLE_CHARS).0.to_string();
+        (title, events.last().map(|e| e.time), events.len())
+    });
+    let created = i64::try_from(session.header().created_at).unwrap_or(i64::MAX);
+    let plans = session.states().iter().filter_map(|(_, state)| plan_of(&serde_json::from_str(state).ok()?)).map(|p| Counts::of(&p)).collect();
+    Summary {
+        id: session.id().to_string(),
+        title,
+        updated: updated.unwrap_or(created),
+        status: status(session),
+        events,
+        plans,
+        problems: problems.len(),
+    }
+}
+
+/// One plan strip: the projection's key and its plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Strip {
+    /// The projection's key (`todos`).
+    pub key: String,
+    /// The plan.
+    pub plan: Vec<crate::plan::Item>,
+}
+
+/// One page of a session.
+#[derive(Debug, Clone)]
+pub struct Window {
+    /// The session's summary.
+    pub summary: Summary,
+    /// Index of the first event shown.
+    pub start: usize,
+    /// One past the last event shown.
+    pub end: usize,
+    /// The seq of the last event shown (`None` for an empty window).
+    pub last_seq: Option<u64>,
+    /// The conversation of events `start..end`.
+    pub items: Vec<Item>,
+    /// The plan projections, folded over events `0..end`.
+    pub strips: Vec<Strip>,
+}
+
+impl Window {
+    /// Whether this is the session's last page (the one that updates live).
+    pub fn is_tail(&self) -> bool {
+        self.end == self.summary.events
+    }
+}
+
+/// The page of `session` ending before event index `before` (the last page
+/// when `None`; clamped to the log), [`PAGE_EVENTS`] long, its items built
+/// from `from` instead of the page's own start when given (a live page
+/// keeps the start it was first shown with).
+pub fn window(source: &Source, session: &Session, problems: &[LineProblem], before: Option<usize>, from: Option<usize>) -> Window {
+    let summary = summarize(session, problems);
+    let total = summary.events;
+    let end = before.map_or(total, |b| b.min(total));
+    let start = from.map_or(end.saturating_sub(PAGE_EVENTS), |f| f.min(end));
+    let (built, last_seq) = session.with_events(|events| (items(&events[start..end]), events[..end].last().map(|e| e.seq)));
+    let states = if end == total {
+        session.states()
+    } else {
+        // The plan at the page's last event: a replay of the log up to it,
+        // folded by the host's projections.
+        let (header, events) = (session.header(), session.with_events(|e| e[..end].to_vec()));
+        let lines = (2..events.len() + 2).collect();
+        let log = ReadLog { header, events, lines, problems: Vec::new(), torn: None, unterminated: None };
+        let (prefix, _) = Session::replay(log, Backing::ReadOnly, source.types.clone(), source.projections.clone());
+        prefix.states()
+    };
+    let strips = states
+        .into_iter()
+        .filter_map(|(p, state)| {
+            // No strip when the projection holds no plan at this point (a
+            // new turn clears `todos`), or is not a plan.
+            let value: Value = serde_json::from_str(&state).ok()?;
+            plan_of(&value).map(|plan| Strip { key: p.key.clone(), plan })
+        })
+        .collect();
+    Window { summary, start, end, last_seq, items: built, strips }
+}

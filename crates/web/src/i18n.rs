@@ -1,0 +1,300 @@
+//! The two languages of the pages, English and Chinese (zh-CN): which one a
+//! request gets, every label, and counts with their plural forms.
+//!
+//! The language is, in order: a `lang` query parameter (the page's switch
+//! links set it, and the answer remembers it in a cookie), the `cordis_lang`
+//! cookie, the browser's `Accept-Language` (its first tag of either
+//! language, by quality), English.
+
+/// A language of the pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    /// English (`en`).
+    En,
+    /// Simplified Chinese (`zh-CN`).
+    ZhCn,
+}
+
+/// The name of the cookie that remembers the language switch.
+pub const COOKIE: &str = "cordis_lang";
+
+impl Lang {
+    /// The BCP 47 tag: `en`, `zh-CN`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::ZhCn => "zh-CN",
+        }
+    }
+
+    /// The language a tag names (`en`, `en-GB`, `zh`, `zh-CN`, `zh-Hans`, any
+    /// case); `None` for any other.
+    pub fn from_tag(tag: &str) -> Option<Lang> {
+        let tag = tag.trim().to_ascii_lowercase();
+        let primary = tag.split(['-', '_']).next().unwrap_or_default();
+        match primary {
+            "en" => Some(Lang::En),
+            "zh" => Some(Lang::ZhCn),
+            _ => None,
+        }
+    }
+
+    /// The language an `Accept-Language` header prefers among the two:
+    /// the supported tag with the highest quality (the first one on a tie);
+    /// `None` when it names neither.
+    pub fn from_accept_language(header: &str) -> Option<Lang> {
+        let mut best: Option<(Lang, u32)> = None;
+        for part in header.split(',') {
+            let mut fields = part.split(';');
+            let Some(lang) = fields.next().and_then(Lang::from_tag) else { continue };
+            let q = fields
+                .filter_map(|f| f.trim().strip_prefix("q="))
+                .filter_map(|q| q.trim().parse::<f32>().ok())
+                .next()
+                .map_or(1000, |q| (q.clamp(0.0, 1.0) * 1000.0) as u32);
+            if q > 0 && best.is_none_or(|(_, b)| q > b) {
+                best = Some((lang, q));
+            }
+        }
+        best.map(|(lang, _)| lang)
+    }
+
+    /// The name of the language in itself, for the switch.
+    pub fn own_name(self) -> &'static str {
+        match self {
+            Lang::En => "English",
+            Lang::ZhCn => "中文",
+        }
+    }
+
+    /// The other language.
+    pub fn other(self) -> Lang {
+        match self {
+            Lang::En => Lang::ZhCn,
+            Lang::ZhCn => Lang::En,
+        }
+    }
+
+    /// A fixed label.
+    pub fn t(self, key: Text) -> &'static str {
+        use Text::*;
+        match (self, key) {
+            (Lang::En, Sessions) => "Sessions",
+            (Lang::ZhCn, Sessions) => "会话",
+            (Lang::En, Session) => "Session",
+            (Lang::ZhCn, Session) => "会话",
+            (Lang::En, Title) => "Title",
+            (Lang::ZhCn, Title) => "标题",
+            (Lang::En, Updated) => "Updated",
+            (Lang::ZhCn, Updated) => "更新时间",
+            (Lang::En, Status) => "Status",
+            (Lang::ZhCn, Status) => "状态",
+            (Lang::En, Plan) => "Plan",
+            (Lang::ZhCn, Plan) => "计划",
+            (Lang::En, NoSessions) => "No sessions in this store yet.",
+            (Lang::ZhCn, NoSessions) => "此存储中还没有会话。",
+            (Lang::En, Untitled) => "(no prompt yet)",
+            (Lang::ZhCn, Untitled) => "（尚无提示）",
+            (Lang::En, NoPlan) => "no plan",
+            (Lang::ZhCn, NoPlan) => "无计划",
+            (Lang::En, NoTodos) => "no todos",
+            (Lang::ZhCn, NoTodos) => "无待办",
+            (Lang::En, You) => "You",
+            (Lang::ZhCn, You) => "用户",
+            (Lang::En, Assistant) => "Assistant",
+            (Lang::ZhCn, Assistant) => "助手",
+            (Lang::En, Reminder) => "Reminder",
+            (Lang::ZhCn, Reminder) => "提醒",
+            (Lang::En, Reasoning) => "Reasoning",
+            (Lang::ZhCn, Reasoning) => "推理过程",
+            (Lang::En, Arguments) => "Arguments",
+            (Lang::ZhCn, Arguments) => "参数",
+            (Lang::En, Result) => "Result",
+            (Lang::ZhCn, Result) => "结果",
+            (Lang::En, NoResultYet) => "no result yet",
+            (Lang::ZhCn, NoResultYet) => "尚无结果",
+            (Lang::En, Earlier) => "Earlier events",
+            (Lang::ZhCn, Earlier) => "更早的事件",
+            (Lang::En, Later) => "Later events",
+            (Lang::ZhCn, Later) => "更晚的事件",
+            (Lang::En, Latest) => "Latest events (live)",
+            (Lang::ZhCn, Latest) => "最新事件（实时）",
+            (Lang::En, AllSessions) => "All sessions",
+            (Lang::ZhCn, AllSessions) => "全部会话",
+            (Lang::En, Language) => "Language",
+            (Lang::ZhCn, Language) => "语言",
+            (Lang::En, Streaming) => "writing…",
+            (Lang::ZhCn, Streaming) => "正在输出…",
+            (Lang::En, ShowAll) => "the whole text",
+            (Lang::ZhCn, ShowAll) => "查看全文",
+            (Lang::En, Completed) => "completed",
+            (Lang::ZhCn, Completed) => "已完成",
+            (Lang::En, InProgress) => "in progress",
+            (Lang::ZhCn, InProgress) => "进行中",
+            (Lang::En, Pending) => "pending",
+            (Lang::ZhCn, Pending) => "待处理",
+            (Lang::En, Succeeded) => "succeeded",
+            (Lang::ZhCn, Succeeded) => "成功",
+            (Lang::En, Failed) => "failed",
+            (Lang::ZhCn, Failed) => "失败",
+            (Lang::En, Running) => "running",
+            (Lang::ZhCn, Running) => "运行中",
+            (Lang::En, Interrupted) => "interrupted",
+            (Lang::ZhCn, Interrupted) => "已中断",
+            (Lang::En, Empty) => "empty",
+            (Lang::ZhCn, Empty) => "空",
+            (Lang::En, Live) => "Live: updates as events are appended",
+            (Lang::ZhCn, Live) => "实时：追加事件时自动更新",
+            (Lang::En, Offline) => "Not live: reconnecting…",
+            (Lang::ZhCn, Offline) => "未连接：正在重连…",
+            (Lang::En, NotFound) => "Not found",
+            (Lang::ZhCn, NotFound) => "未找到",
+            (Lang::En, Problems) => "lines of this log could not be read or break its rules",
+            (Lang::ZhCn, Problems) => "行日志无法读取或违反其规则",
+        }
+    }
+
+    /// `n` of something with its plural form: English `1 event`, `2 events`;
+    /// Chinese has one form, with its measure word (`2 个事件`).
+    pub fn count(self, n: usize, noun: Noun) -> String {
+        match self {
+            Lang::En => {
+                let (one, other) = match noun {
+                    Noun::Event => ("event", "events"),
+                    Noun::Session => ("session", "sessions"),
+                    Noun::Line => ("line", "lines"),
+                    Noun::Character => ("character", "characters"),
+                };
+                format!("{n} {}", if n == 1 { one } else { other })
+            }
+            Lang::ZhCn => {
+                let word = match noun {
+                    Noun::Event => "个事件",
+                    Noun::Session => "个会话",
+                    Noun::Line => "行",
+                    Noun::Character => "个字符",
+                };
+                format!("{n} {word}")
+            }
+        }
+    }
+
+    /// The accessible name of a row's `+N` suffix: `and 1 more in
+    /// progress`, `and 2 more in progress`; `另有 2 项进行中`.
+    pub fn more_in_progress(self, n: usize) -> String {
+        match self {
+            Lang::En => format!("and {n} more in progress"),
+            Lang::ZhCn => format!("另有 {n} 项进行中"),
+        }
+    }
+
+    /// A row's done/total clause: `1/4 completed`, `1/4 已完成`.
+    pub fn done_of(self, done: usize, total: usize) -> String {
+        format!("{done}/{total} {}", self.t(Text::Completed))
+    }
+
+    /// `Turn 3`, `第 3 轮`.
+    pub fn turn(self, n: u64) -> String {
+        match self {
+            Lang::En => format!("Turn {n}"),
+            Lang::ZhCn => format!("第 {n} 轮"),
+        }
+    }
+
+    /// Events `from`–`to` of `total` (1-based, inclusive), for a page.
+    pub fn window(self, from: usize, to: usize, total: usize) -> String {
+        match self {
+            Lang::En => format!("events {from}–{to} of {}", self.count(total, Noun::Event)),
+            Lang::ZhCn => format!("第 {from}–{to} 个事件，共 {total} 个"),
+        }
+    }
+
+    /// `shown: the first 100 000 of 1 048 576 characters`.
+    pub fn cut_note(self, shown: usize, total: usize) -> String {
+        match self {
+            Lang::En => format!("showing the first {shown} of {}", self.count(total, Noun::Character)),
+            Lang::ZhCn => format!("仅显示前 {shown} 个字符，共 {total} 个"),
+        }
+    }
+}
+
+/// A fixed label (see [`Lang::t`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Text {
+    Sessions,
+    Session,
+    Title,
+    Updated,
+    Status,
+    Plan,
+    NoSessions,
+    Untitled,
+    NoPlan,
+    NoTodos,
+    You,
+    Assistant,
+    Reminder,
+    Reasoning,
+    Arguments,
+    Result,
+    NoResultYet,
+    Earlier,
+    Later,
+    Latest,
+    AllSessions,
+    Language,
+    Streaming,
+    ShowAll,
+    Completed,
+    InProgress,
+    Pending,
+    Succeeded,
+    Failed,
+    Running,
+    Interrupted,
+    Empty,
+    Live,
+    Offline,
+    NotFound,
+    Problems,
+}
+
+/// A counted noun (see [`Lang::count`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Noun {
+    /// A session event.
+    Event,
+    /// A session.
+    Session,
+    /// A line of a log.
+    Line,
+    /// A character of text.
+    Character,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_language_picks_by_quality() {
+        assert_eq!(Lang::from_accept_language("zh-CN,zh;q=0.9,en;q=0.8"), Some(Lang::ZhCn));
+        assert_eq!(Lang::from_accept_language("fr-FR, en-GB;q=0.5, zh;q=0.4"), Some(Lang::En));
+        assert_eq!(Lang::from_accept_language("de;q=1, zh-Hans;q=0.7, en;q=0.9"), Some(Lang::En));
+        assert_eq!(Lang::from_accept_language("en;q=0, zh"), Some(Lang::ZhCn));
+        assert_eq!(Lang::from_accept_language("fr, de"), None);
+        assert_eq!(Lang::from_accept_language(""), None);
+    }
+
+    #[test]
+    fn plurals() {
+        assert_eq!(Lang::En.count(1, Noun::Event), "1 event");
+        assert_eq!(Lang::En.count(0, Noun::Event), "0 events");
+        assert_eq!(Lang::En.count(2, Noun::Session), "2 sessions");
+        assert_eq!(Lang::ZhCn.count(1, Noun::Event), "1 个事件");
+        assert_eq!(Lang::ZhCn.count(2, Noun::Event), "2 个事件");
+        assert_eq!(Lang::En.more_in_progress(2), "and 2 more in progress");
+        assert_eq!(Lang::ZhCn.more_in_progress(2), "另有 2 项进行中");
+    }
+}

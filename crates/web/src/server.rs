@@ -1,0 +1,803 @@
+//! The HTTP server: security checks, routes, and the live streams.
+//!
+//! Every request passes, in order:
+//! 1. **Host**: the `Host` header must name loopback (`localhost`,
+//!    `127.0.0.1`, `::1`), the bound address, or a name given with
+//!    `--allow-host`, else 403 (a DNS-rebinding page cannot reach the
+//!    server under its own name);
+//! 2. **Origin**: a request that carries `Origin` must come from the
+//!    server's own origin (`http://NAME:PORT` for the names above) or one
+//!    given with `--allow-origin`, else 403;
+//! 3. **token** (with `--token`): `Authorization: Bearer TOKEN`, or the
+//!    `cordis_web_token` cookie, else 401. Opening any page with
+//!    `?token=TOKEN` once sets the cookie (`HttpOnly`, `SameSite=Strict`) and
+//!    redirects to the same page without the token;
+//! 4. **method**: `GET` and `HEAD` only, else 405: the server is read-only.
+//!
+//! Routes: `/` the session list, `/live` its stream; `/s/ID` a session
+//! (`?before=N` an earlier page), `/s/ID/live` its stream, `/s/ID/text/SEQ`
+//! the whole text of one event's message as `text/plain`; `/assets/app.css`
+//! and `/assets/app.js`, compiled into the binary. Anything else is 404.
+//!
+//! Streams are Server-Sent Events. A session stream follows the store
+//! ([`cordis_session::SessionStore::follow`]: the file's size and time, or
+//! PostgreSQL's notifications) on a thread of its own and sends, after each
+//! change, the items that changed since the last event the page has (by
+//! seq), the header and the plan strips (event `update`). The list stream
+//! follows every session ([`cordis_session::follow_every_session`]) once for
+//! all pages and sends the changed rows (event `rows`).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+use cordis_session::{Store, StoreError};
+use cordis_sync::LockExt;
+
+use crate::data::{self, Source, Summary};
+use crate::html::{self, decode_segment, dom_id};
+use crate::i18n::{self, Lang, Text};
+use crate::render;
+use crate::WebError;
+
+/// The stylesheet, compiled in.
+const APP_CSS: &str = include_str!("../assets/app.css");
+/// The script, compiled in.
+const APP_JS: &str = include_str!("../assets/app.js");
+
+/// The cookie that carries the token after `?token=` was given once.
+pub const TOKEN_COOKIE: &str = "cordis_web_token";
+
+/// The Content-Security-Policy of every answer: scripts and styles from
+/// the server only, nothing inline, no frames, no forms, no other origin.
+pub const CSP: &str =
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct WebOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// The token every request must carry, if any (required to bind an
+    /// address other than loopback).
+    pub token: Option<String>,
+    /// Names accepted in the `Host` header besides loopback and the bound
+    /// address.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins allowed besides the server's own
+    /// (`scheme://host:port`).
+    pub allowed_origins: Vec<String>,
+}
+
+/// Checks options before binding.
+///
+/// # Errors
+/// [`WebError::Options`]: a non-loopback address without a token, an empty
+/// token, a wildcard or malformed `--allow-host`, an origin without its
+/// scheme.
+pub fn check(options: &WebOptions) -> Result<(), WebError> {
+    if options.token.as_deref().is_some_and(str::is_empty) {
+        return Err(WebError::Options("--token is empty".into()));
+    }
+    if !options.addr.ip().is_loopback() && options.token.is_none() {
+        return Err(WebError::Options(format!(
+            "--http {} is reachable from other machines, and the pages show every session of the store: pass --token (or set CORDIS_WEB_TOKEN), or bind 127.0.0.1",
+            options.addr
+        )));
+    }
+    for host in &options.allowed_hosts {
+        if host.is_empty() || host.contains(['*', '/', ' ', ',']) {
+            return Err(WebError::Options(format!(
+                "--allow-host {host:?}: give one name or address browsers use in the Host header (e.g. agents.internal or 10.0.0.5); wildcards are not accepted, since they would turn off the DNS rebinding check"
+            )));
+        }
+    }
+    for origin in &options.allowed_origins {
+        if !(origin.starts_with("http://") || origin.starts_with("https://")) || origin.trim_end_matches('/') != origin {
+            return Err(WebError::Options(format!(
+                "--allow-origin {origin}: give the scheme, host and port without a path, e.g. http://localhost:3000"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Parses `--http ADDR`: `HOST:PORT` (a name is resolved, its first address
+/// taken), `[V6]:PORT`, or a port alone (on 127.0.0.1; 0 picks a free one).
+///
+/// # Errors
+/// [`WebError::Options`] naming the text.
+pub fn parse_addr(text: &str) -> Result<SocketAddr, WebError> {
+    use std::net::ToSocketAddrs;
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.to_socket_addrs()
+        .map_err(|e| WebError::Options(format!("--http {text}: {e} (expected HOST:PORT, e.g. 127.0.0.1:8790, or a port)")))?
+        .next()
+        .ok_or_else(|| WebError::Options(format!("--http {text}: the name has no address")))
+}
+
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// A response body fed by a channel: one Server-Sent Events stream.
+struct ChannelBody(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|chunk| chunk.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// The sessions of the store as the list shows them, kept up to date by one
+/// follower of every session.
+struct Catalog {
+    summaries: Mutex<BTreeMap<String, Summary>>,
+    /// Sessions that could not be read, with why.
+    unreadable: Mutex<BTreeMap<String, String>>,
+    ready: tokio::sync::watch::Sender<bool>,
+    changes: tokio::sync::broadcast::Sender<Vec<String>>,
+}
+
+struct Shared {
+    source: Source,
+    store: Store,
+    token: Option<String>,
+    hosts: Vec<String>,
+    origins: Vec<String>,
+    catalog: Catalog,
+    stop: AtomicBool,
+}
+
+/// Serves the store of `source` until `stop` turns true; calls `ready` with
+/// the bound address once listening.
+///
+/// # Errors
+/// [`WebError::Options`] when the options are refused, [`WebError::NoStore`]
+/// when sessions are kept in memory, [`WebError::Bind`] when the address
+/// cannot be bound.
+pub async fn serve(
+    source: Source,
+    options: WebOptions,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), WebError> {
+    check(&options)?;
+    let store = source.sessions.store().cloned().ok_or(WebError::NoStore)?;
+    let listener = tokio::net::TcpListener::bind(options.addr).await.map_err(|e| WebError::Bind { addr: options.addr, source: e })?;
+    let local = listener.local_addr().map_err(|e| WebError::Bind { addr: options.addr, source: e })?;
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+    if !local.ip().is_unspecified() {
+        hosts.push(local.ip().to_string());
+    } else if options.allowed_hosts.is_empty() {
+        eprintln!(
+            "cordis web: listening on every address, but only loopback names are accepted in the Host header; add --allow-host NAME for each name browsers use"
+        );
+    }
+    hosts.extend(options.allowed_hosts.iter().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()));
+    let port = local.port();
+    let mut origins: Vec<String> =
+        hosts.iter().map(|h| if h.contains(':') { format!("http://[{h}]:{port}") } else { format!("http://{h}:{port}") }).collect();
+    origins.extend(options.allowed_origins.iter().map(|o| o.to_ascii_lowercase()));
+    let (ready_tx, _) = tokio::sync::watch::channel(false);
+    let (changes, _) = tokio::sync::broadcast::channel(64);
+    let shared = Arc::new(Shared {
+        source,
+        store,
+        token: options.token.clone(),
+        hosts,
+        origins,
+        catalog: Catalog { summaries: Mutex::default(), unreadable: Mutex::default(), ready: ready_tx, changes },
+        stop: AtomicBool::new(false),
+    });
+    let follower = shared.clone();
+    std::thread::Builder::new()
+        .name("cordis-web-store".into())
+        .spawn(move || follow_store(&follower))
+        .map_err(|e| WebError::Runtime(format!("cannot start the store follower: {e}")))?;
+    ready(local);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    continue;
+                }
+            },
+        };
+        let shared = shared.clone();
+        let handle = service_fn(move |request: Request<Incoming>| {
+            let shared = shared.clone();
+            async move { Ok::<_, Infallible>(answer(&shared, request).await) }
+        });
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), handle);
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => if let Err(e) = result { tracing::debug!("HTTP connection: {e}") },
+                _ = stop.wait_for(|s| *s) => {}
+            }
+        });
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Follows every session of the store, keeping the catalog and telling the
+/// list streams which sessions changed; follows again when the store is
+/// lost (a database restart).
+fn follow_store(shared: &Shared) {
+    let mut follower: Option<Box<dyn cordis_session::StoreFollower>> = None;
+    let mut lost: Option<String> = None;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let f = match follower.as_mut() {
+            Some(f) => f,
+            None => match cordis_session::follow_every_session(shared.store.clone()) {
+                Ok(f) => follower.insert(f),
+                Err(e) => {
+                    if lost.replace(e.to_string()).is_none() {
+                        eprintln!("cordis web: cannot follow {}: {e}; trying again", shared.store.location());
+                    }
+                    std::thread::sleep(Duration::from_millis(250));
+                    continue;
+                }
+            },
+        };
+        match f.wait(Duration::from_millis(500)) {
+            Ok(changed) => {
+                if lost.take().is_some() {
+                    eprintln!("cordis web: following {} again", shared.store.location());
+                }
+                if !changed.is_empty() {
+                    refresh(shared, &changed);
+                }
+                shared.catalog.ready.send_replace(true);
+            }
+            Err(e) => {
+                if lost.replace(e.to_string()).is_none() {
+                    eprintln!("cordis web: lost {}: {e}; following it again", shared.store.location());
+                }
+                follower = None;
+            }
+        }
+    }
+}
+
+/// Reads the sessions `ids` again into the catalog and tells the list
+/// streams.
+fn refresh(shared: &Shared, ids: &[String]) {
+    for id in ids {
+        match shared.source.read(id) {
+            Ok((session, problems)) => {
+                let summary = data::summarize(&session, &problems);
+                shared.catalog.summaries.lock_or_recover().insert(id.clone(), summary);
+                shared.catalog.unreadable.lock_or_recover().remove(id);
+            }
+            Err(StoreError::NotFound { .. }) => {
+                shared.catalog.summaries.lock_or_recover().remove(id);
+                shared.catalog.unreadable.lock_or_recover().remove(id);
+            }
+            // A file caught between two writes, a lost connection: the row
+            // keeps what was last read, and says why it could not be read.
+            Err(e) => {
+                shared.catalog.unreadable.lock_or_recover().insert(id.clone(), format!("session {id}: {e}"));
+            }
+        }
+    }
+    let _ = shared.catalog.changes.send(ids.to_vec());
+}
+
+fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut response = Response::new(Full::new(body.into()).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// The headers every answer carries.
+fn harden(response: &mut Response<Body>) {
+    let h = response.headers_mut();
+    h.entry(header::CONTENT_SECURITY_POLICY).or_insert(HeaderValue::from_static(CSP));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
+    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
+    h.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The query's parameters, percent-decoded (`+` kept as it is).
+fn query(request: &Request<Incoming>) -> Vec<(String, String)> {
+    request
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            Some((decode_segment(k)?, decode_segment(v)?))
+        })
+        .collect()
+}
+
+fn param<'a>(query: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    query.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+fn cookie(request: &Request<Incoming>, name: &str) -> Option<String> {
+    request
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| decode_segment(v))
+}
+
+/// The host part of a `Host` header value, lower-case, without port or
+/// brackets.
+fn host_name(value: &str) -> String {
+    let value = value.trim();
+    let name = if let Some(rest) = value.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        match value.rsplit_once(':') {
+            Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+            _ => value,
+        }
+    };
+    name.to_ascii_lowercase()
+}
+
+/// The checks every request passes before its route (see the
+/// [module](self)); the refusal, if any.
+fn guard(shared: &Shared, request: &Request<Incoming>, query: &[(String, String)]) -> Option<Response<Body>> {
+    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).map(host_name);
+    match host {
+        None => return Some(full(StatusCode::BAD_REQUEST, "text/plain; charset=utf-8", "a Host header is required")),
+        Some(h) if !shared.hosts.contains(&h) => {
+            return Some(full(
+                StatusCode::FORBIDDEN,
+                "text/plain; charset=utf-8",
+                format!(
+                    "the Host {h:?} is not one this server answers to (DNS rebinding protection); start cordis web with --allow-host {h} to serve it"
+                ),
+            ))
+        }
+        Some(_) => {}
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default().to_ascii_lowercase();
+        if !shared.origins.contains(&origin) {
+            return Some(full(
+                StatusCode::FORBIDDEN,
+                "text/plain; charset=utf-8",
+                "this origin may not read the sessions (start cordis web with --allow-origin to allow one)",
+            ));
+        }
+    }
+    if let Some(token) = &shared.token {
+        let bearer = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        let given = bearer.map(str::to_string).or_else(|| cookie(request, TOKEN_COOKIE));
+        let ok = given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()));
+        if !ok {
+            if let Some(from_query) = param(query, "token") {
+                if constant_time_eq(from_query.as_bytes(), token.as_bytes()) {
+                    // Remember it, and take it out of the address bar.
+                    let rest: Vec<String> = query
+                        .iter()
+                        .filter(|(k, _)| k != "token")
+                        .map(|(k, v)| format!("{}={}", html::path_segment(k), html::path_segment(v)))
+                        .collect();
+                    let path = request.uri().path();
+                    let location = if rest.is_empty() { path.to_string() } else { format!("{path}?{}", rest.join("&")) };
+                    let mut response = full(StatusCode::SEE_OTHER, "text/plain; charset=utf-8", "");
+                    if let Ok(v) = HeaderValue::from_str(&location) {
+                        response.headers_mut().insert(header::LOCATION, v);
+                    }
+                    let cookie = format!("{TOKEN_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict", html::path_segment(token));
+                    if let Ok(v) = HeaderValue::from_str(&cookie) {
+                        response.headers_mut().insert(header::SET_COOKIE, v);
+                    }
+                    return Some(response);
+                }
+            }
+            let mut response = full(
+                StatusCode::UNAUTHORIZED,
+                "text/plain; charset=utf-8",
+                "a token is required: open this page once with ?token=TOKEN (the browser then keeps it in a cookie), or send Authorization: Bearer TOKEN",
+            );
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return Some(response);
+        }
+    }
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let mut response = full(StatusCode::METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", "cordis web is read-only: GET and HEAD only");
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return Some(response);
+    }
+    None
+}
+
+/// The language of a request, and whether the query chose it (the answer
+/// then remembers it in a cookie).
+fn language(request: &Request<Incoming>, query: &[(String, String)]) -> (Lang, bool) {
+    if let Some(lang) = param(query, "lang").and_then(Lang::from_tag) {
+        return (lang, true);
+    }
+    if let Some(lang) = cookie(request, i18n::COOKIE).as_deref().and_then(Lang::from_tag) {
+        return (lang, false);
+    }
+    let accept = request.headers().get(header::ACCEPT_LANGUAGE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    (Lang::from_accept_language(accept).unwrap_or(Lang::En), false)
+}
+
+async fn answer(shared: &Arc<Shared>, request: Request<Incoming>) -> Response<Body> {
+    let query = query(&request);
+    let mut response = match guard(shared, &request, &query) {
+        Some(refused) => refused,
+        None => {
+            let (lang, chosen) = language(&request, &query);
+            let mut response = route(shared, &request, &query, lang).await;
+            if chosen {
+                let cookie = format!("{}={}; Path=/; SameSite=Strict", i18n::COOKIE, lang.tag());
+                if let Ok(v) = HeaderValue::from_str(&cookie) {
+                    response.headers_mut().append(header::SET_COOKIE, v);
+                }
+            }
+            response.headers_mut().insert(header::VARY, HeaderValue::from_static("Accept-Language, Cookie"));
+            response
+        }
+    };
+    harden(&mut response);
+    response
+}
+
+/// The page's own address without `lang`, for the language switch.
+fn here(request: &Request<Incoming>, query: &[(String, String)]) -> String {
+    let rest: Vec<String> = query
+        .iter()
+        .filter(|(k, _)| k != "lang" && k != "token")
+        .map(|(k, v)| format!("{}={}", html::path_segment(k), html::path_segment(v)))
+        .collect();
+    if rest.is_empty() {
+        request.uri().path().to_string()
+    } else {
+        format!("{}?{}", request.uri().path(), rest.join("&"))
+    }
+}
+
+fn page(status: StatusCode, html: String) -> Response<Body> {
+    full(status, "text/html; charset=utf-8", html)
+}
+
+fn error_page(lang: Lang, status: StatusCode, message: &str) -> Response<Body> {
+    let heading = if status == StatusCode::NOT_FOUND { lang.t(Text::NotFound).to_string() } else { status.to_string() };
+    page(status, render::page(lang, &heading, "/", &render::error_body(lang, &heading, message), None))
+}
+
+fn store_error(lang: Lang, e: &StoreError) -> Response<Body> {
+    let status = match e {
+        StoreError::NotFound { .. } | StoreError::BadId(_) | StoreError::BadIdFor { .. } => StatusCode::NOT_FOUND,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error_page(lang, status, &e.to_string())
+}
+
+async fn route(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(String, String)], lang: Lang) -> Response<Body> {
+    let path = request.uri().path();
+    match path {
+        "/" => return list_page(shared, request, query, lang).await,
+        "/live" => return list_live(shared, lang),
+        "/assets/app.css" => return asset("text/css; charset=utf-8", APP_CSS),
+        "/assets/app.js" => return asset("text/javascript; charset=utf-8", APP_JS),
+        _ => {}
+    }
+    let Some(rest) = path.strip_prefix("/s/") else { return error_page(lang, StatusCode::NOT_FOUND, &format!("no page at {path}")) };
+    let mut parts = rest.split('/');
+    let Some(id) = parts.next().and_then(decode_segment).filter(|id| !id.is_empty()) else {
+        return error_page(lang, StatusCode::NOT_FOUND, "the session id in the address is malformed");
+    };
+    let number = |key: &str| param(query, key).and_then(|v| v.parse::<usize>().ok());
+    match (parts.next(), parts.next(), parts.next()) {
+        (None, _, _) => session_page(shared, request, query, lang, id, number("before")).await,
+        (Some("live"), None, _) => {
+            let after = request
+                .headers()
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .or_else(|| param(query, "after").and_then(|v| v.parse().ok()));
+            session_live(shared, lang, id, number("from").unwrap_or(0), after)
+        }
+        (Some("text"), Some(seq), None) => match seq.parse::<u64>() {
+            Ok(seq) => event_text(shared, lang, id, seq).await,
+            Err(_) => error_page(lang, StatusCode::NOT_FOUND, &format!("no event {seq:?}")),
+        },
+        _ => error_page(lang, StatusCode::NOT_FOUND, &format!("no page at {path}")),
+    }
+}
+
+fn asset(content_type: &'static str, text: &'static str) -> Response<Body> {
+    let mut response = full(StatusCode::OK, content_type, text);
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+async fn list_page(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(String, String)], lang: Lang) -> Response<Body> {
+    let mut ready = shared.catalog.ready.subscribe();
+    if tokio::time::timeout(Duration::from_secs(60), ready.wait_for(|r| *r)).await.is_err() {
+        return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, &format!("{} could not be listed in time; try again", shared.store.location()));
+    }
+    let summaries: Vec<Summary> = shared.catalog.summaries.lock_or_recover().values().cloned().collect();
+    let unreadable: Vec<String> = shared.catalog.unreadable.lock_or_recover().values().cloned().collect();
+    let body = render::list_body(lang, &summaries, &unreadable);
+    let live = format!("/live?lang={}", lang.tag());
+    page(StatusCode::OK, render::page(lang, lang.t(Text::Sessions), &here(request, query), &body, Some(&live)))
+}
+
+/// One Server-Sent Event: `event: NAME`, an optional `id`, and the JSON
+/// data on one line.
+fn sse(name: &str, id: Option<u64>, data: &serde_json::Value) -> Bytes {
+    let id = id.map(|i| format!("id: {i}\n")).unwrap_or_default();
+    Bytes::from(format!("{id}event: {name}\ndata: {data}\n\n"))
+}
+
+fn stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
+    let mut response = Response::new(ChannelBody(rx).boxed());
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// How often a quiet stream sends a comment, so that proxies and the
+/// browser keep it open and a closed page is noticed.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+fn list_live(shared: &Arc<Shared>, lang: Lang) -> Response<Body> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let mut changes = shared.catalog.changes.subscribe();
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        if tx.send(Bytes::from_static(b"retry: 1000\n\n")).await.is_err() {
+            return;
+        }
+        loop {
+            let ids: Vec<String> = tokio::select! {
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep(KEEP_ALIVE) => {
+                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() { return; }
+                    continue;
+                }
+                changed = changes.recv() => match changed {
+                    Ok(ids) => ids,
+                    // Fell behind: send every row.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => shared.catalog.summaries.lock_or_recover().keys().cloned().collect(),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+            };
+            let rows: Vec<serde_json::Value> = {
+                let summaries = shared.catalog.summaries.lock_or_recover();
+                ids.iter()
+                    .map(|id| match summaries.get(id) {
+                        Some(s) => serde_json::json!({"id": dom_id("row-", id), "updated": s.updated, "html": render::list_row(lang, s)}),
+                        None => serde_json::json!({"id": dom_id("row-", id), "removed": true}),
+                    })
+                    .collect()
+            };
+            if tx.send(sse("rows", None, &serde_json::json!({ "rows": rows }))).await.is_err() {
+                return;
+            }
+        }
+    });
+    stream(rx)
+}
+
+/// The title a tool call presents, from the loaded tool.
+fn title_of(source: &Source) -> impl Fn(&str, &str) -> Option<String> + '_ {
+    move |name, arguments| {
+        let tool = source.tools.get(name)?;
+        tool.present_call(arguments).get("title")?.as_str().map(str::to_string)
+    }
+}
+
+async fn session_page(
+    shared: &Arc<Shared>,
+    request: &Request<Incoming>,
+    query: &[(String, String)],
+    lang: Lang,
+    id: String,
+    before: Option<usize>,
+) -> Response<Body> {
+    let here = here(request, query);
+    let worker = shared.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        let (session, problems) = worker.source.read(&id)?;
+        let window = data::window(&worker.source, &session, &problems, before, None);
+        let body = render::session_body(lang, &window, &title_of(&worker.source));
+        let live = window.is_tail().then(|| {
+            let after = window.last_seq.map(|s| format!("&after={s}")).unwrap_or_default();
+            format!("{}/live?from={}{after}&lang={}", render::session_href(&id), window.start, lang.tag())
+        });
+        let title = if window.summary.title.is_empty() { id.clone() } else { window.summary.title.clone() };
+        Ok::<_, StoreError>(render::page(lang, &title, &here, &body, live.as_deref()))
+    })
+    .await;
+    match built {
+        Ok(Ok(html)) => page(StatusCode::OK, html),
+        Ok(Err(e)) => store_error(lang, &e),
+        Err(e) => error_page(lang, StatusCode::INTERNAL_SERVER_ERROR, &format!("the page could not be built: {e}")),
+    }
+}
+
+fn session_live(shared: &Arc<Shared>, lang: Lang, id: String, from: usize, after: Option<u64>) -> Response<Body> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let shared = shared.clone();
+    let spawned = std::thread::Builder::new().name("cordis-web-follow".into()).spawn(move || follow_session(&shared, lang, &id, from, after, &tx));
+    if let Err(e) = spawned {
+        return full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("cannot follow the session: {e}"));
+    }
+    stream(rx)
+}
+
+/// Follows one session for one page: after each change, sends the items of
+/// the page's window (from event index `from`) that changed after seq
+/// `after`, with the header and the plans. Returns when the page goes away.
+fn follow_session(shared: &Shared, lang: Lang, id: &str, from: usize, mut after: Option<u64>, tx: &tokio::sync::mpsc::Sender<Bytes>) {
+    if tx.blocking_send(Bytes::from_static(b"retry: 1000\n\n")).is_err() {
+        return;
+    }
+    let mut follower: Option<Box<dyn cordis_session::store::Follower>> = None;
+    let mut last_sent = Instant::now();
+    // Read again without waiting for a change: the first time, and after a
+    // read that failed (a file caught between two writes).
+    let mut pending = true;
+    while !tx.is_closed() && !shared.stop.load(Ordering::Relaxed) {
+        if follower.is_none() {
+            match shared.store.follow(id) {
+                Ok(f) => follower = Some(f),
+                Err(e) => {
+                    let _ = tx.blocking_send(sse("problem", None, &serde_json::json!({ "message": e.to_string() })));
+                    std::thread::sleep(Duration::from_millis(500));
+                    continue;
+                }
+            }
+        }
+        let Some(f) = follower.as_mut() else { continue };
+        let wait = if pending { Duration::from_millis(50) } else { Duration::from_millis(500) };
+        match f.wait(wait) {
+            Ok(changed) => pending |= changed,
+            Err(_) => {
+                follower = None;
+                pending = true;
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        }
+        if pending {
+            match shared.source.read(id) {
+                Ok((session, problems)) => {
+                    pending = false;
+                    let window = data::window(&shared.source, &session, &problems, None, Some(from));
+                    if window.last_seq.is_some() && window.last_seq != after {
+                        let title_of = title_of(&shared.source);
+                        let items: Vec<serde_json::Value> = window
+                            .items
+                            .iter()
+                            .filter(|i| after.is_none_or(|a| i.last > a))
+                            .map(|i| serde_json::json!({"id": i.id, "html": render::item(lang, id, i, &title_of)}))
+                            .collect();
+                        let update = serde_json::json!({
+                            "items": items,
+                            "head": render::session_head(lang, &window.summary),
+                            "plans": render::plans(lang, &window.strips),
+                            "pager": render::pager(lang, &window),
+                            "last": window.last_seq,
+                        });
+                        if tx.blocking_send(sse("update", window.last_seq, &update)).is_err() {
+                            return;
+                        }
+                        after = window.last_seq;
+                        last_sent = Instant::now();
+                    }
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        if last_sent.elapsed() >= KEEP_ALIVE {
+            if tx.blocking_send(Bytes::from_static(b": keep-alive\n\n")).is_err() {
+                return;
+            }
+            last_sent = Instant::now();
+        }
+    }
+}
+
+/// The whole text of the message at event `seq` of session `id`, as plain
+/// text.
+async fn event_text(shared: &Arc<Shared>, lang: Lang, id: String, seq: u64) -> Response<Body> {
+    let worker = shared.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        let (session, _) = worker.source.read(&id)?;
+        let text = session.with_events(|events| {
+            let event = events.iter().find(|e| e.seq == seq)?;
+            match cordis_session::event_message(event)? {
+                cordis_session::Message::User { text } | cordis_session::Message::Tool { text, .. } => Some(text),
+                cordis_session::Message::Assistant { text, .. } => Some(text),
+            }
+        });
+        Ok::<_, StoreError>(text)
+    })
+    .await;
+    match found {
+        Ok(Ok(Some(text))) => {
+            let mut response = full(StatusCode::OK, "text/plain; charset=utf-8", text);
+            response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+            response
+        }
+        Ok(Ok(None)) => error_page(lang, StatusCode::NOT_FOUND, &format!("event {seq} holds no message text")),
+        Ok(Err(e)) => store_error(lang, &e),
+        Err(e) => error_page(lang, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(addr: &str, token: Option<&str>) -> WebOptions {
+        WebOptions { addr: parse_addr(addr).unwrap(), token: token.map(str::to_string), allowed_hosts: vec![], allowed_origins: vec![] }
+    }
+
+    #[test]
+    fn a_public_address_needs_a_token() {
+        assert!(check(&options("8790", None)).is_ok());
+        assert_eq!(parse_addr("8790").unwrap().to_string(), "127.0.0.1:8790");
+        let refused = check(&options("0.0.0.0:8790", None)).unwrap_err().to_string();
+        assert!(refused.contains("--token"), "{refused}");
+        assert!(check(&options("0.0.0.0:8790", Some("t"))).is_ok());
+        assert!(check(&options("127.0.0.1:1", Some(""))).is_err());
+        let wild = WebOptions { allowed_hosts: vec!["*".into()], ..options("1", None) };
+        assert!(check(&wild).is_err());
+        let origin = WebOptions { allowed_origins: vec!["example.com".into()], ..options("1", None) };
+        assert!(check(&origin).is_err());
+    }
+
+    #[test]
+    fn host_names_lose_port_and_brackets() {
+        assert_eq!(host_name("LocalHost:8790"), "localhost");
+        assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host_name("evil.example:1"), "evil.example");
+    }
+}

@@ -1,0 +1,332 @@
+//! The pages in headless Chromium: what a reader sees and what a screen
+//! reader is told, measured in the page (rendered texts, accessible names,
+//! boxes, computed colours), never read off our HTML.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use cordis_tests::{repo_root, text, PgServer, Scratch};
+use serde_json::{json, Value};
+
+use crate::http::{hostile_session, plan_session};
+use crate::{four, target_root, Dev, Web, TODO};
+
+/// The Python that has Playwright, installed by `tests/web/setup.sh`.
+fn python() -> &'static std::path::PathBuf {
+    static PYTHON: OnceLock<std::path::PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let dest = target_root().join("web-peers");
+        let out = Command::new("bash").arg(repo_root().join("tests/web/setup.sh")).arg(&dest).output().expect("run tests/web/setup.sh");
+        assert!(out.status.success(), "tests/web/setup.sh failed:\n{}", text(&out).1);
+        dest.join("python/bin/python")
+    })
+}
+
+/// One browser at a time: the machine has few cores.
+static ONE_BROWSER: Mutex<()> = Mutex::new(());
+
+/// A running driver (`tests/web/driver.py`).
+struct Browser {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Browser {
+    fn start() -> Browser {
+        let python = python();
+        let turn = ONE_BROWSER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut child = Command::new(python)
+            .arg(repo_root().join("tests/web/driver.py"))
+            .arg(target_root().join("web-screenshots"))
+            // Playwright must use the system's browser and fetch nothing.
+            .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+            .env("PLAYWRIGHT_BROWSERS_PATH", target_root().join("web-peers/no-browsers"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start tests/web/driver.py");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Browser { child, stdin, stdout, _turn: turn }
+    }
+
+    fn send(&mut self, command: Value) -> Value {
+        writeln!(self.stdin, "{command}").expect("write to the driver");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read the driver");
+        let answer: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("the driver answered {line:?} ({e}) to {command}"));
+        if let Some(e) = answer.get("error") {
+            panic!("the browser failed {command}: {e}");
+        }
+        answer["ok"].clone()
+    }
+
+    fn open(&mut self, url: &str, width: u32, locale: &str) {
+        let status = self.send(json!({"cmd": "open", "url": url, "width": width, "locale": locale}));
+        assert_eq!(status, 200, "{url}");
+    }
+
+    fn texts(&mut self, selector: &str) -> Vec<String> {
+        serde_json::from_value(self.send(json!({"cmd": "texts", "selector": selector}))).expect("a list of texts")
+    }
+
+    fn eval(&mut self, js: &str) -> Value {
+        self.send(json!({"cmd": "eval", "js": js}))
+    }
+
+    fn click(&mut self, selector: &str) {
+        self.send(json!({"cmd": "click", "selector": selector}));
+    }
+
+    fn count_role(&mut self, role: &str, name: &str) -> u64 {
+        self.send(json!({"cmd": "count_role", "role": role, "name": name})).as_u64().expect("a count")
+    }
+
+    /// Milliseconds until an element matching `selector` shows `text`.
+    fn wait_text(&mut self, selector: &str, text: &str, timeout_ms: u64) -> f64 {
+        self.send(json!({"cmd": "wait_text", "selector": selector, "text": text, "timeout": timeout_ms})).as_f64().expect("a time")
+    }
+
+    fn screenshot(&mut self, name: &str) {
+        self.send(json!({"cmd": "screenshot", "name": name}));
+    }
+
+    /// Every visible text below WCAG AA contrast.
+    fn assert_contrast(&mut self) {
+        let report = self.send(json!({"cmd": "contrast"}));
+        assert!(report["checked"].as_u64().unwrap_or(0) > 10, "{report}");
+        assert_eq!(report["bad"], json!([]), "texts below WCAG AA contrast");
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "{}", json!({"cmd": "quit"}));
+        let _ = self.stdin.flush();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The row (`.row-head`) whose text holds `needle`, measured.
+const ROW: &str = "(needle) => {
+  const row = [...document.querySelectorAll('.row-head')].find(r => r.innerText.includes(needle));
+  if (!row) return null;
+  const box = e => { if (!e) return null; const b = e.getBoundingClientRect(); return {left: b.left, right: b.right, width: b.width}; };
+  const summary = row.querySelector('.summary'), suffix = row.querySelector('.suffix');
+  return {
+    row: box(row), summary: box(summary), suffix: box(suffix),
+    summaryText: summary.innerText, suffixText: suffix ? suffix.querySelector('[aria-hidden=true]').innerText : null,
+    separate: !!suffix && !summary.contains(suffix) && !suffix.contains(summary),
+    ellipsized: summary.scrollWidth > summary.clientWidth,
+    suffixClipped: suffix ? suffix.scrollWidth > suffix.clientWidth + 0.5 : null,
+    viewport: window.innerWidth, pageWidth: document.documentElement.scrollWidth,
+  };
+}";
+
+fn row(browser: &mut Browser, needle: &str) -> Value {
+    browser.send(json!({"cmd": "eval", "js": ROW, "arg": needle}))
+}
+
+#[test]
+fn the_parallel_plan_reads_right_in_the_browser() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    b.open(&web.url("/s/web-plan"), 1024, "en-US");
+    // The strip: its header counts every status, and it is a disclosure.
+    assert_eq!(b.texts(".plan-counts"), vec!["1 completed · 2 in progress · 1 pending"]);
+    assert_eq!(b.eval("document.querySelector('.plan-head').getAttribute('aria-expanded')"), "false");
+    assert_eq!(b.eval("document.querySelector('.plan-items').hidden"), true);
+    b.click(".plan-head");
+    assert_eq!(b.eval("document.querySelector('.plan-head').getAttribute('aria-expanded')"), "true");
+    assert_eq!(b.texts(".plan-items .pi-text"), vec!["read the code", "ship it", "watch the background build", "write the fix"]);
+    for (name, n) in [("in progress", 2), ("completed", 1), ("pending", 1)] {
+        let found = b
+            .eval(&format!("[...document.querySelectorAll('.plan-items [role=img]')].filter(e => e.getAttribute('aria-label') === '{name}').length"));
+        assert_eq!(found, n, "glyphs named {name}");
+    }
+    // The row of the four-item plan: summary and suffix apart, the suffix
+    // named for a screen reader.
+    let four_row = row(&mut b, "read the code");
+    assert_eq!(four_row["summaryText"], "1/4 completed · read the code");
+    assert_eq!(four_row["suffixText"], "+1");
+    assert_eq!(four_row["separate"], true);
+    assert_eq!(b.count_role("button", "1/4 completed · read the code and 1 more in progress"), 1);
+    assert_eq!(b.count_role("img", "succeeded"), 2);
+    // The error row: the failure line, no suffix, though its arguments name
+    // two active items.
+    let error_row = row(&mut b, "Error:");
+    assert_eq!(error_row["summaryText"], "Error: invalid arguments: $.extra is not an allowed key (allowed: todos)");
+    assert_eq!(error_row["suffix"], Value::Null);
+    assert_eq!(b.count_role("img", "failed"), 1);
+    // The keyboard reaches the strip and opens and closes it.
+    b.send(json!({"cmd": "goto", "url": web.url("/s/web-plan")}));
+    let mut reached = false;
+    for _ in 0..10 {
+        b.send(json!({"cmd": "press", "key": "Tab"}));
+        if b.eval("document.activeElement.classList.contains('plan-head')") == true {
+            reached = true;
+            break;
+        }
+    }
+    assert!(reached, "Tab never reaches the plan strip");
+    b.send(json!({"cmd": "press", "key": "Enter"}));
+    assert_eq!(b.eval("document.querySelector('.plan-items').hidden"), false);
+    b.send(json!({"cmd": "press", "key": " "}));
+    assert_eq!(b.eval("document.querySelector('.plan-items').hidden"), true);
+    b.click(".plan-head");
+    b.assert_contrast();
+    b.screenshot("session-en");
+    b.open(&web.url("/"), 1024, "en-US");
+    assert_eq!(b.texts(".c-plan"), vec!["1 completed · 2 in progress · 1 pending"]);
+    b.assert_contrast();
+    b.screenshot("list-en");
+}
+
+#[test]
+fn the_suffix_stays_visible_at_320_pixels() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    b.open(&web.url("/s/web-plan"), 320, "en-US");
+    let long = row(&mut b, "implement the");
+    assert!(
+        long["summaryText"].as_str().is_some_and(|s| s.starts_with("1/4 completed · implement the xxx") && s.ends_with("x fixture sample")),
+        "{long}"
+    );
+    assert_eq!(long["suffixText"], "+2");
+    assert_eq!(long["separate"], true);
+    assert_eq!(long["ellipsized"], true, "the 200-character name is cut: {long}");
+    assert_eq!(long["suffixClipped"], false, "{long}");
+    let (suffix, summary, row_box) = (&long["suffix"], &long["summary"], &long["row"]);
+    let f = |v: &Value| v.as_f64().expect("a number");
+    assert!(f(&suffix["width"]) > 8.0, "{long}");
+    assert!(f(&suffix["left"]) >= f(&summary["right"]) - 0.5, "the suffix sits after the summary: {long}");
+    assert!(f(&suffix["right"]) <= f(&row_box["right"]) + 0.5, "the suffix is inside its row: {long}");
+    assert!(f(&suffix["right"]) <= f(&long["viewport"]), "the suffix is inside the viewport: {long}");
+    assert!(f(&long["pageWidth"]) <= 320.0, "the page does not scroll sideways: {long}");
+    assert_eq!(b.count_role("button", "and 2 more in progress"), 1);
+    b.screenshot("session-320px");
+}
+
+#[test]
+fn the_zh_cn_labels() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    b.open(&web.url("/s/web-plan"), 1024, "zh-CN");
+    assert_eq!(b.eval("document.documentElement.lang"), "zh-CN");
+    assert_eq!(b.texts(".plan-counts"), vec!["1 已完成 · 2 进行中 · 1 待处理"]);
+    assert_eq!(row(&mut b, "read the code")["summaryText"], "1/4 已完成 · read the code");
+    assert_eq!(b.count_role("button", "另有 1 项进行中"), 1);
+    assert_eq!(b.count_role("button", "另有 2 项进行中"), 1);
+    assert_eq!(b.count_role("img", "成功"), 2);
+    assert_eq!(b.texts(".plan-label"), vec!["计划"]);
+    assert!(b.texts("#head")[0].contains("个事件"), "{:?}", b.texts("#head"));
+    b.assert_contrast();
+    b.screenshot("session-zh-CN");
+    // The switch: English, remembered for the next page.
+    b.click("nav.langs a[lang=en]");
+    b.wait_text(".plan-counts", "1 completed · 2 in progress · 1 pending", 10_000);
+    b.send(json!({"cmd": "goto", "url": web.url("/")}));
+    assert_eq!(b.texts("h1"), vec!["Sessions"]);
+}
+
+#[test]
+fn hostile_text_stays_text_in_the_browser() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    hostile_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    b.open(&web.url("/s/web-hostile"), 1024, "en-US");
+    b.click(".row-head");
+    b.click(".plan-head");
+    assert_eq!(b.eval("typeof window.__pwned"), "undefined");
+    assert_eq!(b.eval("document.querySelectorAll('script').length"), 1);
+    assert_eq!(b.eval("document.querySelectorAll('img, b, iframe, [onerror]').length"), 0);
+    assert_eq!(b.eval("[...document.querySelectorAll('a')].filter(a => !a.href.startsWith(location.origin)).length"), 0);
+    let user = b.texts(".item.user .text").join("\n");
+    assert!(user.contains("<script>window.__pwned=1</script>") && user.contains("javascript:alert(1)"), "{user}");
+    // The override is named, not obeyed: the text after it reads as written.
+    assert!(user.contains("abcU+202Efed") && user.contains("U+2066x"), "{user}");
+    let result = b.texts(".row-body .text").join("\n");
+    assert!(result.contains("<a href=\"javascript:window.__pwned=4\">click</a><b>bold</b>"), "{result}");
+    assert_eq!(b.texts(".pi-text"), vec!["<script>window.__pwned=6</script>"]);
+    // The 1 MiB message: cut, with the whole text one link away.
+    let cut = b.texts(".cut").join("\n");
+    assert!(cut.contains("showing the first 100000 of 1048576 characters"), "{cut}");
+    assert_eq!(b.eval("typeof window.__pwned"), "undefined");
+    b.screenshot("session-hostile");
+}
+
+/// Opens the live page of `dev`'s session, appends from `dev`, and waits
+/// for the new plan; returns the milliseconds it took to show.
+fn live_update(b: &mut Browser, web: &Web, dev: &mut Dev, name: &str) -> f64 {
+    dev.write(&json!([{"content": "first task", "status": "in_progress"}]));
+    b.open(&web.url(&format!("/s/{}", dev.id)), 1024, "en-US");
+    assert_eq!(b.texts(".plan-counts"), vec!["1 in progress"]);
+    b.wait_text("#live-status", "Live", 10_000);
+    dev.write(&four());
+    let took = b.wait_text(".plan-counts", "1 completed · 2 in progress · 1 pending", 15_000);
+    b.wait_text(".row-head", "1/4 completed · read the code", 5_000);
+    assert_eq!(b.eval("document.querySelectorAll('.row-head').length"), 2);
+    b.screenshot(name);
+    took
+}
+
+#[test]
+fn a_live_update_arrives_from_another_process() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let mut dev = Dev::start(&scratch, &[]);
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    let took = live_update(&mut b, &web, &mut dev, "live-flat");
+    eprintln!("flat store: the append showed after {took:.0} ms");
+    // The list: a session started elsewhere appears, live.
+    b.open(&web.url("/"), 1024, "en-US");
+    b.wait_text("#live-status", "Live", 10_000);
+    assert_eq!(b.eval("document.querySelectorAll('#rows tr').length"), 1);
+    let mut other = Dev::start(&scratch, &[]);
+    other.write(&json!([{"content": "a", "status": "completed"}, {"content": "b", "status": "completed"}, {"content": "c", "status": "completed"}]));
+    b.wait_text("#rows", "3 completed", 15_000);
+    assert_eq!(b.eval("document.querySelectorAll('#rows tr').length"), 2);
+    b.screenshot("live-list");
+}
+
+#[test]
+fn a_live_update_arrives_from_another_host_on_postgresql() {
+    let server = PgServer::start();
+    let composition = format!("{TODO}- id: sessions\n  name: session-postgres\n  config:\n    urlEnv: CORDIS_TEST_PG_URL\n    schema: web\n");
+    let (here, there) = (Scratch::new(), Scratch::new());
+    here.composition(&composition);
+    there.composition(&composition);
+    let url = server.url();
+    let env = [("CORDIS_TEST_PG_URL", url.as_str())];
+    let mut dev = Dev::start(&there, &env);
+    let web = Web::start(&here, &[], &env);
+    let mut b = Browser::start();
+    let took = live_update(&mut b, &web, &mut dev, "live-postgres");
+    eprintln!("PostgreSQL: the append showed after {took:.0} ms");
+}

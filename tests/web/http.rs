@@ -1,0 +1,280 @@
+//! The HTTP surface of `cordis web`, spoken to over plain TCP: the security
+//! checks (token, Host, Origin, methods), escaping in the HTML sent, the
+//! routes and their 404s, the language, and the plan of an earlier page.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use cordis_tests::{text, Scratch};
+use serde_json::json;
+
+use crate::{four, todo_args, Log, Web, TODO};
+
+/// An answer: status, headers (lower-case names) and body.
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends one request (`Connection: close`) with `headers`, `Host` set to the
+/// server's address unless given; reads the whole answer.
+pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+    let mut stream = TcpStream::connect(addr).expect("connect to cordis web");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a timeout");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("send the request");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read the answer");
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an answer head");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut body = raw[split + 4..].to_vec();
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).expect("a status line");
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string())).collect();
+    if headers.iter().any(|(k, v)| k == "transfer-encoding" && v.contains("chunked")) {
+        body = dechunk(&body);
+    }
+    Answer { status, headers, body: String::from_utf8(body).expect("the body is UTF-8") }
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(end) = raw.windows(2).position(|w| w == b"\r\n") else { return out };
+        let size = usize::from_str_radix(String::from_utf8_lossy(&raw[..end]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[end + 2..end + 2 + size]);
+        raw = &raw[end + 4 + size..];
+    }
+}
+
+pub fn get(addr: SocketAddr, path: &str) -> Answer {
+    request(addr, "GET", path, &[])
+}
+
+/// The seed's plan session: a long-named parallel plan, a failed call whose
+/// arguments name two active items, then the four-item parallel plan.
+pub fn plan_session(state: &std::path::Path) {
+    let long = format!("implement the {} fixture sample", "x".repeat(200 - 29));
+    assert_eq!(long.chars().count(), 200);
+    let long_plan = json!([
+        {"content": long, "status": "in_progress"},
+        {"content": "run the parser tests", "status": "in_progress"},
+        {"content": "watch the background build", "status": "in_progress"},
+        {"content": "read the code", "status": "completed"},
+    ]);
+    let bad = json!({"todos": [{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}], "extra": 1}).to_string();
+    Log::new("web-plan")
+        .prompt("Fix the parser, in parallel where you can.")
+        .call(
+            "Planning.",
+            "todo_write",
+            &todo_args(&long_plan),
+            Some(long_plan.clone()),
+            "Updated todo list: 0 pending, 3 in progress, 1 completed.",
+            false,
+        )
+        .call("", "todo_write", &bad, None, "Error: invalid arguments: $.extra is not an allowed key (allowed: todos)", true)
+        .call("Replanning.", "todo_write", &todo_args(&four()), Some(four()), "Updated todo list: 1 pending, 2 in progress, 1 completed.", false)
+        .say("Working on it.")
+        .write(state);
+}
+
+/// Hostile text everywhere a session holds text.
+pub fn hostile_session(state: &std::path::Path) -> usize {
+    let big = "0123456789abcdef".repeat(65_536);
+    let html = "<a href=\"javascript:window.__pwned=4\">click</a><b>bold</b><img src=x onerror=\"window.__pwned=5\">";
+    let plan = json!([{"content": "<script>window.__pwned=6</script>", "status": "in_progress"}]);
+    let mut log = Log::new("web-hostile");
+    log.prompt("<script>window.__pwned=1</script> [link](javascript:window.__pwned=3) javascript:alert(1) abc\u{202E}fed\u{2066}x")
+        .call("<img src=x onerror=\"window.__pwned=2\">", "todo_write", &todo_args(&plan), Some(plan.clone()), html, false)
+        .say(&big)
+        .end();
+    log.write(state);
+    // The seq of the big message: header, then 2 + 6 + 1 events before it.
+    9
+}
+
+#[test]
+fn pages_escape_every_piece_of_session_text() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let big_seq = hostile_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let page = get(web.addr, "/s/web-hostile");
+    assert_eq!(page.status, 200, "{}", page.body);
+    for raw in ["<script>window", "<img src=x", "<a href=\"javascript:", "<b>bold", "\u{202E}", "\u{2066}"] {
+        assert!(!page.body.contains(raw), "the page holds {raw:?} unescaped");
+    }
+    for escaped in [
+        "&lt;script&gt;window.__pwned=1&lt;/script&gt;",
+        "&lt;img src=x onerror=&quot;window.__pwned=2&quot;&gt;",
+        "<span class=\"ctl\">U+202E</span>",
+    ] {
+        assert!(page.body.contains(escaped), "the page lacks {escaped:?}");
+    }
+    assert_eq!(page.body.matches("<script").count(), 1, "only the page's own script");
+    // The 1 MiB message is cut on the page, and whole as plain text.
+    assert!(page.body.len() < 600_000, "the page is {} bytes", page.body.len());
+    assert!(page.body.contains(&format!("/s/web-hostile/text/{big_seq}")), "no link to the whole text");
+    let whole = get(web.addr, &format!("/s/web-hostile/text/{big_seq}"));
+    assert_eq!(whole.status, 200);
+    assert_eq!(whole.body.len(), 1 << 20);
+    assert_eq!(whole.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(whole.header("content-security-policy"), Some("sandbox"));
+    // Every answer forbids inline script and sniffing.
+    let csp = page.header("content-security-policy").expect("a CSP");
+    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    // The list escapes the title (the first prompt) too.
+    let list = get(web.addr, "/");
+    assert!(list.body.contains("&lt;script&gt;window.__pwned=1") && !list.body.contains("<script>window"), "{}", list.body);
+}
+
+#[test]
+fn a_public_address_needs_a_token() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let refused = Web::try_start(&scratch, &["--http", "0.0.0.0:0"], &[]).err().expect("refused");
+    assert!(refused.contains("--token"), "{refused}");
+    let out = scratch.cordis(&["web", "--http", "0.0.0.0:0", "--allow-host", "*"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out).1);
+}
+
+#[test]
+fn the_token_is_checked_on_every_request() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &["--token", "s3cret;x"], &[]);
+    for path in ["/", "/live", "/assets/app.js", "/s/web-plan", "/nope"] {
+        let refused = get(web.addr, path);
+        assert_eq!(refused.status, 401, "{path}");
+        assert_eq!(refused.header("www-authenticate"), Some("Bearer"));
+        assert_eq!(request(web.addr, "GET", path, &[("Authorization", "Bearer wrong")]).status, 401, "{path}");
+    }
+    assert_eq!(request(web.addr, "GET", "/s/web-plan", &[("Authorization", "Bearer s3cret;x")]).status, 200);
+    // Given once in the address, it becomes a cookie and leaves the address.
+    let redirect = get(web.addr, "/s/web-plan?token=s3cret%3Bx&before=3");
+    assert_eq!(redirect.status, 303);
+    assert_eq!(redirect.header("location"), Some("/s/web-plan?before=3"));
+    let cookie = redirect.header("set-cookie").expect("a cookie");
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let pair = cookie.split(';').next().expect("name=value");
+    assert_eq!(request(web.addr, "GET", "/", &[("Cookie", pair)]).status, 200);
+    assert_eq!(get(web.addr, "/?token=wrong").status, 401);
+}
+
+#[test]
+fn host_and_origin_are_checked() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let web = Web::start(&scratch, &["--allow-host", "agents.internal"], &[]);
+    let port = web.addr.port();
+    let evil = request(web.addr, "GET", "/", &[("Host", "evil.example")]);
+    assert_eq!(evil.status, 403);
+    assert!(evil.body.contains("DNS rebinding"), "{}", evil.body);
+    assert_eq!(request(web.addr, "GET", "/", &[("Host", &format!("evil.example:{port}"))]).status, 403);
+    for host in [format!("localhost:{port}"), format!("127.0.0.1:{port}"), "agents.internal".to_string()] {
+        assert_eq!(request(web.addr, "GET", "/", &[("Host", &host)]).status, 200, "{host}");
+    }
+    assert_eq!(request(web.addr, "GET", "/", &[("Origin", "http://evil.example")]).status, 403);
+    assert_eq!(request(web.addr, "GET", "/", &[("Origin", "null")]).status, 403);
+    assert_eq!(request(web.addr, "GET", "/", &[("Origin", &format!("http://localhost:{port}"))]).status, 200);
+}
+
+#[test]
+fn only_get_and_head_are_answered() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    for method in ["POST", "PUT", "DELETE", "PATCH"] {
+        let refused = request(web.addr, method, "/s/web-plan", &[("Content-Length", "0")]);
+        assert_eq!(refused.status, 405, "{method}");
+        assert_eq!(refused.header("allow"), Some("GET, HEAD"));
+    }
+    let head = request(web.addr, "HEAD", "/s/web-plan", &[]);
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+}
+
+#[test]
+fn unknown_pages_and_sessions_are_404() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    for path in
+        ["/nope", "/s/", "/s/missing", "/s/web-plan/nope", "/s/web-plan/text/9999", "/s/web-plan/text/x", "/s/%zz", "/s/..%2F..%2Fetc%2Fpasswd"]
+    {
+        let answer = get(web.addr, path);
+        assert_eq!(answer.status, 404, "{path}: {}", answer.body);
+        assert_eq!(answer.header("content-type"), Some("text/html; charset=utf-8"), "{path}");
+    }
+    let scripted = get(web.addr, "/s/%3Cscript%3Ealert(1)%3C%2Fscript%3E");
+    assert_eq!(scripted.status, 404);
+    assert!(!scripted.body.contains("<script>alert") && scripted.body.contains("&lt;script&gt;alert"), "{}", scripted.body);
+    // A path is never read as a file, whatever the store.
+    std::fs::write(scratch.path().join("outside.jsonl"), "{}\n").expect("write");
+    assert_eq!(get(web.addr, &format!("/s/{}", "%2Ftmp%2Foutside.jsonl")).status, 404);
+}
+
+#[test]
+fn the_language_follows_the_browser_and_the_switch() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let zh = request(web.addr, "GET", "/s/web-plan", &[("Accept-Language", "zh-CN,zh;q=0.9,en;q=0.8")]);
+    assert!(zh.body.contains("<html lang=\"zh-CN\">") && zh.body.contains("1 已完成 · 2 进行中 · 1 待处理"), "{}", zh.body);
+    let en = request(web.addr, "GET", "/s/web-plan?lang=en", &[("Accept-Language", "zh-CN")]);
+    assert!(en.body.contains("<html lang=\"en\">") && en.body.contains("1 completed · 2 in progress · 1 pending"));
+    assert!(en.header("set-cookie").is_some_and(|c| c.starts_with("cordis_lang=en")));
+    let remembered = request(web.addr, "GET", "/", &[("Accept-Language", "zh-CN"), ("Cookie", "cordis_lang=en")]);
+    assert!(remembered.body.contains("<html lang=\"en\">"));
+}
+
+#[test]
+fn an_earlier_page_shows_the_plan_at_its_last_event() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let first = json!([{"content": "early task", "status": "in_progress"}, {"content": "done early", "status": "completed"}]);
+    let mut log = Log::new("web-long");
+    log.prompt("A long session.").call("", "todo_write", &todo_args(&first), Some(first.clone()), "ok", false);
+    for n in 0..300 {
+        log.say(&format!("step {n}"));
+    }
+    log.call("", "todo_write", &todo_args(&four()), Some(four()), "ok", false).end();
+    log.write(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let tail = get(web.addr, "/s/web-long");
+    assert!(tail.body.contains("1 completed · 2 in progress · 1 pending"));
+    assert!(tail.body.contains("rel=\"prev\""), "the last page links to earlier ones");
+    assert!(!tail.body.contains("step 100<"), "the last page holds the last 400 events only");
+    // Events 0..8 hold the first write (seq 5): the page ending there shows
+    // the plan as it was then, folded by the host.
+    let early = get(web.addr, "/s/web-long?before=8");
+    assert!(early.body.contains("1 completed · 1 in progress") && !early.body.contains("2 in progress"), "{}", early.body);
+    assert!(!early.body.contains("data-live"), "an earlier page is not live");
+    let before_plan = get(web.addr, "/s/web-long?before=4");
+    assert!(!before_plan.body.contains("class=\"plan\""), "no plan before the first write");
+}
