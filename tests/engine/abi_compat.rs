@@ -12,7 +12,9 @@
 //! - across 1.1 (`host.info`): a plugin that requires it is refused by the
 //!   1.0 host, naming it and cordis-abi 1.1, before its `apply` runs; one
 //!   that only uses it runs there without it; today's host gives it to
-//!   both.
+//!   both;
+//! - across 1.3 (`tools.dynamic`): `mcp-client`, which requires it, is
+//!   refused by the 1.0 host the same way.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -108,7 +110,7 @@ fn a_1_0_host_refuses_a_library_of_another_major_before_running_it() {
 #[test]
 fn a_plugin_requiring_a_later_capability_is_refused_by_a_1_0_host_naming_it() {
     let (code, abi, rest) = host_1_0(&lib_path("fixture-host-info"), "needs-host-info", &json!({}), "host", &json!({}));
-    assert_eq!(abi, "abi 1.1", "{rest}");
+    assert_eq!(abi, format!("abi 1.{}", cordis_abi::ABI_VERSION.minor), "{rest}");
     assert_eq!(code, 3, "refused before apply: {rest}");
     assert!(rest.contains("requires host capability `host.info` version 1, which cordis-abi 1.1 brings"), "{rest}");
     assert!(!rest.contains("apply failed"), "its apply never ran: {rest}");
@@ -134,12 +136,13 @@ fn plugins_using_a_1_1_capability_get_it_from_this_host() {
     let minor = cordis_abi::ABI_VERSION.minor;
     assert_eq!(result.text, format!("cordis {} (cordis-abi 1.{minor})", env!("CARGO_PKG_VERSION")));
     let value: Value = result.value.as_ref().map(|v| v.to_value().unwrap()).unwrap_or(Value::Null);
-    assert_eq!(value["atApply"]["capabilities"], json!(["host.info@1"]));
+    assert_eq!(value["atApply"]["capabilities"], json!(["host.info@1", "tools.dynamic@1"]));
     assert_eq!(value["atApply"], value["atCall"]);
 
     let out = scratch.cordis(&["plugins", "--plugin-dir", &scratch.path().display().to_string()]);
     let (stdout, stderr) = text(&out);
-    assert!(stdout.contains("libhostinfo.so (--plugin-dir, cordis-abi 1.1)"), "{stdout}\n{stderr}");
+    let built = format!("libhostinfo.so (--plugin-dir, cordis-abi 1.{})", cordis_abi::ABI_VERSION.minor);
+    assert!(stdout.contains(&built), "{stdout}\n{stderr}");
     assert!(stdout.contains("host capabilities: requires host.info@1 (cordis-abi 1.1); uses none"), "{stdout}");
     assert!(stdout.contains("host capabilities: requires none; uses host.info@1"), "{stdout}");
 }
@@ -161,4 +164,13 @@ fn this_host_refuses_a_plugin_requiring_a_capability_it_lacks_before_apply() {
     );
     assert!(!all.contains("apply of needs-the-future ran"), "{all}");
     assert!(all.contains("cordis.yml:2"), "the refusal names the file and line: {all}");
+}
+
+#[test]
+fn a_1_0_host_refuses_mcp_client_which_requires_tools_dynamic_before_apply() {
+    let config = json!({"serverName": "x", "transport": "stdio", "command": "/nonexistent/server"});
+    let (code, abi, rest) = host_1_0(&lib_path("mcp-client"), "mcp-client", &config, "none", &json!({}));
+    assert_eq!(abi, format!("abi 1.{}", cordis_abi::ABI_VERSION.minor), "{rest}");
+    assert_eq!(code, 3, "refused before apply: {rest}");
+    assert!(rest.contains("requires host capability `tools.dynamic` version 1, which cordis-abi 1.3 brings"), "{rest}");
 }

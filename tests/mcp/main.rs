@@ -9,6 +9,7 @@
 //! and reads the plan. The session log afterwards must hold exactly the two
 //! successful writes, in one turn that the closed connection ended.
 
+mod mcp_client;
 mod protocol;
 
 use std::collections::HashSet;

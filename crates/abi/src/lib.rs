@@ -69,7 +69,7 @@ pub mod prelude {
 /// The ABI version this crate implements: major 1, and the minor of the
 /// last capability or extension added. A library built with this crate
 /// reports it; a host built with it offers every capability up to it.
-pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 2 };
+pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 3 };
 
 /// The host capabilities this SDK knows, each with the ABI version that
 /// brought it (the changelog is in docs/abi.md). Pass them to
@@ -86,8 +86,38 @@ pub mod capabilities {
     /// [`crate::sdk::Context::host_info`].
     pub const HOST_INFO: Capability = Capability { name: "host.info", version: 1, since: AbiVersion { major: 1, minor: 1 } };
 
+    /// `tools.dynamic` version 1 (cordis-abi 1.3): tools whose set changes
+    /// after `apply` (the tools of an MCP server, which may add or drop
+    /// tools at any time). Used in `apply` with
+    /// [`crate::sdk::Context::capability_with`], whose object is the
+    /// plugin's *tool source*, a service answering:
+    ///
+    /// - `list` `{"after": G | null, "waitMs": N}`: `{"generation": G,
+    ///   "tools": [{"name", "description", "parameters", "outputSchema"?}],
+    ///   "status": TEXT, "statusLevel": "info" | "warn" | "error"}`, at
+    ///   once when the source's generation is not `after`, else after
+    ///   waiting at most `waitMs` (≤ 1000) for it to change (answering the
+    ///   same generation when it did not);
+    /// - `call` `{"name", "callId", "arguments": OBJECT}`: `{"isError",
+    ///   "text", "value"?}` (a value is a JSON object);
+    /// - `close` `{}`: the entry is being disposed; the source stops its
+    ///   work, wakes a waiting `list`, and answers every later `call` with
+    ///   an error.
+    ///
+    /// The request is `{}`. The host registers the first generation before
+    /// it answers `{"tools": N}` (a name already taken fails the
+    /// capability, naming its owner), then follows each new generation:
+    /// the tools of the previous one are withdrawn and the new ones
+    /// registered, all or none. Calls run through the same pipeline as a
+    /// plugin's own tools (arguments checked against `parameters`), and a
+    /// value that does not satisfy the tool's `outputSchema` is an error
+    /// result. A change of `status` is logged with the entry's id, at
+    /// `statusLevel` (`info` when absent). When the entry is disposed the
+    /// host stops following, sends `close`, and withdraws the tools.
+    pub const TOOLS_DYNAMIC: Capability = Capability { name: "tools.dynamic", version: 1, since: AbiVersion { major: 1, minor: 3 } };
+
     /// Every capability this SDK knows, oldest first.
-    pub const ALL: &[Capability] = &[HOST_INFO];
+    pub const ALL: &[Capability] = &[HOST_INFO, TOOLS_DYNAMIC];
 }
 
 /// The plugin-side extensions a host may ask for through the `extension`

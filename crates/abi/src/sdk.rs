@@ -312,6 +312,7 @@ trait RawHost {
     fn own_surface_event_type(&self, event_type: &str, validator: EventValidatorBox) -> RResult<(), RString>;
     fn on_turn_end(&self, hook: TurnEndHookBox) -> RResult<(), RString>;
     fn capability(&self, name: &str, version: u32, request: &str) -> RResult<RString, RString>;
+    fn capability_with(&self, name: &str, version: u32, request: &str, object: ServiceBox) -> RResult<RString, RString>;
 }
 
 impl RawHost for HostContextRef<'_> {
@@ -347,6 +348,9 @@ impl RawHost for HostContextRef<'_> {
     }
     fn capability(&self, name: &str, version: u32, request: &str) -> RResult<RString, RString> {
         HostContext_TO::capability(self, name.into(), version, request.into(), ROption::RNone)
+    }
+    fn capability_with(&self, name: &str, version: u32, request: &str, object: ServiceBox) -> RResult<RString, RString> {
+        HostContext_TO::capability(self, name.into(), version, request.into(), ROption::RSome(object))
     }
 }
 
@@ -519,6 +523,26 @@ impl<'a> Context<'a> {
     /// JSON.
     pub fn capability(&self, capability: &Capability, request: &impl Serialize) -> Result<Option<Value>, PluginError> {
         use_capability(capability, request, |n, v, r| self.raw.capability(n, v, r)).map_err(PluginError)
+    }
+
+    /// Uses a host capability that takes an object from the plugin (as
+    /// [`crate::capabilities::TOOLS_DYNAMIC`] takes a tool source):
+    /// `provider` crosses as a service the host calls, its panics caught on
+    /// this side like any provider's. `Ok(None)` when this host does not
+    /// offer the capability (the provider is then dropped).
+    ///
+    /// # Errors
+    /// When the host refuses the request, or answers with text that is not
+    /// JSON.
+    pub fn capability_with<S: ServiceProvider>(
+        &self,
+        capability: &Capability,
+        request: &impl Serialize,
+        provider: S,
+    ) -> Result<Option<Value>, PluginError> {
+        let adapter = ProviderAdapter { inner: provider, plugin: self.plugin, service: capability.name.to_string() };
+        let object: ServiceBox = Service_TO::from_ptr(RBox::new(adapter), TD_Opaque);
+        use_capability(capability, request, |n, v, r| self.raw.capability_with(n, v, r, object)).map_err(PluginError)
     }
 
     /// What the host says about itself ([`crate::capabilities::HOST_INFO`]):
@@ -1162,8 +1186,8 @@ impl<F: Fold> ServiceProvider for CompactionContext<F> {
             return Err(ServiceError(format!("projection {}: unknown compaction-context method `{method}` (known: contribute)", self.inner.key())));
         }
         let state = args.get("state").cloned().unwrap_or(Value::Null);
-        let state: F::State = serde_json::from_value(state)
-            .map_err(|e| ServiceError(format!("projection {} got an unreadable state: {e}", self.inner.key())))?;
+        let state: F::State =
+            serde_json::from_value(state).map_err(|e| ServiceError(format!("projection {} got an unreadable state: {e}", self.inner.key())))?;
         Ok(match self.inner.compaction_context(&state) {
             Some(content) => serde_json::json!({"content": content}),
             None => Value::Null,

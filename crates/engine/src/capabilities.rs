@@ -71,6 +71,10 @@ pub fn answer(name: &str, version: u32, request: &str, _object: ROption<ServiceB
         });
         return Ok(info.to_string());
     }
+    let dynamic = &cordis_abi::capabilities::TOOLS_DYNAMIC;
+    if name == dynamic.name && version == dynamic.version {
+        return Err("tools.dynamic is used during `apply` (the fiber's context), not during a call".into());
+    }
     let offered = if offered.is_empty() { "none".to_string() } else { offered.join(", ") };
     Err(format!("{UNKNOWN_CAPABILITY} `{name}` version {version}: this host (cordis-abi {HOST_ABI}) offers {offered}"))
 }
@@ -92,9 +96,9 @@ mod tests {
     fn host_info_answers_its_contract_and_unknown_ones_say_so() {
         let info: serde_json::Value = serde_json::from_str(&answer("host.info", 1, "{}", ROption::RNone).unwrap()).unwrap();
         assert_eq!(info["abi"], serde_json::json!({"major": 1, "minor": cordis_abi::ABI_VERSION.minor}));
-        assert_eq!(info["capabilities"], serde_json::json!(["host.info@1"]));
+        assert_eq!(info["capabilities"], serde_json::json!(["host.info@1", "tools.dynamic@1"]));
         assert!(answer("host.info", 1, r#"{"x": 1}"#, ROption::RNone).unwrap_err().contains("takes the request {}"));
         let unknown = answer("host.info", 2, "{}", ROption::RNone).unwrap_err();
-        assert!(unknown.starts_with(UNKNOWN_CAPABILITY) && unknown.contains("offers host.info@1"), "{unknown}");
+        assert!(unknown.starts_with(UNKNOWN_CAPABILITY) && unknown.contains("offers host.info@1, tools.dynamic@1"), "{unknown}");
     }
 }

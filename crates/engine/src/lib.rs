@@ -28,6 +28,7 @@ pub mod agent;
 pub mod capabilities;
 pub mod compaction;
 pub mod context;
+pub mod dynamic_tools;
 pub mod loader;
 pub mod reload;
 pub mod runtime;

@@ -140,6 +140,22 @@ impl FiberContext<'_> {
         }
     }
 
+    /// `tools.dynamic` version 1: follows the tool source `object` for this
+    /// fiber until it is disposed.
+    fn follow_tools(&self, request: &str, object: abi_stable::std_types::ROption<ServiceBox>) -> Result<String, String> {
+        self.injected("tools").map_err(String::from)?;
+        let request: serde_json::Value = serde_json::from_str(request).map_err(|e| format!("tools.dynamic: the request is not JSON: {e}"))?;
+        if !request.as_object().is_some_and(serde_json::Map::is_empty) {
+            return Err(format!("tools.dynamic version 1 takes the request {{}}, not {request}"));
+        }
+        let abi_stable::std_types::RSome(source) = object else {
+            return Err("tools.dynamic version 1 takes the plugin's tool source as its object, and none was given".into());
+        };
+        let (count, undo) = crate::dynamic_tools::follow(self.services.tools.clone(), self.fiber.owner().clone(), source)?;
+        self.fiber.add(Effect::new("dynamic tools", undo));
+        Ok(serde_json::json!({ "tools": count }).to_string())
+    }
+
     fn injected(&self, service: &str) -> Result<(), RString> {
         if self.inject.iter().any(|s| s == service) {
             Ok(())
@@ -255,6 +271,13 @@ impl HostContext for FiberContext<'_> {
         request: RStr<'_>,
         object: abi_stable::std_types::ROption<ServiceBox>,
     ) -> RResult<RString, RString> {
+        let dynamic = &cordis_abi::capabilities::TOOLS_DYNAMIC;
+        if name.as_str() == dynamic.name && version == dynamic.version {
+            return match self.follow_tools(request.as_str(), object) {
+                Ok(answer) => ROk(answer.into()),
+                Err(e) => RErr(e.into()),
+            };
+        }
         crate::capabilities::answer_raw(name, version, request, object)
     }
 

@@ -1,0 +1,508 @@
+//! The connection to one server: a supervisor task that connects, lists
+//! the tools, follows `notifications/tools/list_changed`, and reconnects
+//! with backoff when the connection is lost; and the tool source the host
+//! follows (`tools.dynamic`), which answers the host's `list`, `call` and
+//! `close`.
+//!
+//! Everything runs on a tokio runtime of the entry's own (one worker
+//! thread). The host's threads call in through the source: `list` waits on
+//! a condition variable for a new generation of tools, `call` blocks on the
+//! runtime for the server's answer, bounded by `toolCallTimeoutMs`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use cordis_abi::prelude::*;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ServiceExt};
+use tokio::sync::{mpsc, watch};
+
+use crate::content::map_result;
+use crate::names::public_name;
+use crate::{Config, Transport};
+
+/// How long the first connection (start, `initialize`, every page of
+/// `tools/list`) may take: the SDKs' default request timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The longest a `list` from the host waits for a change.
+const MAX_WAIT: Duration = Duration::from_millis(1000);
+
+/// One of the server's tools, as registered.
+#[derive(Debug, Clone, PartialEq)]
+struct ServerTool {
+    public: String,
+    raw: String,
+    description: String,
+    parameters: Value,
+    output: Option<Value>,
+}
+
+impl ServerTool {
+    fn listed(&self) -> Value {
+        let mut tool = json!({"name": self.public, "description": self.description, "parameters": self.parameters});
+        if let Some(output) = &self.output {
+            tool["outputSchema"] = output.clone();
+        }
+        tool
+    }
+}
+
+/// Where the connection is.
+#[derive(Debug, Clone)]
+enum Phase {
+    Connecting,
+    Connected,
+    /// Waiting to try again: the attempt about to be made, and why.
+    Retrying {
+        attempt: u32,
+        delay: Duration,
+        reason: String,
+    },
+    /// Lost, and reconnecting is off.
+    Down {
+        reason: String,
+    },
+    /// Gave up after the budget of attempts.
+    GaveUp {
+        reason: String,
+    },
+    Closed,
+}
+
+/// What the host and the supervisor share.
+struct State {
+    /// Bumped by every change of tools or phase, which wakes a waiting `list`.
+    changes: u64,
+    generation: u64,
+    tools: Vec<ServerTool>,
+    phase: Phase,
+    peer: Option<Peer<RoleClient>>,
+}
+
+struct Shared {
+    config: Config,
+    state: Mutex<State>,
+    changed: Condvar,
+    closed: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn label(&self) -> String {
+        format!("mcp-client({})", self.config.server_name)
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        let mut state = self.lock();
+        if matches!(state.phase, Phase::Closed) {
+            return;
+        }
+        state.phase = phase;
+        state.changes += 1;
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    /// Publishes a new tool list (a new generation only when it differs).
+    fn set_tools(&self, tools: Vec<ServerTool>) {
+        let mut state = self.lock();
+        if state.tools != tools {
+            state.tools = tools;
+            state.generation += 1;
+            state.changes += 1;
+        }
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    fn status(&self, state: &State) -> String {
+        let label = self.label();
+        match &state.phase {
+            Phase::Connecting => format!("{label}: connecting"),
+            Phase::Connected => format!("{label}: connected, {} tools", state.tools.len()),
+            Phase::Retrying { attempt, delay, reason } => {
+                format!("{label}: {reason}; reconnecting in {} ms (attempt {attempt} of {})", delay.as_millis(), self.config.reconnect.max_attempts)
+            }
+            Phase::Down { reason } => format!("{label}: {reason}; reconnecting is off, so its tools fail until the entry is reloaded"),
+            Phase::GaveUp { reason } => format!(
+                "{label}: {reason}; gave up after {} failed attempts in a row, tools withdrawn until the entry is reloaded",
+                self.config.reconnect.max_attempts
+            ),
+            Phase::Closed => format!("{label}: stopped"),
+        }
+    }
+
+    /// Why a call cannot be made now.
+    fn unavailable(&self, state: &State) -> String {
+        let label = self.label();
+        match &state.phase {
+            Phase::Connecting => format!("{label}: the MCP server is not connected yet"),
+            Phase::Connected => format!("{label}: the MCP server is not connected"),
+            Phase::Retrying { attempt, delay, reason } => format!(
+                "{label}: the MCP server is down: {reason}; reconnecting in {} ms (attempt {attempt} of {})",
+                delay.as_millis(),
+                self.config.reconnect.max_attempts
+            ),
+            Phase::Down { reason } => format!("{label}: the MCP server is down: {reason}; reconnecting is off, so reload the entry"),
+            Phase::GaveUp { reason } => format!("{label}: the MCP server is down: {reason}; gave up reconnecting, so reload the entry"),
+            Phase::Closed => format!("{label}: the entry was stopped"),
+        }
+    }
+}
+
+/// Passes `notifications/tools/list_changed` to the supervisor.
+struct Handler {
+    list_changed: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) -> impl std::future::Future<Output = ()> + Send + '_ {
+        let _ = self.list_changed.send(());
+        std::future::ready(())
+    }
+}
+
+/// Connects, lists the tools, follows the connection; reconnects with
+/// backoff. Ends when `stop` turns true.
+async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: std::sync::mpsc::SyncSender<Result<(), String>>) {
+    let policy = shared.config.reconnect.clone();
+    let mut first = Some(first);
+    let mut failed: u32 = 0;
+    loop {
+        shared.set_phase(Phase::Connecting);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let attempt = tokio::select! {
+            attempt = tokio::time::timeout(CONNECT_TIMEOUT, connect(&shared, Handler { list_changed: tx })) => attempt
+                .unwrap_or_else(|_| Err(format!("no answer within {} s while connecting", CONNECT_TIMEOUT.as_secs()))),
+            _ = stop.changed() => return,
+        };
+        let reason = match attempt {
+            Ok((running, tools)) => {
+                let peer = running.peer().clone();
+                shared.set_tools(tools);
+                shared.lock().peer = Some(peer.clone());
+                shared.set_phase(Phase::Connected);
+                if let Some(first) = first.take() {
+                    let _ = first.send(Ok(()));
+                }
+                let since = Instant::now();
+                let quit = running.waiting();
+                tokio::pin!(quit);
+                let reason = loop {
+                    tokio::select! {
+                        _ = &mut quit => break "the server closed the connection (it exited or crashed)".to_string(),
+                        Some(()) = rx.recv() => match list_tools(&shared, &peer).await {
+                            Ok(tools) => shared.set_tools(tools),
+                            // The previous generation stays registered.
+                            Err(e) => eprintln!("{}: the tool list changed, and listing it failed: {e}", shared.label()),
+                        },
+                        _ = stop.changed() => return,
+                    }
+                };
+                shared.lock().peer = None;
+                if since.elapsed() >= Duration::from_millis(policy.max_delay_ms) {
+                    failed = 0;
+                }
+                reason
+            }
+            Err(reason) => {
+                if let Some(first) = first.take() {
+                    let _ = first.send(Err(reason.clone()));
+                }
+                reason
+            }
+        };
+        if !policy.enabled {
+            shared.set_phase(Phase::Down { reason });
+            let _ = stop.changed().await;
+            return;
+        }
+        failed += 1;
+        if failed > policy.max_attempts {
+            shared.set_tools(Vec::new());
+            shared.set_phase(Phase::GaveUp { reason });
+            let _ = stop.changed().await;
+            return;
+        }
+        let delay = Duration::from_millis(policy.initial_delay_ms.saturating_mul(1u64 << (failed - 1).min(40)).min(policy.max_delay_ms));
+        shared.set_phase(Phase::Retrying { attempt: failed, delay, reason });
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+type Running = RunningService<RoleClient, Handler>;
+
+/// One connection attempt: start or reach the server, `initialize`, list
+/// the tools.
+async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<ServerTool>), String> {
+    let config = &shared.config;
+    let running = match config.transport {
+        Transport::Stdio => {
+            let program = config.command.clone().unwrap_or_default();
+            let mut command = tokio::process::Command::new(&program);
+            command.args(&config.args).env_clear().envs(scrubbed_env()).envs(&config.env);
+            if !config.cwd.is_empty() {
+                command.current_dir(&config.cwd);
+            }
+            let (transport, _) = TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::inherit())
+                .spawn()
+                .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+            handler.serve(transport).await.map_err(|e| format!("the MCP handshake with `{program}` failed: {e}"))?
+        }
+        Transport::StreamableHttp => {
+            // reqwest is built without a TLS provider of its own: use ring's
+            // (a provider already installed in this library stays).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let url = config.url.clone().unwrap_or_default();
+            let mut headers = HashMap::new();
+            for (name, value) in &config.headers {
+                let header = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("headers: `{name}` is not a valid header name"))?;
+                // The value may be a secret: never show it.
+                let value =
+                    http::HeaderValue::from_str(value).map_err(|_| format!("headers: the value of `{name}` is not valid in an HTTP header"))?;
+                headers.insert(header, value);
+            }
+            let transport =
+                StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers));
+            handler.serve(transport).await.map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
+        }
+    };
+    let tools = list_tools(shared, running.peer()).await?;
+    Ok((running, tools))
+}
+
+/// The server's whole tool list, under public names.
+async fn list_tools(shared: &Shared, peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, String> {
+    let listed = peer.list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
+    let mut seen = BTreeMap::new();
+    let mut tools = Vec::with_capacity(listed.len());
+    for tool in listed {
+        let raw = tool.name.to_string();
+        let public = public_name(&shared.config.server_name, &raw);
+        if seen.insert(public.clone(), raw.clone()).is_some() {
+            return Err(format!("the server listed the tool `{raw}` more than once"));
+        }
+        let parameters = Value::Object((*tool.input_schema).clone());
+        let output = tool.output_schema.as_ref().map(|s| Value::Object((**s).clone()));
+        tools.push(ServerTool { public, raw, description: tool.description.map(|d| d.to_string()).unwrap_or_default(), parameters, output });
+    }
+    Ok(tools)
+}
+
+/// This process's environment without the names that look like
+/// credentials (containing KEY, PASSWORD, SECRET or TOKEN, in any case),
+/// as the harness passes it to the servers it starts.
+fn scrubbed_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy().to_ascii_uppercase();
+            !["KEY", "PASSWORD", "SECRET", "TOKEN"].iter().any(|word| name.contains(word))
+        })
+        .collect()
+}
+
+/// The tool source the host follows.
+struct Source {
+    shared: Arc<Shared>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    handle: tokio::runtime::Handle,
+    stop: watch::Sender<bool>,
+}
+
+impl Source {
+    fn list(&self, args: &Value) -> Result<Value, SourceError> {
+        let after = args.get("after").and_then(Value::as_u64);
+        let wait = Duration::from_millis(args.get("waitMs").and_then(Value::as_u64).unwrap_or(0)).min(MAX_WAIT);
+        let mut state = self.shared.lock();
+        if after == Some(state.generation) && !self.shared.closed.load(Ordering::Acquire) {
+            let seen = state.changes;
+            let closed = &self.shared.closed;
+            state = self
+                .shared
+                .changed
+                .wait_timeout_while(state, wait, |s| s.changes == seen && !closed.load(Ordering::Acquire))
+                .map(|(state, _)| state)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        let tools: Vec<Value> = state.tools.iter().map(ServerTool::listed).collect();
+        let level = match state.phase {
+            Phase::Connecting | Phase::Connected | Phase::Closed => "info",
+            Phase::Retrying { .. } => "warn",
+            Phase::Down { .. } | Phase::GaveUp { .. } => "error",
+        };
+        Ok(json!({"generation": state.generation, "tools": tools, "status": self.shared.status(&state), "statusLevel": level}))
+    }
+
+    fn call(&self, args: Value) -> Result<Value, SourceError> {
+        let name = args.get("name").and_then(Value::as_str).unwrap_or_default();
+        let arguments = match args.get("arguments") {
+            Some(Value::Object(map)) => map.clone(),
+            _ => return Ok(error_result(format!("{}: the arguments of {name} are not an object", self.shared.label()))),
+        };
+        let (raw, peer) = {
+            let state = self.shared.lock();
+            if self.shared.closed.load(Ordering::Acquire) {
+                return Ok(error_result(self.shared.unavailable(&State { phase: Phase::Closed, ..clone_state(&state) })));
+            }
+            let Some(tool) = state.tools.iter().find(|t| t.public == name) else {
+                return Ok(error_result(format!("{}: the MCP server no longer offers `{name}`", self.shared.label())));
+            };
+            let Some(peer) = state.peer.clone() else {
+                return Ok(error_result(self.shared.unavailable(&state)));
+            };
+            (tool.raw.clone(), peer)
+        };
+        let timeout = Duration::from_millis(self.shared.config.tool_call_timeout_ms);
+        let label = self.shared.label();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new(raw.clone()).with_arguments(arguments)));
+        let mut options = PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        // Not `block_on`: the host may call from inside a runtime of its own.
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let answer = match peer.send_request_with_option(request, options).await {
+                Ok(handle) => handle.await_response().await,
+                Err(e) => Err(e),
+            };
+            let _ = tx.send(answer);
+        });
+        let Ok(answer) = rx.recv() else {
+            return Ok(error_result(self.shared.unavailable(&State { phase: Phase::Closed, ..clone_state(&self.shared.lock()) })));
+        };
+        let result = match answer {
+            Ok(ServerResult::CallToolResult(result)) => result,
+            Ok(other) => {
+                let kind = serde_json::to_value(&other).ok().and_then(|v| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>().join(", ")));
+                return Ok(error_result(format!(
+                    "{label}: the MCP server answered {raw} with something that is not a tool result ({})",
+                    kind.unwrap_or_default()
+                )));
+            }
+            Err(ServiceError::Timeout { .. }) => {
+                return Ok(error_result(format!(
+                    "{label}: the MCP server did not answer {raw} within {} ms (toolCallTimeoutMs); the call was cancelled",
+                    timeout.as_millis()
+                )))
+            }
+            Err(ServiceError::McpError(e)) => {
+                return Ok(error_result(format!("{label}: the MCP server refused the call to {raw}: {} (code {})", e.message, e.code.0)));
+            }
+            Err(e) => {
+                let state = self.shared.lock();
+                let now = match state.phase {
+                    Phase::Connected if state.peer.is_some() => String::new(),
+                    _ => format!(" (now: {})", self.shared.status(&state).trim_start_matches(&format!("{label}: "))),
+                };
+                return Ok(error_result(format!("{label}: the call to {raw} failed: the connection to the MCP server was lost ({e}){now}")));
+            }
+        };
+        let value = serde_json::to_value(&result).map_err(|e| SourceError(format!("{label}: cannot read the result of {raw}: {e}")))?;
+        match map_result(&raw, &value) {
+            Ok(mapped) => {
+                let mut answer = json!({"isError": mapped.is_error, "text": mapped.text});
+                if let Some(value) = mapped.value {
+                    answer["value"] = value;
+                }
+                Ok(answer)
+            }
+            Err(e) => Ok(error_result(format!("{label}: {e}"))),
+        }
+    }
+
+    fn close(&self) {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.shared.set_phase(Phase::Closed);
+        let _ = self.stop.send(true);
+        self.shared.lock().peer = None;
+        self.shared.changed.notify_all();
+        let runtime = self.runtime.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(runtime) = runtime {
+            // Drops the connection, which ends a child process (rmcp kills
+            // it when its transport is dropped).
+            runtime.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+fn clone_state(state: &State) -> State {
+    State { changes: state.changes, generation: state.generation, tools: Vec::new(), phase: state.phase.clone(), peer: None }
+}
+
+fn error_result(text: String) -> Value {
+    json!({"isError": true, "text": text})
+}
+
+/// An error of the source's own (a request it cannot read).
+struct SourceError(String);
+
+impl ServiceProvider for Source {
+    fn call(&self, method: &str, args: Value) -> Result<Value, cordis_abi::sdk::ServiceError> {
+        let answer = match method {
+            "list" => self.list(&args),
+            "call" => self.call(args),
+            "close" => {
+                self.close();
+                Ok(json!({}))
+            }
+            other => Err(SourceError(format!("the mcp-client tool source has no request `{other}` (requests: list, call, close)"))),
+        };
+        answer.map_err(|e| cordis_abi::sdk::ServiceError::new(e.0))
+    }
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Starts the entry: the runtime, the supervisor, the first connection,
+/// and hands the source to the host.
+pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
+    let label = format!("mcp-client({})", config.server_name);
+    let fail_on_startup = config.fail_on_startup_error;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name(format!("mcp:{}", config.server_name))
+        .enable_all()
+        .build()
+        .map_err(|e| PluginError::new(format!("{label}: cannot start its runtime: {e}")))?;
+    let shared = Arc::new(Shared {
+        config,
+        state: Mutex::new(State { changes: 0, generation: 0, tools: Vec::new(), phase: Phase::Connecting, peer: None }),
+        changed: Condvar::new(),
+        closed: AtomicBool::new(false),
+    });
+    let (stop, stopped) = watch::channel(false);
+    let (first_tx, first_rx) = std::sync::mpsc::sync_channel(1);
+    runtime.spawn(supervise(shared.clone(), stopped, first_tx));
+    let handle = runtime.handle().clone();
+    let source = Source { shared, runtime: Mutex::new(Some(runtime)), handle: handle.clone(), stop };
+    let first = first_rx.recv().unwrap_or_else(|_| Err("the connection was stopped".into()));
+    if let Err(reason) = &first {
+        ctx.log(LogLevel::Warn, &format!("{label}: the first connection failed: {reason}; retrying in the background"));
+        if fail_on_startup {
+            source.close();
+            return Err(PluginError::new(format!("{label}: the first connection or tool listing failed (failOnStartupError): {reason}")));
+        }
+    }
+    match ctx.capability_with(&cordis_abi::capabilities::TOOLS_DYNAMIC, &json!({}), source)? {
+        Some(_) => Ok(()),
+        None => Err(PluginError::new(format!("{label}: this host does not offer tools.dynamic (cordis-abi 1.3); run a newer cordis"))),
+    }
+}
