@@ -512,6 +512,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
                 .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Session { command: SessionCommand::Compact { session, script }, .. } => {
+            let host = boot_for_sessions(&cli)?;
+            compact(&host, session, script.as_deref())
+        }
         Command::Session { command: SessionCommand::Show { session }, .. } => {
             let host = boot_for_sessions(&cli)?;
             let (s, problems) = host.services.sessions.view(session).map_err(|e| e.to_string())?;
