@@ -887,3 +887,79 @@ fn retry_after_as_an_http_date_is_waited_for() {
         &format!("the model API at {url} is rate-limiting requests (HTTP 429): slow (gave up after 1 retry); its last answer asked to wait 1.0 s before retrying"),
     );
 }
+
+#[test]
+fn the_deepseek_package_takes_the_harness_config_and_maps_it_to_requests() {
+    let server = SseServer::start(vec![hello(), hello()]);
+    let scratch = Scratch::new();
+    scratch.composition(&format!(
+        "- id: llm-deepseek\n  name: '@deepseek-ai/dsh-llm-deepseek'\n  config:\n    apiKeyEnv: CORDIS_TEST_KEY\n    baseURL: {}\n    thinking: enabled\n    reasoningEffort: max\n    streamIdleTimeoutMs: 60000\n    models:\n      - id: deepseek-v4-pro\n        contextWindow: 128000\n      - id: deepseek-v4-flash\n        contextWindow: 128000\n",
+        server.base_url
+    ));
+    let out = cordis(&scratch, &["run", "say hello"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let id = session_id(&stdout);
+    assert_no_key(&scratch, &out, &id);
+    let request = &server.requests()[0];
+    assert_eq!(request.line, "POST /v1/chat/completions HTTP/1.1");
+    assert_eq!(request.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    let body = &request.body;
+    assert_eq!(body["model"], "deepseek-v4-pro", "the first model of the catalog");
+    assert_eq!(body["thinking"], json!({"type": "enabled"}));
+    assert_eq!(body["reasoning_effort"], "max");
+    assert_eq!(body["max_tokens"], 256_000, "the package's default maxTokens");
+    let message = log_events(&log_path(&scratch, &id)).into_iter().find(|(k, _)| k == "assistant/message").unwrap().1;
+    assert_eq!(message["message"]["source"]["provider"], "deepseek-official", "{message}");
+
+    // `off` turns thinking off and sends no effort; unknown keys are refused
+    // with the allowed ones listed; a broken pair fails the entry.
+    scratch.composition(&format!(
+        "- id: llm-deepseek\n  name: '@deepseek-ai/dsh-llm-deepseek'\n  config:\n    apiKeyEnv: CORDIS_TEST_KEY\n    baseURL: {}\n    reasoningEffort: 'off'\n",
+        server.base_url
+    ));
+    let out = cordis(&scratch, &["run", "say hello"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let body = &server.requests()[1].body;
+    assert_eq!((body["thinking"].clone(), body.get("reasoning_effort")), (json!({"type": "disabled"}), None), "{body}");
+    assert_eq!(body["model"], "deepseek-v4-flash", "the package's default catalog");
+    scratch.composition(
+        "- id: a\n  name: '@deepseek-ai/dsh-llm-deepseek'\n  config:\n    model: x\n- id: b\n  name: '@deepseek-ai/dsh-llm-deepseek'\n  config:\n    thinking: disabled\n    reasoningEffort: high\n",
+    );
+    let out = cordis(&scratch, &["check"]);
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("$.model is not an allowed key (allowed: apiKeyEnv, baseURL, "), "{stdout}");
+    assert!(stdout.contains("with thinking: disabled, reasoningEffort can only be off"), "{stdout}");
+}
+
+#[test]
+fn the_harness_model_rows_load_without_a_key_and_a_turn_then_names_the_variable() {
+    // The fixture compositions name the model by package, with no key in
+    // the environment (as CI runs them): the rows load.
+    for file in ["examples/headless-agent/cordis.yml", "examples/acp-agent/cordis.yml"] {
+        let path = repo_root().join("tests/fixtures/compositions").join(file);
+        let out = Command::new(cordis_exe())
+            .args(["--no-user-patch", "-c", path.to_str().unwrap(), "check"])
+            .current_dir(path.parent().unwrap())
+            .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            .env_remove("DEEPSEEK_API_KEY")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert!(stdout.contains("loaded   llm-deepseek (@deepseek-ai/dsh-llm-deepseek)"), "{file}:\n{stdout}\n{stderr}");
+    }
+    let server = SseServer::start(vec![hello()]);
+    let scratch = Scratch::new();
+    scratch.composition(&format!(
+        "- id: llm-deepseek\n  name: '@deepseek-ai/dsh-llm-deepseek'\n  config:\n    apiKeyEnv: CORDIS_UNSET_KEY\n    baseURL: {}\n",
+        server.base_url
+    ));
+    let out = cordis(&scratch, &["run", "say hello"]);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("export it in $CORDIS_UNSET_KEY (apiKeyEnv)") || stdout.contains("export it in $CORDIS_UNSET_KEY (apiKeyEnv)"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(server.requests().is_empty(), "nothing is sent without a key");
+}

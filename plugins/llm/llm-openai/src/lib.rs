@@ -11,10 +11,15 @@
 //! `Authorization` header of those requests; it is never written to the
 //! session log, the terminal or a log line.
 //!
+//! The library also exports [`deepseek::LlmDeepSeek`], the same provider
+//! under the TypeScript harness's `@deepseek-ai/dsh-llm-deepseek` package
+//! name and config.
+//!
 //! Modules: [`wire`] (the request body, the streamed chunks), [`stream`]
 //! (one request's worker: HTTP, retries, Server-Sent Events), [`service`]
 //! (the `model` service's start / next / cancel protocol).
 
+pub mod deepseek;
 pub mod service;
 pub mod stream;
 pub mod wire;
@@ -108,11 +113,17 @@ impl Plugin for LlmOpenAi {
             model: config.model,
             provider: config.provider.unwrap_or_else(|| "openai-compatible".into()),
             system: config.system_prompt,
-            sampling: wire::Sampling { temperature: config.temperature, max_tokens: config.max_tokens },
+            sampling: wire::Sampling {
+                temperature: config.temperature,
+                max_tokens: config.max_tokens.map(u64::from),
+                thinking: wire::Thinking::default(),
+            },
+            context_window: None,
         };
         ctx.provide(SERVICE_NAME, ModelService::new(endpoint, settings))
     }
 }
 
 cordis_abi::export_plugin!(LlmOpenAi);
+cordis_abi::export_plugin!(deepseek::LlmDeepSeek);
 cordis_abi::export_library!();

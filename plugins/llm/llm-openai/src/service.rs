@@ -3,7 +3,7 @@
 //!
 //! Requests:
 //! - `describe` (and `value`, what `!!js` expressions see) → `{"service":
-//!   "model", "provider": LABEL, "model": NAME}`;
+//!   "model", "provider": LABEL, "model": NAME, "contextWindow"?: N}`;
 //! - `start` `{"messages": [...], "tools": [{"name", "description",
 //!   "parameters"}]}` → `{"stream": ID}`: sends the request and streams the
 //!   answer in the background (see [`crate::wire::HistoryMessage`] for the
@@ -63,6 +63,8 @@ pub struct Settings {
     pub system: Option<String>,
     /// Temperature and token limit.
     pub sampling: Sampling,
+    /// The model's context window in tokens, when configured.
+    pub context_window: Option<u64>,
 }
 
 /// The `model` service of one `llm-openai` entry.
@@ -80,7 +82,11 @@ impl ModelService {
     }
 
     fn describe(&self) -> Value {
-        json!({"service": SERVICE_NAME, "provider": self.settings.provider, "model": self.settings.model})
+        let mut d = json!({"service": SERVICE_NAME, "provider": self.settings.provider, "model": self.settings.model});
+        if let Some(window) = self.settings.context_window {
+            d["contextWindow"] = json!(window);
+        }
+        d
     }
 
     fn start(&self, args: &Value) -> Result<Value, ServiceError> {

@@ -59,6 +59,10 @@ pub struct Endpoint {
     pub timeout: Duration,
     /// Retries after HTTP 429, 5xx, or a failed connection.
     pub max_retries: u32,
+    /// Whether a request needs a key: when none was read at `apply`, each
+    /// request reads `key_env` again and fails, naming it, while it is
+    /// unset.
+    key_required: bool,
     agent: ureq::Agent,
 }
 
@@ -89,7 +93,14 @@ impl Endpoint {
         if loopback {
             config = config.proxy(None);
         }
-        Endpoint { url, api_key, key_env, timeout, max_retries, agent: config.build().into() }
+        Endpoint { url, api_key, key_env, timeout, max_retries, key_required: false, agent: config.build().into() }
+    }
+
+    /// This endpoint, needing a key: without one read at `apply`, each
+    /// request reads the variable again, and fails while it is unset.
+    pub fn key_required(mut self) -> Endpoint {
+        self.key_required = true;
+        self
     }
 }
 
@@ -205,7 +216,14 @@ fn run(endpoint: &Endpoint, body: &str, state: &StreamState) {
             return;
         }
         let mut request = endpoint.agent.post(url).header("Content-Type", "application/json").header("Accept", "text/event-stream");
-        if let Some(key) = &endpoint.api_key {
+        let late_key = match (&endpoint.api_key, &endpoint.key_env) {
+            (None, Some(var)) if endpoint.key_required => match std::env::var(var).map(|k| k.trim().to_string()) {
+                Ok(key) if !key.is_empty() => Some(key),
+                _ => return state.fail("auth", None, format!("no API key for the model API at {url}: export it in ${var} (apiKeyEnv)")),
+            },
+            _ => None,
+        };
+        if let Some(key) = endpoint.api_key.as_ref().or(late_key.as_ref()) {
             request = request.header("Authorization", format!("Bearer {key}"));
         }
         let retry: (String, Option<Duration>, &str, Option<u16>, String) = match request.send(body) {

@@ -81,7 +81,19 @@ pub struct Sampling {
     /// `temperature`, when set.
     pub temperature: Option<f64>,
     /// `max_tokens`, when set.
-    pub max_tokens: Option<u32>,
+    pub max_tokens: Option<u64>,
+    /// DeepSeek's `thinking` and `reasoning_effort`, when set.
+    pub thinking: Thinking,
+}
+
+/// DeepSeek's thinking switches, sent only when set: `thinking: {"type":
+/// "enabled" | "disabled"}` and `reasoning_effort` (`low`, `high`, `max`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Thinking {
+    /// `thinking.type`.
+    pub thinking: Option<&'static str>,
+    /// `reasoning_effort`.
+    pub effort: Option<&'static str>,
 }
 
 /// The JSON body of a streamed Chat Completions request.
@@ -135,6 +147,12 @@ pub fn request_body(model: &str, system: Option<&str>, messages: &[HistoryMessag
     }
     if let Some(n) = sampling.max_tokens {
         body.insert("max_tokens".into(), json!(n));
+    }
+    if let Some(kind) = sampling.thinking.thinking {
+        body.insert("thinking".into(), json!({"type": kind}));
+    }
+    if let Some(effort) = sampling.thinking.effort {
+        body.insert("reasoning_effort".into(), json!(effort));
     }
     Value::Object(body)
 }
@@ -360,7 +378,13 @@ mod tests {
             HistoryMessage::Assistant { text: "done".into(), tool_calls: vec![], reasoning: "ignored".into() },
         ];
         let tools = vec![ToolSpec { name: "todo_write".into(), description: "d".into(), parameters: json!({"type": "object"}) }];
-        let body = request_body("m", Some("sys"), &history, &tools, &Sampling { temperature: Some(0.5), max_tokens: Some(10) });
+        let body = request_body(
+            "m",
+            Some("sys"),
+            &history,
+            &tools,
+            &Sampling { temperature: Some(0.5), max_tokens: Some(10), thinking: Thinking::default() },
+        );
         assert_eq!(body["messages"][0], json!({"role": "system", "content": "sys"}));
         assert_eq!(
             body["messages"][2],
