@@ -7,7 +7,7 @@
 //! source's first generation of tools before answering, then follows it
 //! from a thread of its own that long-polls `list`: each new generation
 //! replaces the previous one in the [`ToolRegistry`], all or none. Each
-//! registered tool is a [`ForwardedTool`] that sends its calls to the
+//! registered tool is a `ForwardedTool` that sends its calls to the
 //! source through the same pipeline as any tool (the registry checks the
 //! arguments first), and checks the structured value the source answers
 //! against the tool's declared output schema.
