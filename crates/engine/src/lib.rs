@@ -26,7 +26,6 @@
 
 pub mod agent;
 pub mod capabilities;
-pub mod compaction;
 pub mod context;
 pub mod dynamic_tools;
 pub mod loader;

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::compaction::Compactor;
+use crate::agent::compaction::Compactor;
 use crate::context::Services;
 use crate::loader::persistence::{self, Persistence};
 use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
@@ -93,7 +93,7 @@ impl Host {
         let reports = loader.load(&composition);
         // A refused compaction config is reported by the loader as a failed
         // entry; the host then runs without compaction.
-        let compaction = crate::compaction::config::select(&composition.entries).ok().flatten().map(|c| Arc::new(Compactor::new(c)));
+        let compaction = crate::loader::compaction::select(&composition.entries).ok().flatten().map(|c| Arc::new(Compactor::new(c)));
         Ok(Host { composition, services, loader, reports, state_dir, compaction })
     }
 

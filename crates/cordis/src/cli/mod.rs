@@ -527,7 +527,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
 }
 
 /// `cordis session compact ID`: compacts the session now (see
-/// [`cordis_engine::compaction`]) and says what it did.
+/// [`cordis_engine::agent::compaction`]) and says what it did.
 fn compact(host: &Host, id: &str, script: Option<&Path>) -> Result<ExitCode, CliError> {
     let Some(compactor) = host.compaction.clone() else {
         return Err("the composition has no compaction entry; add one (`- name: compaction-basic`), see docs/guide/sessions.md#compaction"

@@ -7,6 +7,7 @@
 //! `step/end`; a step with no tool calls ends the turn with `turn/end`.
 //! Event data follows the shapes of the TypeScript harness's logs.
 
+pub mod compaction;
 pub mod interrupt;
 pub mod model;
 pub mod scripted;
@@ -25,9 +26,9 @@ pub use service_model::{ServiceModel, MODEL_SERVICE};
 use abi_stable::sabi_trait::TD_Opaque;
 use cordis_abi::ffi::ExecContext_TO;
 
-use crate::compaction::{CompactionError, Compactor};
 use crate::context::TurnHooks;
 use crate::tools::{CallScope, ToolCall, ToolRegistry, ToolResult};
+use compaction::{CompactionError, Compactor};
 use cordis_session::{derive_messages, AppendError, Appender, Event, Session};
 
 /// The most model steps one turn may take.
@@ -98,7 +99,7 @@ impl<'m> Agent<'m> {
 
     /// Keeps the history within the model's context with `compactor`:
     /// checked before each step, and once more when the provider refuses a
-    /// request as too long (see [`crate::compaction`]). A failed compaction
+    /// request as too long (see [`crate::agent::compaction`]). A failed compaction
     /// is reported as a notice and the turn goes on with the history as it
     /// is.
     pub fn with_compaction(mut self, compactor: Option<Arc<Compactor>>) -> Agent<'m> {

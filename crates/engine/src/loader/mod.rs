@@ -9,6 +9,7 @@
 //! not stop the others.
 
 pub mod catalog;
+pub mod compaction;
 pub mod library;
 pub mod persistence;
 pub mod resolve;
@@ -346,11 +347,11 @@ impl Loader {
             out.push(report);
             return;
         }
-        if crate::compaction::config::is_compaction(&entry.name) {
+        if compaction::is_compaction(&entry.name) {
             // Compaction is the host's own, configured at boot from this
             // same entry.
-            match crate::compaction::config::configure(entry) {
-                Ok(c) => report.notes.push(crate::compaction::config::describe(&c)),
+            match compaction::configure(entry) {
+                Ok(c) => report.notes.push(compaction::describe(&c)),
                 Err(messages) => report.state = EntryState::Failed(messages),
             }
             out.push(report);
@@ -435,7 +436,7 @@ impl Loader {
         if persistence::is_persistence(&entry.name) {
             return Err(fail("the session store is chosen when the host starts; restart to change it".into()));
         }
-        if crate::compaction::config::is_compaction(&entry.name) {
+        if compaction::is_compaction(&entry.name) {
             return Err(fail("compaction is configured when the host starts; restart to change it".into()));
         }
 

@@ -219,7 +219,7 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
     }
 }
 
-/// `compact`: compacts the dev session now (see [`crate::compaction`]).
+/// `compact`: compacts the dev session now (see [`crate::agent::compaction`]).
 fn compact(dev: &DevHost, session: &Arc<Session>) -> Value {
     let Some(compactor) = dev.host.compaction.clone() else {
         return json!({"error": "the composition has no compaction entry (add `- name: compaction-basic`)"});

@@ -1,27 +1,10 @@
-//! The compaction entry of a composition and its config.
-//!
-//! Compaction is builtin to the host (it rewrites the history the host
-//! derives, through core event types), chosen by an entry named
-//! `cordis:compaction-basic`, `compaction-basic`, or the harness's package
-//! name `@deepseek-ai/dsh-compaction-basic`, so a harness composition's row
-//! selects it unchanged. Its config has the keys of that package's
-//! `BasicCompactionConfig`, with the same defaults and the same load-time
-//! rules; unknown keys are refused with the allowed ones listed.
+//! The config of compaction: the keys of the harness's
+//! `@deepseek-ai/dsh-compaction-basic` package (`BasicCompactionConfig`),
+//! with the same defaults and the same load-time rules. The composition
+//! entry that carries it is read by [`crate::loader::compaction`].
 
-use cordis_abi::schema::Checker;
-use cordis_composition::{expr, Entry, Switch};
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
-
-use crate::loader::config_violations;
-
-/// The builtin names of the compaction entry.
-pub const NAMES: [&str; 3] = ["cordis:compaction-basic", "compaction-basic", "@deepseek-ai/dsh-compaction-basic"];
-
-/// Whether an entry named `name` is the compaction entry.
-pub fn is_compaction(name: &str) -> bool {
-    NAMES.contains(&name)
-}
+use serde_json::{json, Value};
 
 /// The policy fields a default and a per-model override share.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -252,88 +235,10 @@ fn check_policy(p: &Policy, at: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The compaction config of `entry`, its config evaluated (`!!js` without
-/// services) and checked against [`CompactionConfig::schema`] and
-/// [`CompactionConfig::check`].
-///
-/// # Errors
-/// One message per problem, naming file, line and entry.
-pub fn configure(entry: &Entry) -> Result<CompactionConfig, Vec<String>> {
-    let none = Map::new();
-    let config = entry.config_json(&mut |source| expr::evaluate(source, &none).map_err(|e| e.to_string())).map_err(|m| vec![m])?;
-    let checker = Checker::new(CompactionConfig::schema()).map_err(|e| vec![format!("the compaction schema does not compile: {e}")])?;
-    let problems = config_violations(entry, &checker, &config);
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    let parsed: CompactionConfig = serde_json::from_value(if config.is_null() { json!({}) } else { config })
-        .map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
-    parsed.check().map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
-    Ok(parsed)
-}
-
-/// The enabled compaction entry among `entries` (groups and includes
-/// searched, disabled ones skipped), configured; `None` when there is none.
-///
-/// # Errors
-/// Its config's problems, a `disabled` expression that fails, or two
-/// enabled compaction entries.
-pub fn select(entries: &[Entry]) -> Result<Option<CompactionConfig>, Vec<String>> {
-    let mut found: Vec<&Entry> = Vec::new();
-    collect(entries, &mut found)?;
-    match found.as_slice() {
-        [] => Ok(None),
-        [one] => configure(one).map(Some),
-        [first, second, ..] => Err(vec![format!(
-            "{}: entry {}: a second compaction entry; {} (entry {}) is one already. Disable one of them",
-            second.locate(),
-            second.id,
-            first.locate(),
-            first.id
-        )]),
-    }
-}
-
-fn collect<'a>(entries: &'a [Entry], found: &mut Vec<&'a Entry>) -> Result<(), Vec<String>> {
-    for entry in entries {
-        let disabled = match &entry.disabled {
-            Switch::Fixed(b) => *b,
-            Switch::Expr(source) => expr::truthy(source, &Map::new())
-                .map_err(|e| vec![format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id)])?,
-        };
-        if disabled {
-            continue;
-        }
-        if is_compaction(&entry.name) {
-            found.push(entry);
-        }
-        collect(&entry.children, found)?;
-    }
-    Ok(())
-}
-
-/// One line for `cordis check` about a configured compaction.
-pub fn describe(config: &CompactionConfig) -> String {
-    match config.resolve_policy(None) {
-        Ok(p) => {
-            let keep = match p.retain {
-                Retain::Ratio(r) => format!("keeps the last {:.0}% of the window verbatim", r * 100.0),
-                Retain::Tokens(t) => format!("keeps the last {t} tokens verbatim"),
-            };
-            let when = if config.auto() { "before a step" } else { "only when asked (auto: false)" };
-            format!(
-                "compaction: at {:.0}% of the model's context window, {when}; {keep}; summaries up to {} tokens; the plan is carried over",
-                p.threshold_ratio * 100.0,
-                p.max_tokens
-            )
-        }
-        Err(e) => format!("compaction: {e}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cordis_abi::schema::Checker;
 
     fn parse(v: Value) -> Result<CompactionConfig, String> {
         let c: CompactionConfig = serde_json::from_value(v).map_err(|e| e.to_string())?;

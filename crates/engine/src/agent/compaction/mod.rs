@@ -39,7 +39,7 @@ use serde_json::{json, Value};
 
 pub use config::{CompactionConfig, Resolved, Retain};
 
-use crate::agent::{Model, ModelRequest, NoSink, Purpose, TurnObserver};
+use super::{Model, ModelRequest, NoSink, Purpose, TurnObserver};
 use crate::tools::ToolSchema;
 use cordis_session::event::core;
 use cordis_session::event::SurfaceOp;
