@@ -489,6 +489,7 @@ fn compaction_by_hand_in_the_dev_console() {
     let messages = request["messages"].as_array().unwrap();
     assert!(messages.last().unwrap()["content"].as_str().unwrap().contains("checkpoint"), "{request}");
     assert!(messages.iter().any(|m| m["tool_call_id"] == "dev_1_1"), "the replaced history is replayed: {request}");
+    assert_eq!(request["max_tokens"], 512, "the summary is capped at maxTokens");
     let _ = child.kill();
     let _ = child.wait();
     let (_, events) = exported(&scratch, None, &id);

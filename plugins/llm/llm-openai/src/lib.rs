@@ -76,6 +76,11 @@ pub struct Config {
     /// A system prompt sent first in every request.
     #[serde(default)]
     pub system_prompt: Option<String>,
+    /// The model's context window, in tokens: what a compaction's
+    /// threshold is a fraction of (no automatic compaction without it).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub context_window: Option<u64>,
 }
 
 /// The `llm-openai` plugin: provides `model`.
@@ -118,7 +123,7 @@ impl Plugin for LlmOpenAi {
                 max_tokens: config.max_tokens.map(u64::from),
                 thinking: wire::Thinking::default(),
             },
-            context_window: None,
+            context_window: config.context_window,
         };
         ctx.provide(SERVICE_NAME, ModelService::new(endpoint, settings))
     }

@@ -96,7 +96,12 @@ impl ModelService {
             None | Some(Value::Null) => Vec::new(),
             Some(t) => serde_json::from_value(t.clone()).map_err(|e| ServiceError::new(format!("model start: `tools` is not a tool list: {e}")))?,
         };
-        let body = request_body(&self.settings.model, self.settings.system.as_deref(), &messages, &tools, &self.settings.sampling);
+        // A caller's cap (a compaction's summary) wins over the configured one.
+        let mut sampling = self.settings.sampling.clone();
+        if let Some(cap) = args.get("maxTokens").and_then(Value::as_u64) {
+            sampling.max_tokens = Some(cap);
+        }
+        let body = request_body(&self.settings.model, self.settings.system.as_deref(), &messages, &tools, &sampling);
         let mut streams = self.streams.lock().map_err(|_| ServiceError::new("model: the stream table is poisoned"))?;
         if streams.len() >= MAX_OPEN_STREAMS {
             return Err(ServiceError::new(format!("model start: {MAX_OPEN_STREAMS} streams are open already; cancel or drain one first")));
