@@ -5,6 +5,7 @@ throughput figure (bench/mcp.sh), on the official Python SDK (`mcp`).
     client.py scenario http URL [TOKEN]         run the scenario over HTTP
     client.py kill CORDIS [ARGS...]             call todo_write until killed, one line per answer
     client.py bench N CORDIS [ARGS...]          N sequential todo_write calls over stdio
+    client.py bench-tool N TOOL ARGS CMD...     N sequential calls of TOOL on the stdio server CMD
     client.py watch FILE CORDIS [ARGS...]       rewrite the composition FILE, wait for tools/list_changed
     client.py halfsave FILE GAP CORDIS [ARGS...]  write FILE in place in two parts GAP seconds apart
     client.py errors stdio CORDIS [ARGS...]     protocol errors and a cancelled call, over stdio
@@ -222,6 +223,21 @@ async def bench(n, argv):
         out(step="bench", calls=n, seconds=elapsed, calls_per_s=n / elapsed, errors=errors)
 
 
+async def bench_tool(n, tool, arguments, argv):
+    """N sequential calls of TOOL (ARGUMENTS as JSON) on the stdio server
+    started as ARGV: the baseline of bench/mcp_client.sh."""
+    async with Client(stdio_server(argv)) as client:
+        await client.list_tools()
+        await client.call_tool(tool, arguments)
+        start = time.perf_counter()
+        errors = 0
+        for _ in range(n):
+            result = await client.call_tool(tool, arguments)
+            errors += bool(result.is_error)
+        elapsed = time.perf_counter() - start
+        out(calls=n, seconds=elapsed, calls_per_s=n / elapsed, errors=errors)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "scenario" and sys.argv[2] == "stdio":
@@ -245,6 +261,8 @@ def main():
         asyncio.run(halfsave(sys.argv[2], float(sys.argv[3]), sys.argv[4:]))
     elif mode == "bench":
         asyncio.run(bench(int(sys.argv[2]), sys.argv[3:]))
+    elif mode == "bench-tool":
+        asyncio.run(bench_tool(int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), sys.argv[5:]))
     else:
         sys.exit(__doc__)
 
