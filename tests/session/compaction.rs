@@ -271,22 +271,60 @@ fn compaction_by_hand_from_the_command_line() {
     let scratch = Scratch::new();
     scratch.composition(&composition("", ""));
     let id = write_long_session(&scratch, 4, 100_000, &[]);
-    std::fs::write(
-        scratch.path().join("summary.script.yml"),
-        format!("summaries: [{}]\nsteps:\n  - text: unused\n", serde_json::to_string(SUMMARY).unwrap()),
-    )
-    .unwrap();
+    // A turn left open by a writer that was killed is closed first.
+    let mut dev = std::process::Command::new(cordis_tests::cordis_exe())
+        .args(["dev", "--session", &id])
+        .current_dir(scratch.path())
+        .env("CORDIS_PLUGIN_PATH", cordis_tests::plugin_dir())
+        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::{BufRead, BufReader, Write};
+        let mut stdin = dev.stdin.take().unwrap();
+        let mut stdout = BufReader::new(dev.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        writeln!(stdin, r#"call todo_write {{"todos": [{{"content": "left open", "status": "in_progress"}}]}}"#).unwrap();
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.contains("\"isError\":false"), "{line}");
+        let _ = dev.kill();
+        let _ = dev.wait();
+    }
+    // A script for compacting may hold summaries alone.
+    let summary = serde_json::to_string(SUMMARY).unwrap();
+    std::fs::write(scratch.path().join("summary.script.yml"), format!("summaries: [{summary}, {summary}]\n")).unwrap();
     let (stdout, _) = run(&scratch, &["session", "compact", &id, "--script", "summary.script.yml"]);
     assert!(stdout.contains("compacted") && stdout.contains("carried over: tool-todo"), "{stdout}");
     let (_, events) = exported(&scratch, None, &id);
     let start = of_kind(&events, "compaction/start");
     assert_eq!(start.len(), 1);
     assert_eq!(data(start[0])["turn"], Value::Null, "made between turns");
+    let before_start = &events[events.iter().position(|e| e.seq == start[0].seq).unwrap() - 1];
+    assert_eq!(before_start.kind, "turn/end", "the open turn was closed first");
+    assert_eq!(data(before_start)["reason"]["kind"], "interrupted");
+    let plan = carried_plans(&events);
+    assert!(data(plan[0])["content"].to_string().contains("left open"), "the standing plan is carried");
     let history = derive_messages(&events);
     assert!(matches!(&history[0], Message::User { text } if text.contains(SUMMARY)));
-    // Everything but the newest entry was replaced: the summary, the final
-    // answer, and the plan.
-    assert_eq!(history.len(), 3, "{history:?}");
+    // Everything but the newest entry was replaced: the summary, the newest
+    // entry (the dev call's result, with its call) and the plan.
+    assert_eq!(history.len(), 4, "{history:?}");
+    // Again right away: what is left is too small for a summary to shrink
+    // it together with the plan carried after it, so the history stays as
+    // it is, and the command says why.
+    let out = scratch.cordis(&["session", "compact", &id, "--script", "summary.script.yml"]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        stdout.contains("nothing to compact") || (!out.status.success() && stderr.contains("not smaller than what it replaces")),
+        "{stdout}{stderr}"
+    );
+    let (_, again) = exported(&scratch, None, &id);
+    assert_eq!(derive_messages(&again), history, "the history is unchanged");
 
     // Without a compaction entry it says what to add.
     let bare = Scratch::new();
@@ -308,6 +346,11 @@ fn the_config_is_the_published_one() {
     scratch.composition("- id: compaction\n  name: compaction-basic\n  config:\n    thresholdRatio: 0.5\n    retainRatio: 0.6\n");
     let (stdout, _) = text(&scratch.cordis(&["check"]));
     assert!(stdout.contains("retainRatio (0.6) must be below thresholdRatio (0.5)"), "{stdout}");
+    // Two compaction entries: the second fails, as a second store does.
+    scratch.composition("- id: c1\n  name: compaction-basic\n- id: c2\n  name: '@deepseek-ai/dsh-compaction-basic'\n");
+    let out = scratch.cordis(&["check"]);
+    let (stdout, _) = text(&out);
+    assert!(!out.status.success() && stdout.contains("a second compaction entry"), "{stdout}");
 }
 
 /// Our normalized view of a history message: role, text, and the call ids
@@ -474,12 +517,14 @@ fn compaction_by_hand_in_the_dev_console() {
         stdout.read_line(&mut answer).unwrap();
         serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
     };
+    let long = "a long pending item ".repeat(20);
     for i in 0..3 {
         let call = format!(
-            r#"call todo_write {{"todos": [{{"content": "write {i}", "status": "in_progress"}}, {{"content": "after {i}", "status": "pending"}}]}}"#
+            r#"call todo_write {{"todos": [{{"content": "write {i}", "status": "in_progress"}}, {{"content": "after {i}: {long}", "status": "pending"}}]}}"#
         );
         assert_eq!(ask(&call)["isError"], false);
     }
+    assert_eq!(ask("status")["notRunning"], json!([]), "the builtin compaction entry runs");
     let answer = ask("compact");
     assert_eq!(answer["compacted"]["carried"], json!(["tool-todo"]), "{answer}");
     assert_eq!(answer["compacted"]["replaced"], 4, "two calls and their results; the newest pair is kept: {answer}");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::agent::compaction::Compactor;
 use crate::context::Services;
 use crate::loader::persistence::{self, Persistence};
-use crate::loader::{Composition, CompositionError, EntryReport, Layer, LibraryCache, Loader, PluginPath};
+use crate::loader::{Composition, CompositionError, EntryReport, EntryState, Layer, LibraryCache, Loader, PluginPath};
 use cordis_session::store::UnusableStore;
 #[cfg(feature = "postgres")]
 use cordis_session::PostgresStore;
@@ -90,10 +90,27 @@ impl Host {
             .allow_writable(options.allow_writable_plugins);
         cache.adopt(options.adopted_copies.clone());
         let loader = Loader::with_cache(services.clone(), plugin_path, cache);
-        let reports = loader.load(&composition);
+        let mut reports = loader.load(&composition);
         // A refused compaction config is reported by the loader as a failed
-        // entry; the host then runs without compaction.
-        let compaction = crate::loader::compaction::select(&composition.entries).ok().flatten().map(|c| Arc::new(Compactor::new(c)));
+        // entry; two enabled compaction entries fail the second, as two
+        // stores do; the host then runs without compaction.
+        let compaction = match crate::loader::compaction::select(&composition.entries) {
+            Ok(chosen) => chosen.map(|c| Arc::new(Compactor::new(c))),
+            Err(messages) => {
+                let compacting: Vec<usize> = reports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| {
+                        crate::loader::compaction::is_compaction(&r.name) && !matches!(r.state, EntryState::Disabled | EntryState::Failed(_))
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                for i in compacting.into_iter().skip(1) {
+                    reports[i].state = EntryState::Failed(messages.clone());
+                }
+                None
+            }
+        };
         Ok(Host { composition, services, loader, reports, state_dir, compaction })
     }
 

@@ -547,6 +547,14 @@ fn compact(host: &Host, id: &str, script: Option<&Path>) -> Result<ExitCode, Cli
     }
     let mut out = std::io::stdout().lock();
     let mut printer = Printer::new(&mut out, host);
+    // A turn left open by a process that stopped is closed first, as
+    // `run --session` does: a compaction by hand is made between turns.
+    if let Some(turn) = session.open_turn() {
+        cordis_engine::agent::close_open_step(&session, &mut printer).map_err(|e| e.to_string())?;
+        session
+            .append_value("turn/end", &serde_json::json!({"turn": turn, "reason": {"kind": "interrupted"}}), cordis_session::Appender::Host)
+            .map_err(|e| e.to_string())?;
+    }
     let outcome = compactor.compact_now(&session, model.as_mut(), &host.services.tools.schemas(), &mut printer);
     printer.end_stream();
     drop(printer);

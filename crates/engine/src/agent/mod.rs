@@ -207,7 +207,9 @@ impl<'m> Agent<'m> {
             let step = summary.steps;
             let schemas = self.tools.schemas();
             if let Some(compactor) = self.compaction.clone() {
-                match compactor.before_step(&self.session, &mut *self.model, &schemas, obs) {
+                let interrupt = self.interrupt.clone();
+                let interrupted = move || interrupt.as_ref().is_some_and(Interrupt::is_set);
+                match compactor.before_step(&self.session, &mut *self.model, &schemas, &interrupted, obs) {
                     Ok(Some(outcome)) => obs.on_notice(&outcome.describe()),
                     Ok(None) => {}
                     Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),

@@ -14,7 +14,8 @@
 //! Two optional keys serve compaction: `contextWindow: N` is the model's
 //! context window in tokens, and `summaries: [TEXT, ...]` answers, in
 //! order, the requests for a compaction's summary (an empty text scripts a
-//! summary that fails).
+//! summary that fails). A script for `cordis session compact` may hold
+//! `summaries` alone.
 //!
 //! `arguments` is the raw text a model would emit, so malformed arguments can
 //! be scripted too. A call may give its `id`; otherwise ids are
@@ -39,6 +40,7 @@ struct Script {
     context_window: Option<u64>,
     #[serde(default)]
     summaries: Vec<String>,
+    #[serde(default)]
     steps: Vec<ScriptStep>,
 }
 
@@ -113,8 +115,8 @@ impl ScriptedModel {
                 ..ModelStep::default()
             })
             .collect();
-        if steps.is_empty() {
-            return Err(ModelError::Failed(format!("{file}: the script has no steps")));
+        if steps.is_empty() && script.summaries.is_empty() {
+            return Err(ModelError::Failed(format!("{file}: the script has no steps (and no summaries)")));
         }
         Ok(ScriptedModel {
             name,

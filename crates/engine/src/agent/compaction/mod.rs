@@ -190,6 +190,7 @@ impl Compactor {
         session: &Arc<Session>,
         model: &mut dyn Model,
         tools: &[ToolSchema],
+        interrupted: &dyn Fn() -> bool,
         obs: &mut dyn TurnObserver,
     ) -> Result<Option<Outcome>, CompactionError> {
         if !self.config.auto() {
@@ -218,6 +219,10 @@ impl Compactor {
         let mut done: Option<Outcome> = None;
         let mut failed = None;
         for _ in 0..tries {
+            // Ctrl-C stops the tries; the turn then ends as interrupted.
+            if interrupted() {
+                break;
+            }
             match self.bracket(session, model, tools, &policy, retain, obs) {
                 Ok(Some(outcome)) => {
                     let after = outcome.request_tokens.1;
@@ -329,12 +334,22 @@ impl Compactor {
         let mut messages = well_formed_history(region);
         messages.push(Message::User { text: SUMMARY_REQUEST.to_string() });
 
+        // What the plugins carry over comes back after the summary: a
+        // compaction must shrink the history by more than the summary's
+        // framing and that, or it is not worth a model call.
+        let carried = contributions(session, obs);
+        let carried_tokens: u64 = carried.iter().map(|c| c.tokens).sum();
+        let framing = message_tokens(&framed(""));
+        if replaced_tokens <= framing + carried_tokens {
+            return Ok(None);
+        }
+
         let turn = session.open_turn();
         let compaction_id = uuid::Uuid::new_v4().to_string();
         let lifecycle = json!({"compactionId": compaction_id, "turn": turn});
         let start = append(session, obs, core::COMPACTION_START, &lifecycle)?;
 
-        let summary = summarize(model, &messages, tools, policy.max_tokens, replaced_tokens);
+        let summary = summarize(model, &messages, tools, policy.max_tokens, replaced_tokens.saturating_sub(carried_tokens));
         let (text, usage, summary_tokens) = match summary {
             Ok(s) => s,
             Err(last) => {
@@ -374,7 +389,7 @@ impl Compactor {
         let replaced = session.append_surface(core::USER_MESSAGE, &checkpoint, SurfaceOp::Replace { start: range.0, end: range.1 }, sources)?;
         obs.on_event(session, &replaced);
 
-        let carried = carry_over(session, &compaction_id, summary_event.seq, obs)?;
+        let carried = carry_over(session, carried, &compaction_id, obs)?;
         append(session, obs, core::COMPACTION_END, &lifecycle)?;
         let after = session.with_events(|events| request_tokens(events, tools));
         Ok(Some(Outcome {
@@ -414,40 +429,83 @@ fn summarize(
     if text.is_empty() {
         return Err("the model gave no summary text".into());
     }
-    let framed = Message::User { text: format!("{CHECKPOINT_PREFACE}\n\n{SUMMARY_OPEN}\n{text}\n{SUMMARY_CLOSE}") };
-    let tokens = message_tokens(&framed);
+    let tokens = message_tokens(&framed(&text));
     if tokens >= replaced {
-        return Err(format!("the summary (~{tokens} tokens) is not smaller than what it replaces (~{replaced} tokens)"));
+        return Err(format!(
+            "the summary (~{tokens} tokens) is not smaller than what it replaces, less what is carried over after it (~{replaced} tokens)"
+        ));
     }
     Ok((text, answer.usage, tokens))
 }
 
-/// Appends what each projection's plugin contributes after a compaction
-/// (the standing plan), as user-side messages naming their source.
-fn carry_over(session: &Arc<Session>, compaction_id: &str, summary_seq: u64, obs: &mut dyn TurnObserver) -> Result<Vec<String>, AppendError> {
-    let mut carried = Vec::new();
+/// The summary as the model reads it, framed.
+fn framed(text: &str) -> Message {
+    Message::User { text: format!("{CHECKPOINT_PREFACE}\n\n{SUMMARY_OPEN}\n{text}\n{SUMMARY_CLOSE}") }
+}
+
+/// What one projection's plugin carries over a compaction.
+struct Contribution {
+    plugin: String,
+    entry: String,
+    projection: String,
+    blocks: Vec<Value>,
+    /// The event its state stands on (the last one it folded).
+    source: Option<u64>,
+    tokens: u64,
+}
+
+/// Asks each projection's plugin what the model must still see of its
+/// state after the compaction (the standing plan).
+fn contributions(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Vec<Contribution> {
+    let mut out = Vec::new();
     for (projection, state) in session.states() {
         let blocks = match projection.compaction_context(&state) {
             Ok(Some(blocks)) => blocks,
             Ok(None) => continue,
             Err(e) => {
-                obs.on_notice(&format!("projection {} of {}: its context after the compaction was not added: {e}", projection.key, projection.owner));
+                obs.on_notice(&format!(
+                    "compaction: projection {} of {}: its context after the compaction is left out: {e}",
+                    projection.key, projection.owner
+                ));
                 continue;
             }
         };
-        // Cite the event the state stands on: the last one it folds.
-        let source = session.with_events(|events| events.iter().rev().find(|e| projection.folds(&e.kind)).map(|e| e.seq)).unwrap_or(summary_seq);
+        let text: String = blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n");
+        let source = session.with_events(|events| events.iter().rev().find(|e| projection.folds(&e.kind)).map(|e| e.seq));
+        out.push(Contribution {
+            plugin: projection.owner.plugin.clone(),
+            entry: projection.owner.entry.clone(),
+            projection: projection.key.clone(),
+            blocks,
+            source,
+            tokens: message_tokens(&Message::User { text }),
+        });
+    }
+    out
+}
+
+/// Appends the contributions as user-side messages naming their plugin,
+/// each citing the event its state stands on.
+fn carry_over(
+    session: &Arc<Session>,
+    carried: Vec<Contribution>,
+    compaction_id: &str,
+    obs: &mut dyn TurnObserver,
+) -> Result<Vec<String>, AppendError> {
+    let mut plugins = Vec::new();
+    for c in carried {
         let message = json!({
             "role": "user",
-            "content": blocks,
-            "source": {"kind": "plugin", "plugin": projection.owner.plugin, "entry": projection.owner.entry, "projection": projection.key, "compactionId": compaction_id},
+            "content": c.blocks,
+            "source": {"kind": "plugin", "plugin": c.plugin, "entry": c.entry, "projection": c.projection, "compactionId": compaction_id},
             "id": uuid::Uuid::new_v4().to_string(),
         });
-        let event = session.append_surface(core::USER_MESSAGE, &message, SurfaceOp::Append, vec![source])?;
+        let sources = c.source.map_or_else(|| session.with_events(|e| e.last().map(|e| vec![e.seq]).unwrap_or_default()), |s| vec![s]);
+        let event = session.append_surface(core::USER_MESSAGE, &message, SurfaceOp::Append, sources)?;
         obs.on_event(session, &event);
-        carried.push(projection.owner.plugin.clone());
+        plugins.push(c.plugin);
     }
-    Ok(carried)
+    Ok(plugins)
 }
 
 /// The seq of a `compaction/start` with no `compaction/end` after it.
