@@ -22,6 +22,7 @@ fn every_figure_still_runs() {
         ("| resume (3001 events) |", true),
         ("| reload |", true),
         ("| memory (peak RSS) |", true),
+        ("| compaction, a session of 3001 events |", true),
     ];
     for (figure, measured) in rows {
         let Some(line) = stdout.lines().find(|l| l.starts_with(figure)) else {
