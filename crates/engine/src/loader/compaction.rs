@@ -10,7 +10,7 @@
 //! load-time rules apply ([`CompactionConfig::check`]).
 
 use cordis_abi::schema::Checker;
-use cordis_composition::{expr, Entry, Switch};
+use cordis_composition::{expr, Entry};
 use serde_json::{json, Map};
 
 use super::config_violations;
@@ -51,8 +51,7 @@ pub fn configure(entry: &Entry) -> Result<CompactionConfig, Vec<String>> {
 /// Its config's problems, a `disabled` expression that fails, or two
 /// enabled compaction entries.
 pub fn select(entries: &[Entry]) -> Result<Option<CompactionConfig>, Vec<String>> {
-    let mut found: Vec<&Entry> = Vec::new();
-    collect(entries, &mut found)?;
+    let found = super::enabled_builtin(entries, is_compaction)?;
     match found.as_slice() {
         [] => Ok(None),
         [one] => configure(one).map(Some),
@@ -64,24 +63,6 @@ pub fn select(entries: &[Entry]) -> Result<Option<CompactionConfig>, Vec<String>
             first.id
         )]),
     }
-}
-
-fn collect<'a>(entries: &'a [Entry], found: &mut Vec<&'a Entry>) -> Result<(), Vec<String>> {
-    for entry in entries {
-        let disabled = match &entry.disabled {
-            Switch::Fixed(b) => *b,
-            Switch::Expr(source) => expr::truthy(source, &Map::new())
-                .map_err(|e| vec![format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id)])?,
-        };
-        if disabled {
-            continue;
-        }
-        if is_compaction(&entry.name) {
-            found.push(entry);
-        }
-        collect(&entry.children, found)?;
-    }
-    Ok(())
 }
 
 /// One line for `cordis check` about a configured compaction.

@@ -763,6 +763,38 @@ fn providers_first(mut new: Vec<(Entry, Prepared)>) -> Vec<(Entry, Prepared)> {
     ordered
 }
 
+/// The enabled non-container entries among `entries` (groups and includes
+/// searched, disabled ones skipped, `!!js` switches evaluated without
+/// services) whose name `builtin` accepts: how boot finds the one store and
+/// the one compaction entry before any plugin loads.
+///
+/// # Errors
+/// A `disabled` expression that fails, naming file, line and entry.
+pub(crate) fn enabled_builtin(entries: &[Entry], builtin: fn(&str) -> bool) -> Result<Vec<&Entry>, Vec<String>> {
+    let mut found = Vec::new();
+    collect_enabled(entries, builtin, &mut found)?;
+    Ok(found)
+}
+
+fn collect_enabled<'a>(entries: &'a [Entry], builtin: fn(&str) -> bool, found: &mut Vec<&'a Entry>) -> Result<(), Vec<String>> {
+    for entry in entries {
+        let disabled = match &entry.disabled {
+            Switch::Fixed(b) => *b,
+            Switch::Expr(source) => expr::truthy(source, &serde_json::Map::new())
+                .map_err(|e| vec![format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id)])?,
+        };
+        if disabled {
+            continue;
+        }
+        if entry.is_container() {
+            collect_enabled(&entry.children, builtin, found)?;
+        } else if builtin(&entry.name) {
+            found.push(entry);
+        }
+    }
+    Ok(())
+}
+
 /// The config's violations of `checker`'s schema, one message each naming
 /// the file and line of the offending value, the entry and what was
 /// expected (empty when the config is valid).

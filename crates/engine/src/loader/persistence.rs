@@ -19,7 +19,7 @@ use serde_json::Map;
 
 #[cfg(feature = "postgres")]
 use cordis_composition::positions::Step;
-use cordis_composition::{expr, Entry, Switch};
+use cordis_composition::{expr, Entry};
 #[cfg(feature = "postgres")]
 use cordis_session::postgres::PostgresConfig;
 use cordis_session::store::harness::{self, HarnessConfig};
@@ -97,8 +97,7 @@ pub fn configure(entry: &Entry) -> Result<Persistence, Vec<String>> {
 /// Its config's problems, a `disabled` expression that fails, or two
 /// enabled persistence entries.
 pub fn select(entries: &[Entry]) -> Result<Option<(String, Persistence)>, Vec<String>> {
-    let mut found: Vec<&Entry> = Vec::new();
-    collect(entries, &mut found)?;
+    let found = super::enabled_builtin(entries, is_persistence)?;
     match found.as_slice() {
         [] => Ok(None),
         [one] => configure(one).map(|p| Some((one.id.clone(), p))),
@@ -110,25 +109,6 @@ pub fn select(entries: &[Entry]) -> Result<Option<(String, Persistence)>, Vec<St
             first.id
         )]),
     }
-}
-
-fn collect<'a>(entries: &'a [Entry], found: &mut Vec<&'a Entry>) -> Result<(), Vec<String>> {
-    for entry in entries {
-        let disabled = match &entry.disabled {
-            Switch::Fixed(b) => *b,
-            Switch::Expr(source) => expr::truthy(source, &Map::new())
-                .map_err(|e| vec![format!("{}: entry {}: `disabled`: {e}", entry.locate_key("disabled"), entry.id)])?,
-        };
-        if disabled {
-            continue;
-        }
-        if entry.is_container() {
-            collect(&entry.children, found)?;
-        } else if is_persistence(&entry.name) {
-            found.push(entry);
-        }
-    }
-    Ok(())
 }
 
 impl Persistence {
