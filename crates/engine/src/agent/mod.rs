@@ -232,7 +232,7 @@ impl<'m> Agent<'m> {
                         if let (Some(compactor), ModelError::Failed(text)) = (self.compaction.clone(), &e) {
                             if context_overflow(text) && overflows < compactor.overflow_retries(&*self.model) {
                                 overflows += 1;
-                                match compactor.after_overflow(&self.session, &mut *self.model, &schemas, obs) {
+                                match compactor.compact_now(&self.session, &mut *self.model, &schemas, obs) {
                                     Ok(Some(outcome)) => {
                                         obs.on_notice(&format!("the request was too long for the model's context; {}", outcome.describe()));
                                         continue;

@@ -244,32 +244,15 @@ impl Compactor {
         }
     }
 
-    /// The check after the provider refused a request as too long for its
-    /// context: compacts as much as it can (keeping the newest history
-    /// entry), whatever the threshold. `Ok(None)` when nothing could be
-    /// replaced.
-    ///
-    /// # Errors
-    /// [`CompactionError`].
-    pub fn after_overflow(
-        &self,
-        session: &Arc<Session>,
-        model: &mut dyn Model,
-        tools: &[ToolSchema],
-        obs: &mut dyn TurnObserver,
-    ) -> Result<Option<Outcome>, CompactionError> {
-        let policy = self.policy(model)?;
-        self.until_summarized(session, model, tools, &policy, obs)
-    }
-
     /// How many times one step may be retried after the provider refused
-    /// it as too long ([`Compactor::after_overflow`]).
+    /// it as too long (each retry after a [`Compactor::compact_now`]).
     pub fn overflow_retries(&self, model: &dyn Model) -> u32 {
         self.config.resolve_policy(Some((model.provider(), model.name()))).map_or(0, |p| p.max_overflow_retries)
     }
 
     /// A compaction asked for by hand (`cordis session compact`, the dev
-    /// console's `compact`): everything but the newest history entry is
+    /// console's `compact`), or after the provider refused a request as too
+    /// long for its context: everything but the newest history entry is
     /// summarized, whatever the threshold; between turns the events carry
     /// `turn: null`. `Ok(None)` when there is nothing to replace.
     ///
