@@ -65,7 +65,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use postgres::types::Type;
-use postgres::{Client, NoTls};
+use postgres::{Client, GenericClient, NoTls};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -464,20 +464,7 @@ impl PostgresStore {
     /// Takes session `id`'s writer lease for `token` on `client`, or names
     /// who holds it.
     fn take(&self, client: &mut Client, id: &str, token: &str) -> Result<(), StoreError> {
-        let holder: Option<String> = client
-            .query_typed_one(
-                &format!("SELECT {}.take_writer($1, $2, $3, $4, $5)", self.quoted()),
-                &[
-                    (&id, Type::TEXT),
-                    (&token, Type::TEXT),
-                    (&application_name(), Type::TEXT),
-                    (&self.lease_ms(), Type::INT8),
-                    (&self.direct, Type::BOOL),
-                ],
-            )
-            .map_err(|e| self.pg(e))?
-            .get(0);
-        match holder {
+        match take_writer(client, &self.quoted(), id, token, self.lease_ms(), self.direct).map_err(|e| self.pg(e))? {
             None => Ok(()),
             Some(holder) => Err(StoreError::Held { id: id.to_string(), holder }),
         }
@@ -535,6 +522,45 @@ fn connect(url: &str) -> Result<Client, postgres::Error> {
     config.connect(NoTls)
 }
 
+/// Takes session `id`'s writer lease for `token` (the `take_writer`
+/// function, in `quoted_schema`): `None` when it is now `token`'s, else
+/// who holds it.
+fn take_writer(
+    client: &mut impl GenericClient,
+    quoted_schema: &str,
+    id: &str,
+    token: &str,
+    lease_ms: i64,
+    direct: bool,
+) -> Result<Option<String>, postgres::Error> {
+    Ok(client
+        .query_typed_one(
+            &format!("SELECT {quoted_schema}.take_writer($1, $2, $3, $4, $5)"),
+            &[(&id, Type::TEXT), (&token, Type::TEXT), (&application_name(), Type::TEXT), (&lease_ms, Type::INT8), (&direct, Type::BOOL)],
+        )?
+        .get(0))
+}
+
+/// Renews `token`'s lease of session `id` for `lease_ms` (the
+/// `renew_writer` function, in `quoted_schema`); `sync`: its commit waits
+/// for the WAL flush. Whether the lease is still `token`'s.
+fn renew_writer(
+    client: &mut impl GenericClient,
+    quoted_schema: &str,
+    id: &str,
+    token: &str,
+    lease_ms: i64,
+    direct: bool,
+    sync: bool,
+) -> Result<bool, postgres::Error> {
+    Ok(client
+        .query_typed_one(
+            &format!("SELECT {quoted_schema}.renew_writer($1, $2, $3, $4, $5)"),
+            &[(&id, Type::TEXT), (&token, Type::TEXT), (&lease_ms, Type::INT8), (&direct, Type::BOOL), (&sync, Type::BOOL)],
+        )?
+        .get(0))
+}
+
 fn describe(config: &postgres::Config, schema: &str) -> String {
     let host = config
         .get_hosts()
@@ -579,20 +605,7 @@ impl SessionStore for PostgresStore {
         if inserted == 0 {
             return Err(StoreError::Exists(header.id.clone()));
         }
-        let holder: Option<String> = tx
-            .query_typed_one(
-                &format!("SELECT {}.take_writer($1, $2, $3, $4, $5)", self.quoted()),
-                &[
-                    (&header.id, Type::TEXT),
-                    (&token, Type::TEXT),
-                    (&application_name(), Type::TEXT),
-                    (&self.lease_ms(), Type::INT8),
-                    (&self.direct, Type::BOOL),
-                ],
-            )
-            .map_err(|e| self.pg(e))?
-            .get(0);
-        if let Some(holder) = holder {
+        if let Some(holder) = take_writer(&mut tx, &self.quoted(), &header.id, &token, self.lease_ms(), self.direct).map_err(|e| self.pg(e))? {
             return Err(StoreError::Held { id: header.id.clone(), holder });
         }
         tx.commit().map_err(|e| self.pg(e))?;
@@ -809,17 +822,17 @@ impl Heartbeat {
     fn start(store: &PostgresStore, client: Arc<Mutex<Client>>, id: &str, token: &str, lost: Arc<Mutex<Option<String>>>) -> Heartbeat {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let every = store.lease / 3;
-        let sql = format!("SELECT {}.renew_writer($1, $2, $3, $4, false)", store.quoted());
+        let schema = store.quoted();
         let (id, token, lease_ms, direct) = (id.to_string(), token.to_string(), store.lease_ms(), store.direct);
         let thread = std::thread::Builder::new().name("cordis-pg-lease".into()).spawn(move || {
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
                 let mut client = client.lock_or_recover();
-                match client.query_typed_one(&sql, &[(&id, Type::TEXT), (&token, Type::TEXT), (&lease_ms, Type::INT8), (&direct, Type::BOOL)]) {
-                    Ok(row) if !row.get::<_, bool>(0) => {
+                match renew_writer(&mut *client, &schema, &id, &token, lease_ms, direct, false) {
+                    Ok(false) => {
                         *lost.lock_or_recover() = Some("another writer took the session after this writer's lease ran out".into());
                         return;
                     }
-                    Ok(_) => {}
+                    Ok(true) => {}
                     // A lost connection is the next append's to mend.
                     Err(e) => tracing::debug!("renewing the writer lease of session {id}: {e}"),
                 }
@@ -956,13 +969,8 @@ impl PostgresWriter {
             }
             None => {}
         }
-        let renewed: bool = client
-            .query_typed_one(
-                &format!("SELECT {}.renew_writer($1, $2, $3, $4, true)", self.schema),
-                &[(&self.id, Type::TEXT), (&self.token, Type::TEXT), (&self.lease_ms, Type::INT8), (&self.direct, Type::BOOL)],
-            )
-            .map_err(|e| failed(&client, e))?
-            .get(0);
+        let renewed =
+            renew_writer(&mut client, &self.schema, &self.id, &self.token, self.lease_ms, self.direct, true).map_err(|e| failed(&client, e))?;
         if !renewed {
             return Err(Attempt::Final(self.lost("another writer took the session while this writer's connection was down")));
         }
@@ -1016,13 +1024,8 @@ impl LogWriter for PostgresWriter {
         // A commit that waits for the WAL flush, which covers every commit
         // before it: the turn's events are now as durable as under `event`.
         let mut client = self.client.lock_or_recover();
-        let renewed: bool = client
-            .query_typed_one(
-                &format!("SELECT {}.renew_writer($1, $2, $3, $4, true)", self.schema),
-                &[(&self.id, Type::TEXT), (&self.token, Type::TEXT), (&self.lease_ms, Type::INT8), (&self.direct, Type::BOOL)],
-            )
-            .map_err(|e| self.db(message(&e)))?
-            .get(0);
+        let renewed =
+            renew_writer(&mut *client, &self.schema, &self.id, &self.token, self.lease_ms, self.direct, true).map_err(|e| self.db(message(&e)))?;
         drop(client);
         if renewed {
             Ok(())
