@@ -24,15 +24,7 @@ fn composition(base_url: &str, extra: &str) -> String {
 }
 
 fn cordis(scratch: &Scratch, args: &[&str]) -> Output {
-    Command::new(cordis_exe())
-        .args(args)
-        .current_dir(scratch.path())
-        .env("CORDIS_PLUGIN_PATH", plugin_dir())
-        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
-        .env("CORDIS_TEST_KEY", KEY)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run cordis")
+    scratch.command(args).env("CORDIS_TEST_KEY", KEY).output().expect("run cordis")
 }
 
 fn session_id(stdout: &str) -> String {

@@ -180,15 +180,7 @@ fn continuing_sends_exactly_the_compacted_history() {
     assert!(!carried_plans(&before).is_empty());
     // The same session, continued with a real provider's client.
     scratch.composition(&composition("", &model));
-    let out = std::process::Command::new(cordis_tests::cordis_exe())
-        .args(["run", "--session", &id, "carry on"])
-        .current_dir(scratch.path())
-        .env("CORDIS_PLUGIN_PATH", cordis_tests::plugin_dir())
-        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
-        .env("CORDIS_TEST_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
     assert!(out.status.success(), "{}{}", text(&out).0, text(&out).1);
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
@@ -272,16 +264,7 @@ fn compaction_by_hand_from_the_command_line() {
     scratch.composition(&composition("", ""));
     let id = write_long_session(&scratch, 4, 100_000, &[]);
     // A turn left open by a writer that was killed is closed first.
-    let mut dev = std::process::Command::new(cordis_tests::cordis_exe())
-        .args(["dev", "--session", &id])
-        .current_dir(scratch.path())
-        .env("CORDIS_PLUGIN_PATH", cordis_tests::plugin_dir())
-        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut dev = scratch.command(&["dev", "--session", &id]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     {
         use std::io::{BufRead, BufReader, Write};
         let mut stdin = dev.stdin.take().unwrap();
@@ -494,11 +477,8 @@ fn compaction_by_hand_in_the_dev_console() {
         server.base_url
     );
     scratch.composition(&composition("", &model));
-    let mut child = std::process::Command::new(cordis_tests::cordis_exe())
-        .arg("dev")
-        .current_dir(scratch.path())
-        .env("CORDIS_PLUGIN_PATH", cordis_tests::plugin_dir())
-        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+    let mut child = scratch
+        .command(&["dev"])
         .env("CORDIS_TEST_KEY", "sk-test")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -200,16 +200,21 @@ impl Scratch {
     /// Runs the real `cordis` binary here with the compiled plugins on the
     /// plugin path.
     pub fn cordis(&self, args: &[&str]) -> Output {
-        Command::new(cordis_exe())
-            .args(args)
+        self.command(args).output().expect("run cordis")
+    }
+
+    /// `cordis ARGS` run here, as [`Scratch::cordis`] runs it, for a test
+    /// that adds to it (an environment variable, piped input).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(cordis_exe());
+        cmd.args(args)
             .current_dir(self.path())
             .env("CORDIS_PLUGIN_PATH", plugin_dir())
             // The user patch layer is looked up under XDG_CONFIG_HOME: keep
             // the developer's own out of the tests.
             .env("XDG_CONFIG_HOME", self.path().join(".config"))
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("run cordis")
+            .env_remove("RUST_LOG");
+        cmd
     }
 }
 
