@@ -261,6 +261,27 @@ pub fn raw_null() -> RawJson {
     RawJson::null()
 }
 
+/// Formats a time in ms since the Unix epoch (negative: before it) as
+/// `YYYY-MM-DD HH:MM:SS UTC`, in the proleptic Gregorian calendar. Takes an
+/// event's `i64` time and a header's `u64` creation time alike; never
+/// panics, whatever the value.
+pub fn format_utc(ms: impl Into<i128>) -> String {
+    let secs = ms.into().div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days, after Howard Hinnant's algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i128::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 /// Encodes `value` as event data (`null` when it cannot be encoded).
 pub fn to_raw(value: &impl Serialize) -> RawJson {
     RawJson::encode(value)

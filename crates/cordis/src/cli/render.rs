@@ -355,23 +355,9 @@ pub fn session_show(out: &mut impl Write, s: &Session, problems: &[LineProblem],
 }
 
 /// Formats ms since the epoch (negative: before it) as
-/// `YYYY-MM-DD HH:MM:SS UTC`. Takes an event's `i64` time and a header's
-/// `u64` creation time alike.
+/// `YYYY-MM-DD HH:MM:SS UTC` ([`cordis_session::event::format_utc`]).
 pub fn format_time(ms: impl Into<i128>) -> String {
-    let secs = ms.into().div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i128::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+    cordis_session::event::format_utc(ms)
 }
 
 #[cfg(test)]
