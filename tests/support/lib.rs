@@ -5,6 +5,7 @@
 //! libraries come from the cargo target folder the test binary runs from
 //! (`target/<profile>/`, or `deps/` beneath it, whichever copy is newer).
 
+pub mod dev;
 pub mod sse_server;
 
 use std::path::{Path, PathBuf};
