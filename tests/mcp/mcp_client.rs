@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use cordis_tests::dev::Dev;
 use cordis_tests::sse_server::{End, Reply, SseServer};
 use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, Scratch};
 use serde_json::{json, Value};
@@ -397,4 +398,113 @@ fn a_streamed_model_turn_calls_an_mcp_tool_and_todo_write() {
     assert!(tools.contains("mcp__py__add") && tools.contains("todo_write"), "{tools}");
     let sent = requests[1].body["messages"].to_string();
     assert!(sent.contains("call_00_add") && sent.contains("42"), "{sent}");
+}
+
+/// The `started PID` lines of the TypeScript server's log, in order.
+fn started_pids(scratch: &Scratch) -> Vec<u32> {
+    let log = std::fs::read_to_string(scratch.path().join("peer.log")).unwrap_or_default();
+    log.lines().filter_map(|l| l.strip_prefix("started ")).map(|pid| pid.parse().unwrap()).collect()
+}
+
+/// Whether process `pid` is gone: neither running nor left unreaped.
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // A zombie still has its entry: its parent did not wait for it.
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('X')),
+    }
+}
+
+/// The `status` of entry `id` in dev's `status`: `(level, text)`.
+fn dev_status(dev: &mut Dev, id: &str) -> (String, String) {
+    let entry = dev.entry(id).unwrap_or_else(|| panic!("entry {id} is not running; stderr: {:?}", dev.stderr()));
+    (entry["status"]["level"].as_str().unwrap_or_default().to_string(), entry["status"]["text"].as_str().unwrap_or_default().to_string())
+}
+
+#[test]
+fn under_dev_the_connection_state_is_in_status_and_a_reload_reconnects_cleanly() {
+    let scratch = Scratch::new();
+    let (_, _, mjs) = servers();
+    let row = |name: &str, delay: u64| {
+        format!(
+            "- id: ts\n  name: mcp-client\n  config:\n    serverName: {name}\n    transport: stdio\n    command: node\n    args: [{}]\n    reconnect:\n      initialDelayMs: {delay}\n",
+            mjs.display()
+        )
+    };
+    scratch.composition(&row("ts", 1500));
+    let peer_log = scratch.path().join("peer.log").display().to_string();
+    let mut dev = Dev::start(scratch.path(), &[("PEER_LOG", &peer_log), ("XDG_CONFIG_HOME", &scratch.path().join(".config").display().to_string())]);
+
+    assert_eq!(dev_status(&mut dev, "ts"), ("info".to_string(), "mcp-client(ts): connected, 8 tools".to_string()));
+    let first = started_pids(&scratch);
+    assert_eq!(first.len(), 1, "{first:?}");
+
+    // A crash: `status` shows the reconnect and its delay, then the
+    // connection again.
+    let crash = dev.call("mcp__ts__crash", "{}");
+    assert_eq!(crash["isError"], true, "{crash}");
+    dev.wait_until("no reconnecting state in status", |dev| dev_status(dev, "ts").1.contains("reconnecting in 1500 ms (attempt 1 of 10)"));
+    assert_eq!(dev_status(&mut dev, "ts").0, "warn");
+    let down = dev.call("mcp__ts__echo", r#"{"text": "while down"}"#);
+    assert!(down["text"].as_str().unwrap().contains("the MCP server is down"), "{down}");
+    dev.wait_until("the server did not come back", |dev| dev_status(dev, "ts").1 == "mcp-client(ts): connected, 8 tools");
+    assert_eq!(dev.call("mcp__ts__echo", r#"{"text": "back"}"#)["text"], "back");
+    let second = started_pids(&scratch);
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert!(gone(first[0]), "the crashed server was reaped");
+
+    // A reload (a new serverName): the old server is stopped and reaped,
+    // a new one serves the new names, and the old names are gone.
+    let fiber = dev.fiber("ts");
+    scratch.composition(&row("renamed", 200));
+    dev.expect_reloads(1);
+    assert_ne!(dev.fiber("ts"), fiber);
+    assert_eq!(dev_status(&mut dev, "ts"), ("info".to_string(), "mcp-client(renamed): connected, 8 tools".to_string()));
+    let pid = dev.call("mcp__renamed__pid", "{}");
+    let third = started_pids(&scratch);
+    assert_eq!(third.len(), 3, "one new server for the reload: {third:?}");
+    assert_eq!(pid["text"], third[2].to_string(), "{pid}");
+    dev.wait_until("the old server still runs after the reload", |_| gone(second[1]));
+    let tools = dev.send("tools");
+    let names: Vec<&str> = tools.as_array().map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect()).unwrap_or_default();
+    assert!(names.iter().all(|n| !n.starts_with("mcp__ts__")) && names.contains(&"mcp__renamed__echo"), "{tools}");
+
+    // Disabling the entry stops its server and leaves no status behind.
+    scratch.composition(&format!("{}  disabled: true\n", row("renamed", 200)));
+    dev.expect_reloads(2);
+    assert!(dev.entry("ts").is_none());
+    dev.wait_until("the server still runs after the entry was disabled", |_| gone(third[2]));
+    assert_eq!(started_pids(&scratch).len(), 3);
+}
+
+#[test]
+fn check_shows_the_state_of_a_server_that_cannot_be_reached() {
+    let scratch = Scratch::new();
+    scratch.composition(
+        "- id: gone\n  name: mcp-client\n  config:\n    serverName: gone\n    transport: stdio\n    command: ./no-such-server\n    reconnect:\n      initialDelayMs: 5000\n",
+    );
+    let out = cordis(&scratch, &["check"], &[]);
+    let (stdout, stderr) = text(&out);
+    // The entry loads (failOnStartupError is false), with no tools, and says
+    // why and what it will do (the delay is long enough that no second
+    // attempt starts before `check` prints, however slow the machine).
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let line = stdout.lines().find(|l| l.trim_start().starts_with("warn: mcp-client(gone):")).unwrap_or_else(|| panic!("no status line:\n{stdout}"));
+    assert!(line.contains("no-such-server") && line.contains("reconnecting in 5000 ms (attempt 1 of 10)"), "{line}");
+
+    let out = cordis(&scratch, &["check", "--json"], &[]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entry = &report["entries"][0];
+    assert_eq!(entry["status"]["level"], "warn", "{report}");
+    assert!(entry["status"]["text"].as_str().unwrap().contains("reconnecting in 5000 ms"), "{report}");
+
+    // Under dev, the budget of attempts runs out and `status` says so.
+    scratch.composition(
+        "- id: gone\n  name: mcp-client\n  config:\n    serverName: gone\n    transport: stdio\n    command: ./no-such-server\n    reconnect:\n      initialDelayMs: 100\n      maxAttempts: 2\n",
+    );
+    let mut dev = Dev::start(scratch.path(), &[("XDG_CONFIG_HOME", &scratch.path().join(".config").display().to_string())]);
+    dev.wait_until("the entry did not give up", |dev| dev_status(dev, "gone").0 == "error");
+    let (_, text) = dev_status(&mut dev, "gone");
+    assert!(text.contains("gave up after 2 failed attempts in a row, tools withdrawn until the entry is reloaded"), "{text}");
+    assert!(dev.expect_notice("gave up after 2 failed attempts").contains("ERROR"));
 }

@@ -30,7 +30,7 @@ use cordis_sync::LockExt;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::tools::ToolRegistry;
+use crate::tools::{SourceStatus, ToolRegistry};
 
 /// How long one `list` waits for a change before answering (the longest a
 /// disposal waits for the follower, besides the source's `close`).
@@ -59,15 +59,6 @@ struct Generation {
     status_level: String,
 }
 
-/// Logs a source's status line at the level it gives (`info` by default).
-fn log_status(owner: &Owner, level: &str, status: &str) {
-    match level {
-        "error" => tracing::error!(entry = %owner.entry, plugin = %owner.plugin, "{status}"),
-        "warn" => tracing::warn!(entry = %owner.entry, plugin = %owner.plugin, "{status}"),
-        _ => tracing::info!(entry = %owner.entry, plugin = %owner.plugin, "{status}"),
-    }
-}
-
 /// What the follower and the disposal share.
 struct Follow {
     registry: Arc<ToolRegistry>,
@@ -75,9 +66,35 @@ struct Follow {
     owner: Owner,
     stop: AtomicBool,
     registered: Mutex<Vec<(String, u64)>>,
+    /// This source's token for the registry's status table.
+    token: u64,
 }
 
 impl Follow {
+    /// Logs a new status line at the level the source gives (`info` by
+    /// default) and keeps it where `check` and dev's `status` read it.
+    fn report(&self, generation: &Generation) {
+        if generation.status.is_empty() {
+            return;
+        }
+        let (owner, status) = (&self.owner, &generation.status);
+        let level = match generation.status_level.as_str() {
+            "error" => {
+                tracing::error!(entry = %owner.entry, plugin = %owner.plugin, "{status}");
+                "error"
+            }
+            "warn" => {
+                tracing::warn!(entry = %owner.entry, plugin = %owner.plugin, "{status}");
+                "warn"
+            }
+            _ => {
+                tracing::info!(entry = %owner.entry, plugin = %owner.plugin, "{status}");
+                "info"
+            }
+        };
+        self.registry.set_source_status(&owner.entry, self.token, SourceStatus { level: level.to_string(), text: status.clone() });
+    }
+
     fn list(&self, after: Option<&Value>, wait_ms: u64) -> Result<Generation, String> {
         let request = serde_json::json!({"after": after, "waitMs": wait_ms}).to_string();
         let answer = self.source.call("list".into(), request.as_str().into()).into_result().map_err(String::from)?;
@@ -106,10 +123,12 @@ impl Follow {
         Ok(registered.len())
     }
 
-    fn withdraw(&self) {
+    /// Withdraws the registered tools and the reported status.
+    fn end(&self) {
         for (name, token) in self.registered.lock_or_recover().drain(..) {
             self.registry.unregister(&name, token);
         }
+        self.registry.clear_source_status(&self.owner.entry, self.token);
     }
 
     /// The follower's loop: long-poll `list`, swap on a new generation,
@@ -125,7 +144,7 @@ impl Follow {
                         break;
                     }
                     if next.status != status {
-                        log_status(&self.owner, &next.status_level, &next.status);
+                        self.report(&next);
                         status = next.status;
                     }
                     if next.generation != generation {
@@ -156,22 +175,25 @@ impl Follow {
 /// When the source's first `list` fails or does not read, or one of its
 /// tools cannot be registered (a name taken, a bad schema).
 pub fn follow(registry: Arc<ToolRegistry>, owner: Owner, source: ServiceBox) -> Result<(usize, impl FnOnce() + Send + 'static), String> {
-    let follow = Arc::new(Follow { registry, source: Arc::new(source), owner, stop: AtomicBool::new(false), registered: Mutex::default() });
+    let token = ToolRegistry::source_token();
+    let follow = Arc::new(Follow { registry, source: Arc::new(source), owner, stop: AtomicBool::new(false), registered: Mutex::default(), token });
     let first = follow.list(None, 0).map_err(|e| format!("tools.dynamic: the tool source failed to list its tools: {e}"))?;
     let count = follow.swap(&first.tools).map_err(|e| format!("tools.dynamic: {e}"))?;
-    if !first.status.is_empty() {
-        log_status(&follow.owner, &first.status_level, &first.status);
-    }
+    follow.report(&first);
     let runner = follow.clone();
-    let thread = std::thread::Builder::new()
-        .name(format!("tools:{}", follow.owner.entry))
-        .spawn(move || runner.run(first.generation, first.status))
-        .map_err(|e| format!("tools.dynamic: cannot start the thread following the tool source: {e}"))?;
+    let spawned = std::thread::Builder::new().name(format!("tools:{}", follow.owner.entry)).spawn(move || runner.run(first.generation, first.status));
+    let thread = match spawned {
+        Ok(thread) => thread,
+        Err(e) => {
+            follow.end();
+            return Err(format!("tools.dynamic: cannot start the thread following the tool source: {e}"));
+        }
+    };
     let undo = move || {
         follow.stop.store(true, Ordering::Release);
         let _ = follow.source.call("close".into(), "{}".into());
         let _ = thread.join();
-        follow.withdraw();
+        follow.end();
     };
     Ok((count, undo))
 }

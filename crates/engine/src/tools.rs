@@ -151,9 +151,50 @@ pub struct ToolRegistry {
     /// started them, calls that arrive during a swap wait for it, and no
     /// call sees a half-registered set of tools.
     gate: RwLock<()>,
+    /// The last status each entry's tool source reported (`tools.dynamic`),
+    /// by entry id, with the token of the source that reported it.
+    sources: RwLock<BTreeMap<String, (u64, SourceStatus)>>,
+}
+
+/// What a tool source (`tools.dynamic`) last said of itself: its `status`
+/// line and `statusLevel` (`info`, `warn` or `error`), for example
+/// `mcp-client(fs): connected, 3 tools` at `info`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceStatus {
+    /// `info`, `warn` or `error`.
+    pub level: String,
+    /// The status line, as the source wrote it.
+    pub text: String,
 }
 
 impl ToolRegistry {
+    /// A token for [`ToolRegistry::set_source_status`]: one per tool source.
+    pub fn source_token() -> u64 {
+        NEXT_TOKEN.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Records the status of the tool source `token` of entry `entry`,
+    /// replacing whatever an earlier source of that entry reported.
+    pub fn set_source_status(&self, entry: &str, token: u64, status: SourceStatus) {
+        self.sources.write_or_recover().insert(entry.to_string(), (token, status));
+    }
+
+    /// Forgets the status of entry `entry` if source `token` reported it
+    /// (a newer source of the same entry, started by a reload, keeps its
+    /// own).
+    pub fn clear_source_status(&self, entry: &str, token: u64) {
+        let mut sources = self.sources.write_or_recover();
+        if sources.get(entry).is_some_and(|(t, _)| *t == token) {
+            sources.remove(entry);
+        }
+    }
+
+    /// The last status the tool source of entry `entry` reported, if the
+    /// entry has a running source that reported one.
+    pub fn source_status(&self, entry: &str) -> Option<SourceStatus> {
+        self.sources.read_or_recover().get(entry).map(|(_, s)| s.clone())
+    }
+
     /// Registers `tool` for `owner`; returns a token for [`ToolRegistry::unregister`].
     ///
     /// # Errors

@@ -35,8 +35,9 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-/// `cordis check`: one line per entry, then its problems, then the patches
-/// that could not apply.
+/// `cordis check`: one line per entry, then its library, notes, the
+/// status its tool source reported (an MCP connection) and problems, then
+/// the patches that could not apply.
 pub fn check(out: &mut impl Write, host: &Host) {
     let _ = writeln!(out, "{}: {}", host.composition.file, count(host.reports.len(), "entry", "entries"));
     let root = &host.composition.file;
@@ -54,6 +55,9 @@ pub fn check(out: &mut impl Write, host: &Host) {
         }
         for note in &r.notes {
             let _ = writeln!(out, "{indent}         {}", printable(note));
+        }
+        if let Some(status) = host.services.tools.source_status(&r.id) {
+            let _ = writeln!(out, "{indent}         {}: {}", status.level, printable(&status.text));
         }
         let label = if matches!(r.state, EntryState::Failed(_)) { "error" } else { "note" };
         for m in r.state.messages() {
@@ -114,9 +118,11 @@ impl NotRunning {
 }
 
 /// `cordis check --json`: `{"entries": [{"id", "name", "state", "source":
-/// "FILE:LINE", "reason"?}], "warnings": [...]}`, entries flat in load
-/// order with scoped ids. Groups and includes report `loaded` when
-/// mounted. `reason` joins the entry's messages.
+/// "FILE:LINE", "reason"?, "library"?, "status"?}], "warnings": [...]}`,
+/// entries flat in load order with scoped ids. Groups and includes report
+/// `loaded` when mounted. `reason` joins the entry's messages; `status`
+/// (`{"level", "text"}`) is what the entry's tool source last reported,
+/// such as an MCP server's connection.
 pub fn check_json(host: &Host) -> serde_json::Value {
     let entries: Vec<serde_json::Value> = host
         .reports
@@ -138,6 +144,9 @@ pub fn check_json(host: &Host) -> serde_json::Value {
             }
             if let Some(lib) = &r.library {
                 v["library"] = serde_json::Value::String(lib.display().to_string());
+            }
+            if let Some(status) = host.services.tools.source_status(&r.id) {
+                v["status"] = serde_json::json!(status);
             }
             v
         })

@@ -7,7 +7,7 @@
 //! | `call NAME [ARGS]` | runs tool NAME with the raw argument text ARGS (`{}` when left out) as the dev session's agent (opening a turn if none is open): `{"isError","text","value"}` |
 //! | `plan` | every projection's state for the dev session: `{"todos": ...}` |
 //! | `tools` | `[{"name","description"}]` |
-//! | `status` | `{"reloads", "restarts", "entries": [{"id","plugin","fiber","library","abi","config","heldBack"?}], "waiting": [ids], "notRunning": [{"id","name","reason"}]}` |
+//! | `status` | `{"reloads", "restarts", "entries": [{"id","plugin","fiber","library","abi","config","status"?,"heldBack"?}], "waiting": [ids], "notRunning": [{"id","name","reason"}]}` |
 //! | `end` | ends the open turn: `{"ended": N}` |
 //! | `turn PROMPT` | runs one agent turn for PROMPT with the composition's `model` service (the provider as it is now, after any reload): `{"turn", "reason": "completed", "steps", "toolCalls", "toolErrors", "text", "provider", "model"}`, or `{"turn", "reason": "error" \| "interrupted", "error"}` |
 //! | `compact` | compacts the dev session's history now with the composition's `model` service and `compaction-basic` entry: `{"compacted": {"compactionId", "range": [FIRST, LAST], "replaced", "replacedTokens", "summaryTokens", "carried": [PLUGIN]}}`, `{"compacted": null}` when there is nothing to replace, or `{"error"}` |

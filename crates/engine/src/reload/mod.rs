@@ -1041,9 +1041,11 @@ impl DevHost {
 
     /// The live entries, their plugin and library, as JSON:
     /// `{"reloads", "restarts", "entries": [{"id", "plugin", "fiber",
-    /// "library", "abi", "config", "heldBack"?}], "waiting": [id],
+    /// "library", "abi", "config", "status"?, "heldBack"?}], "waiting": [id],
     /// "notRunning": [{"id", "name", "reason"}]}`, where `heldBack` says why
-    /// an entry's changed row was not applied, `waiting` lists the entries waiting for
+    /// an entry's changed row was not applied, `status` is what the entry's
+    /// tool source last reported (`{"level", "text"}`, for example an MCP
+    /// server reconnecting), `waiting` lists the entries waiting for
     /// a service and `notRunning` the other enabled entries that are not
     /// running (a library missing or refused, a config refused), each with
     /// the reason last found.
@@ -1054,6 +1056,7 @@ impl DevHost {
     pub fn status(&self) -> Value {
         let reloads = self.reloads();
         let loader = &self.host.loader;
+        let tools = &self.host.services.tools;
         let enabled = enabled_rows(loader, &self.composition.lock_or_recover().entries.clone());
         let mut held = self.problems.lock_or_recover().clone();
         // Only rows that are not the ones running are held back.
@@ -1073,6 +1076,10 @@ impl DevHost {
                         "abi": a.library.abi.to_string(),
                         "config": a.config,
                     });
+                    // What its tool source last said (an MCP connection's state).
+                    if let Some(status) = tools.source_status(&id) {
+                        entry["status"] = serde_json::json!(status);
+                    }
                     // Its row in cordis.yml was changed, but not applied.
                     if let Some(why) = held.get(&id) {
                         entry["heldBack"] = Value::String(why.clone());

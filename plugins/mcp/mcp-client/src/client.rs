@@ -30,6 +30,11 @@ use crate::{Config, Transport};
 /// `tools/list`) may take: the SDKs' default request timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The longest closing the connection may take: rmcp waits 3 s for a
+/// stdio server to exit once its stdin is closed, 3 s more after SIGTERM,
+/// then kills it.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
+
 /// The longest a `list` from the host waits for a change.
 const MAX_WAIT: Duration = Duration::from_millis(1000);
 
@@ -195,6 +200,7 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                     let _ = first.send(Ok(()));
                 }
                 let since = Instant::now();
+                let cancel = running.cancellation_token();
                 let quit = running.waiting();
                 tokio::pin!(quit);
                 let reason = loop {
@@ -205,7 +211,14 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                             // The previous generation stays registered.
                             Err(e) => eprintln!("{}: the tool list changed, and listing it failed: {e}", shared.label()),
                         },
-                        _ = stop.changed() => return,
+                        _ = stop.changed() => {
+                            // Close the connection the way the protocol
+                            // says (stdin closed, then SIGTERM, then
+                            // SIGKILL) and wait until the child is reaped.
+                            cancel.cancel();
+                            let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
+                            return;
+                        }
                     }
                 };
                 shared.lock().peer = None;
@@ -320,6 +333,9 @@ struct Source {
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     handle: tokio::runtime::Handle,
     stop: watch::Sender<bool>,
+    /// Disconnected when the supervisor has ended (its connection closed
+    /// and its server reaped).
+    supervisor: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
 impl Source {
@@ -430,10 +446,14 @@ impl Source {
         let _ = self.stop.send(true);
         self.shared.lock().peer = None;
         self.shared.changed.notify_all();
+        let supervisor = self.supervisor.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(ended) = supervisor {
+            let _ = ended.recv_timeout(SHUTDOWN_TIMEOUT + Duration::from_secs(1));
+        }
         let runtime = self.runtime.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(runtime) = runtime {
-            // Drops the connection, which ends a child process (rmcp kills
-            // it when its transport is dropped).
+            // The supervisor has closed its connection; this ends what is
+            // left (a connection attempt cut short is killed on drop).
             runtime.shutdown_timeout(Duration::from_secs(5));
         }
     }
@@ -490,9 +510,14 @@ pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
     });
     let (stop, stopped) = watch::channel(false);
     let (first_tx, first_rx) = std::sync::mpsc::sync_channel(1);
-    runtime.spawn(supervise(shared.clone(), stopped, first_tx));
+    let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
+    let supervisor = supervise(shared.clone(), stopped, first_tx);
+    runtime.spawn(async move {
+        let _ended = ended_tx;
+        supervisor.await;
+    });
     let handle = runtime.handle().clone();
-    let source = Source { shared, runtime: Mutex::new(Some(runtime)), handle: handle.clone(), stop };
+    let source = Source { shared, runtime: Mutex::new(Some(runtime)), handle: handle.clone(), stop, supervisor: Mutex::new(Some(ended)) };
     let first = first_rx.recv().unwrap_or_else(|_| Err("the connection was stopped".into()));
     if let Err(reason) = &first {
         ctx.log(LogLevel::Warn, &format!("{label}: the first connection failed: {reason}; retrying in the background"));
