@@ -24,8 +24,23 @@ mod checker;
 pub use checker::Checker;
 
 /// Generates the JSON Schema of `T`: draft 7, subschemas inlined, no
-/// `$schema` or root `title`.
+/// `$schema` or root `title`. Each type's schema is generated once per
+/// library and kept, by its `schemars` schema id (the type's path and
+/// parameters): a plugin applied for many entries registers the same
+/// tools each time.
 pub fn schema_for<T: JsonSchema>() -> Value {
+    static GENERATED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, Value>>> = std::sync::OnceLock::new();
+    let id = T::schema_id();
+    let generated = GENERATED.get_or_init(Default::default);
+    if let Some(schema) = generated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(id.as_ref()) {
+        return schema.clone();
+    }
+    let schema = generate::<T>();
+    generated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.into_owned(), schema.clone());
+    schema
+}
+
+fn generate<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft07()
         .with(|s| {
             s.inline_subschemas = true;
