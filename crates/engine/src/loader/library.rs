@@ -277,13 +277,18 @@ impl LibraryCache {
     ///
     /// # Errors
     /// [`LoadError`] naming the path and what is wrong.
+    ///
+    /// The permission check ([`check_not_writable_by_all`]) is made on a
+    /// fresh load, on `path` and on the file it resolves to: a library
+    /// already loaded runs the code that was checked when it was loaded,
+    /// so another entry naming it is not checked again.
     pub fn load(&self, path: &Path) -> Result<Arc<Library>, LoadError> {
-        if !self.allow_writable {
-            check_not_writable_by_all(path)?;
-        }
         let source = canonical(path)?;
         if let Some(lib) = self.loaded.lock_or_recover().get(&source) {
             return Ok(lib.clone());
+        }
+        if !self.allow_writable && source != path {
+            check_not_writable_by_all(path)?;
         }
         self.load_fresh(&source)
     }
