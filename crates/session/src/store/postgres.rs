@@ -414,7 +414,15 @@ impl PostgresStore {
             return Err(StoreError::Database { store: shown, detail: format!("`{schema}` is not a schema name this store accepts (a-z, 0-9, _)") });
         }
         let port = config.get_ports().first().copied().unwrap_or(5432);
-        let mut store = PostgresStore { url: url.to_string(), schema: schema.to_string(), shown, lease, direct: false, reader: Mutex::new(None), notifier: Mutex::new(None) };
+        let mut store = PostgresStore {
+            url: url.to_string(),
+            schema: schema.to_string(),
+            shown,
+            lease,
+            direct: false,
+            reader: Mutex::new(None),
+            notifier: Mutex::new(None),
+        };
         let mut client = store.client()?;
         store.migrate(&mut client)?;
         // The port the server itself serves this connection on: another
