@@ -229,7 +229,8 @@ EOF
 # content-hash name (the peer's build::content_hash, as its HMR docs
 # prescribe, since dlopen returns the old image for a path it has seen)
 # and swap it in with the steps of reload::execute_reloads (register the new
-# artifact, reload every entry bound to it).
+# artifact, reload every entry bound to it), keeping every old artifact
+# loaded, as cordis-cli keeps its libraries for the whole run.
 cat >"$extra/reload-host/src/main.rs" <<'EOF'
 //! cordis-cli's start-up path plus a .so reload on `hmr/change`.
 use std::path::{Path, PathBuf};
@@ -252,6 +253,11 @@ fn load(path: &Path) -> anyhow::Result<SoPlugin> {
     Ok(plugin)
 }
 
+fn stamp(path: &Path) -> anyhow::Result<(u64, std::time::SystemTime)> {
+    let meta = std::fs::metadata(path)?;
+    Ok((meta.len(), meta.modified()?))
+}
+
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(run())
@@ -272,7 +278,7 @@ async fn run() -> anyhow::Result<()> {
         if path.extension().is_some_and(|e| e == "so") {
             let plugin = load(&path)?;
             let name = loader.register_so_plugin(&plugin).map_err(|e| anyhow::anyhow!(e))?;
-            current.insert(path.canonicalize()?, (name, plugin));
+            current.insert(path.canonicalize()?, (name, plugin, stamp(&path)?));
         }
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PathBuf>();
@@ -290,10 +296,19 @@ async fn run() -> anyhow::Result<()> {
     loader.tree_handle().await_tree().await;
     eprintln!("cordis ready");
     std::fs::create_dir_all("cache")?;
+    let mut retired = Vec::new();
     while let Some(path) = rx.recv().await {
         let Ok(path) = path.canonicalize() else { continue };
-        let Some((name, _)) = current.get(&path) else { continue };
+        let Some((name, _, loaded)) = current.get(&path) else { continue };
         let name = name.clone();
+        // One change comes as several events, each routed after its own
+        // debounce, and the HMR plugin routes every kind of event, reading
+        // the file included: a file already loaded is recognised by its
+        // size and time (a stat, which makes no event) and left alone.
+        let now = stamp(&path)?;
+        if now == *loaded {
+            continue;
+        }
         let bytes = std::fs::read(&path)?;
         let fresh = Path::new("cache").join(format!("{name}@{}.so", content_hash(&bytes)));
         std::fs::write(&fresh, &bytes)?;
@@ -311,8 +326,12 @@ async fn run() -> anyhow::Result<()> {
         if ok {
             eprintln!("cordis reloaded {name}");
         }
-        // The old artifact is dropped only now, after the swap.
-        current.insert(path, (name, next));
+        // The old artifact is kept, never dropped: dropping it (disposing
+        // its instance, unloading its library) crashes the host with SIGSEGV
+        // a moment after the swap, as execute_reloads does on success.
+        if let Some(old) = current.insert(path, (name, next, now)) {
+            retired.push(old);
+        }
     }
     Ok(())
 }
