@@ -179,11 +179,13 @@ def reloads():
     sides = [
         Reloading("cordis dev", [CORDIS, "-c", "cordis.yml", "--state-dir", "state", "--durability", "none", "dev"], ours,
                   "libfixture_named.so", r'"ready":\s*true', r"^cordis dev: reloaded "),
-        Reloading("eavae cordis-rs, HMR plugin + reload host", [os.path.join(EAVAE_TARGET, "cordis-reload-host")],
-                  os.path.join(RUN, "cordis-rs-hmr"), "libcordis_minimal.so", r"^cordis ready$", r"^cordis reloaded "),
+        Reloading("eavae reload host, HMR debounce 100 ms (default)", [os.path.join(EAVAE_TARGET, "cordis-reload-host")],
+                  os.path.join(RUN, "cordis-rs-hmr-100"), "libcordis_minimal.so", r"^cordis ready$", r"^cordis reloaded "),
+        Reloading("eavae reload host, HMR debounce 1 ms", [os.path.join(EAVAE_TARGET, "cordis-reload-host")],
+                  os.path.join(RUN, "cordis-rs-hmr-1"), "libcordis_minimal.so", r"^cordis ready$", r"^cordis reloaded "),
     ]
     if WITH_DSHBOX:
-        sides.append(Reloading("dshbox cordis run", [os.path.join(DSHBOX_TARGET, "cordis"), "run", "cordis.json", "--plugin-dir", "plugins"],
+        sides.append(Reloading("dshbox cordis run (worker restart)", [os.path.join(DSHBOX_TARGET, "cordis"), "run", "cordis.json", "--plugin-dir", "plugins"],
                                os.path.join(RUN, "dshbox-cordis-rs"), "libminimal.so", r"worker ready", r"worker ready"))
     times = {s.name: [] for s in sides}
     try:

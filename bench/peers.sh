@@ -347,18 +347,23 @@ cat >"$eavae/cordis.yml" <<'EOF'
 - id: minimal
   name: cordis-minimal
 EOF
-eavae_hmr="$peers/run/cordis-rs-hmr"
-rm -rf "$eavae_hmr"
-mkdir -p "$eavae_hmr/plugins" "$eavae_hmr/staging"
-cp "$eavae_target/release/libcordis_minimal.so" "$eavae_hmr/plugins/"
-cat >"$eavae_hmr/cordis.yml" <<'EOF'
+# Twice: with the HMR plugin's default debounce (100 ms) and with the
+# least it accepts (1 ms).
+for debounce in 100 1; do
+  eavae_hmr="$peers/run/cordis-rs-hmr-$debounce"
+  rm -rf "$eavae_hmr"
+  mkdir -p "$eavae_hmr/plugins" "$eavae_hmr/staging"
+  cp "$eavae_target/release/libcordis_minimal.so" "$eavae_hmr/plugins/"
+  cat >"$eavae_hmr/cordis.yml" <<EOF
 - id: minimal
   name: cordis-minimal
 - id: hmr
   name: '@cordisjs/plugin-hmr'
   config:
     root: [plugins]
+    debounce: $debounce
 EOF
+done
 
 # ----------------------------------------------------- dshbox/cordis-rs
 dshbox_commit=""
