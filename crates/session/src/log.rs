@@ -152,11 +152,10 @@ impl Session {
         let session = Session::new(header, backing, types, projections);
         {
             let mut st = session.lock();
-            st.events.reserve_exact(events.len());
             // Each type's owner, looked up in the registry once per type: a
             // log has a few types, so a list beats hashing each event's type.
             let mut owners: Vec<(String, Option<Arc<OwnedType>>)> = Vec::new();
-            for (event, &line) in events.into_iter().zip(lines.iter()) {
+            for (event, &line) in events.iter().zip(lines.iter()) {
                 let owned = match owners.iter().find(|(kind, _)| *kind == event.kind) {
                     Some((_, owned)) => owned.clone(),
                     None => {
@@ -177,8 +176,9 @@ impl Session {
                         st.rejected.insert(event.seq);
                     }
                 }
-                st.events.push(event);
             }
+            // The events are kept as read: the vector moves, no event is copied.
+            st.events = events;
             let notes = history_notes(&st.events);
             for (seq, note) in notes {
                 let at = st.events.binary_search_by_key(&seq, |e| e.seq).ok().or_else(|| st.events.iter().position(|e| e.seq == seq));
