@@ -17,10 +17,14 @@
 //! moved on) gets an error result where its results belong. Each such
 //! repair is reported by [`derive_history`] with the event's seq.
 
+use std::borrow::Cow;
+
+use serde::de::{MapAccess, SeqAccess};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::event::{core, Event, SurfaceOp};
+use crate::json::{Read, Shape};
 
 /// One tool call in an assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -80,8 +84,17 @@ pub const MISSING_RESULT_TEXT: &str = "Error: no result was recorded for this ca
 /// [`derive_messages`], plus each repair it made or surface event it could
 /// not place, as `(seq of the event, what happened)`, in seq order.
 pub fn derive_history(events: &[Event]) -> (Vec<Message>, Vec<(u64, String)>) {
-    let (surface, notes) = fold_surface(events);
+    let (surface, notes) = fold_surface::<Message>(events);
     well_formed(surface, notes)
+}
+
+/// The notes of [`derive_history`] alone: the same repairs and misplaced
+/// events, found from each surface event's outline (its kind of message
+/// and the call ids it makes or answers) without building the messages'
+/// texts.
+pub fn history_notes(events: &[Event]) -> Vec<(u64, String)> {
+    let (surface, notes) = fold_surface::<Outline>(events);
+    well_formed(surface, notes).1
 }
 
 /// The surface of `events`: each surface node as `(seq, message)`, in
@@ -98,21 +111,190 @@ pub fn well_formed_history(surface: Vec<(u64, Option<Message>)>) -> Vec<Message>
     well_formed(surface, Vec::new()).0
 }
 
-type Surface = Vec<(u64, Option<Message>)>;
+/// What the surface fold and the well-formed pass need of a message.
+trait Node: Sized {
+    /// The message of a surface event, if it yields one.
+    fn of(event: &Event) -> Option<Self>;
+    /// The call a tool result answers.
+    fn answers(&self) -> Option<&str>;
+    /// The calls an assistant message makes, in order.
+    fn calls(&self) -> impl Iterator<Item = &str>;
+    /// The error result given to a call left without one.
+    fn missing(call_id: String) -> Self;
+}
 
-fn fold_surface(events: &[Event]) -> (Surface, Vec<(u64, String)>) {
+impl Node for Message {
+    fn of(event: &Event) -> Option<Message> {
+        message_of(event)
+    }
+    fn answers(&self) -> Option<&str> {
+        match self {
+            Message::Tool { call_id, .. } => Some(call_id),
+            _ => None,
+        }
+    }
+    fn calls(&self) -> impl Iterator<Item = &str> {
+        let calls = match self {
+            Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+            _ => &[],
+        };
+        calls.iter().map(|c| c.id.as_str())
+    }
+    fn missing(call_id: String) -> Message {
+        Message::Tool { call_id, text: MISSING_RESULT_TEXT.to_string(), is_error: true }
+    }
+}
+
+/// A message without its texts: which kind it is, and the call ids.
+enum Outline {
+    User,
+    Assistant(Vec<String>),
+    Tool(String),
+}
+
+impl Node for Outline {
+    /// As [`message_of`], read through [`Shape`]s: `None` exactly when it
+    /// gives `None`.
+    fn of(event: &Event) -> Option<Outline> {
+        let Read(data) = serde_json::from_str::<Read<DataOutline<'_>>>(event.data.get()).ok()?;
+        match event.kind.as_str() {
+            core::USER_MESSAGE => Some(Outline::User),
+            core::ASSISTANT_MESSAGE => {
+                // As for a message: no content at all yields one without
+                // calls, empty content none.
+                if data.content.as_ref().is_some_and(Vec::is_empty) {
+                    return None;
+                }
+                let calls = data
+                    .content
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b.kind.as_deref() == Some("tool-call"))
+                    .map(|b| b.id.unwrap_or_default().into_owned());
+                Some(Outline::Assistant(calls.collect()))
+            }
+            core::TOOL_RESULT => {
+                let block = data.content?.into_iter().find(|b| b.kind.as_deref() == Some("tool-result"))?;
+                Some(Outline::Tool(block.tool_call_id.unwrap_or_default().into_owned()))
+            }
+            _ if data.role.as_deref() == Some("user") => data.text.map(|_| Outline::User),
+            _ => None,
+        }
+    }
+    fn answers(&self) -> Option<&str> {
+        match self {
+            Outline::Tool(call_id) => Some(call_id),
+            _ => None,
+        }
+    }
+    fn calls(&self) -> impl Iterator<Item = &str> {
+        let calls = match self {
+            Outline::Assistant(calls) => calls.as_slice(),
+            _ => &[],
+        };
+        calls.iter().map(String::as_str)
+    }
+    fn missing(call_id: String) -> Outline {
+        Outline::Tool(call_id)
+    }
+}
+
+/// What [`Outline::of`] reads of an event's data: `message.content` when
+/// it is an array, and the top-level `role` and `text` when strings.
+#[derive(Default)]
+struct DataOutline<'a> {
+    content: Option<Vec<BlockOutline<'a>>>,
+    role: Option<Cow<'a, str>>,
+    text: Option<Cow<'a, str>>,
+}
+
+impl<'de> Shape<'de> for DataOutline<'de> {
+    fn object<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut data = DataOutline::default();
+        while let Some(Read(key)) = map.next_key::<Read<Option<Cow<'de, str>>>>()? {
+            match key.as_deref() {
+                Some("message") => data.content = map.next_value::<Read<MessageOutline<'de>>>()?.0.content,
+                Some("role") => data.role = map.next_value::<Read<_>>()?.0,
+                Some("text") => data.text = map.next_value::<Read<_>>()?.0,
+                _ => map.next_value::<Read<()>>().map(drop)?,
+            }
+        }
+        Ok(data)
+    }
+}
+
+/// A message's `content`, when it is an array.
+#[derive(Default)]
+struct MessageOutline<'a> {
+    content: Option<Vec<BlockOutline<'a>>>,
+}
+
+impl<'de> Shape<'de> for MessageOutline<'de> {
+    fn object<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut message = MessageOutline::default();
+        while let Some(Read(key)) = map.next_key::<Read<Option<Cow<'de, str>>>>()? {
+            if key.as_deref() == Some("content") {
+                message.content = map.next_value::<Read<Blocks<'de>>>()?.0 .0;
+            } else {
+                map.next_value::<Read<()>>()?;
+            }
+        }
+        Ok(message)
+    }
+}
+
+/// An array of content blocks (`None` for any other value).
+#[derive(Default)]
+struct Blocks<'a>(Option<Vec<BlockOutline<'a>>>);
+
+impl<'de> Shape<'de> for Blocks<'de> {
+    fn array<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        let mut blocks = Vec::new();
+        while let Some(Read(block)) = seq.next_element::<Read<BlockOutline<'de>>>()? {
+            blocks.push(block);
+        }
+        Ok(Blocks(Some(blocks)))
+    }
+}
+
+/// A content block's `type`, `id` and `toolCallId`, when strings.
+#[derive(Default)]
+struct BlockOutline<'a> {
+    kind: Option<Cow<'a, str>>,
+    id: Option<Cow<'a, str>>,
+    tool_call_id: Option<Cow<'a, str>>,
+}
+
+impl<'de> Shape<'de> for BlockOutline<'de> {
+    fn object<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut block = BlockOutline::default();
+        while let Some(Read(key)) = map.next_key::<Read<Option<Cow<'de, str>>>>()? {
+            match key.as_deref() {
+                Some("type") => block.kind = map.next_value::<Read<_>>()?.0,
+                Some("id") => block.id = map.next_value::<Read<_>>()?.0,
+                Some("toolCallId") => block.tool_call_id = map.next_value::<Read<_>>()?.0,
+                _ => map.next_value::<Read<()>>().map(drop)?,
+            }
+        }
+        Ok(block)
+    }
+}
+
+type Surface<M> = Vec<(u64, Option<M>)>;
+
+fn fold_surface<M: Node>(events: &[Event]) -> (Surface<M>, Vec<(u64, String)>) {
     let mut notes = Vec::new();
     // The surface: (seq, message) in history order.
-    let mut surface: Surface = Vec::new();
+    let mut surface: Surface<M> = Vec::new();
     for event in events {
         let Some(op) = &event.surface_op else { continue };
         // Core surface types, and a plugin's surface events that carry a
         // user-side message (`todo/nudge`).
-        if !core::is_surface(&event.kind) && (core::is_core(&event.kind) || message_of(event).is_none()) {
+        if !core::is_surface(&event.kind) && (core::is_core(&event.kind) || M::of(event).is_none()) {
             continue;
         }
         match op {
-            SurfaceOp::Append => surface.push((event.seq, message_of(event))),
+            SurfaceOp::Append => surface.push((event.seq, M::of(event))),
             SurfaceOp::Replace { start, end } => {
                 let find = |seq: u64| surface.iter().position(|(s, _)| *s == seq);
                 let (Some(from), Some(to)) = (find(*start), find(*end)) else {
@@ -142,7 +324,7 @@ fn fold_surface(events: &[Event]) -> (Surface, Vec<(u64, String)>) {
                         ));
                     }
                 }
-                surface.splice(from..=to, [(event.seq, message_of(event))]);
+                surface.splice(from..=to, [(event.seq, M::of(event))]);
             }
             SurfaceOp::Other(raw) => notes.push((
                 event.seq,
@@ -153,20 +335,20 @@ fn fold_surface(events: &[Event]) -> (Surface, Vec<(u64, String)>) {
     (surface, notes)
 }
 
-fn well_formed(surface: Surface, mut notes: Vec<(u64, String)>) -> (Vec<Message>, Vec<(u64, String)>) {
+fn well_formed<M: Node>(surface: Surface<M>, mut notes: Vec<(u64, String)>) -> (Vec<M>, Vec<(u64, String)>) {
     // Well-formed: each call answered once, right after its message.
-    let mut out: Vec<Message> = Vec::with_capacity(surface.len());
+    let mut out: Vec<M> = Vec::with_capacity(surface.len());
     let mut awaiting: Vec<(String, u64)> = Vec::new();
-    let close = |out: &mut Vec<Message>, awaiting: &mut Vec<(String, u64)>, notes: &mut Vec<(u64, String)>| {
+    let close = |out: &mut Vec<M>, awaiting: &mut Vec<(String, u64)>, notes: &mut Vec<(u64, String)>| {
         for (call_id, seq) in awaiting.drain(..) {
             notes.push((seq, format!("call {call_id} has no result; the history gives it an error result")));
-            out.push(Message::Tool { call_id, text: MISSING_RESULT_TEXT.to_string(), is_error: true });
+            out.push(M::missing(call_id));
         }
     };
     for (seq, message) in surface {
         let Some(message) = message else { continue };
-        match message {
-            Message::Tool { ref call_id, .. } => match awaiting.iter().position(|(c, _)| c == call_id) {
+        if let Some(call_id) = message.answers() {
+            match awaiting.iter().position(|(c, _)| c == call_id) {
                 Some(i) => {
                     awaiting.remove(i);
                     out.push(message);
@@ -175,14 +357,11 @@ fn well_formed(surface: Surface, mut notes: Vec<(u64, String)>) -> (Vec<Message>
                     seq,
                     format!("tool/result for call {call_id}, which no assistant message right before it awaits; left out of the history"),
                 )),
-            },
-            other => {
-                close(&mut out, &mut awaiting, &mut notes);
-                if let Message::Assistant { tool_calls, .. } = &other {
-                    awaiting.extend(tool_calls.iter().map(|c| (c.id.clone(), seq)));
-                }
-                out.push(other);
             }
+        } else {
+            close(&mut out, &mut awaiting, &mut notes);
+            awaiting.extend(message.calls().map(|c| (c.to_string(), seq)));
+            out.push(message);
         }
     }
     close(&mut out, &mut awaiting, &mut notes);
@@ -266,5 +445,87 @@ fn blocks_of(content: Option<&Value>, kind: &str) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::RawJson;
+
+    fn event(seq: u64, kind: &str, data: &str, op: Option<&str>) -> Event {
+        let data = RawJson::parse(data).unwrap_or_else(|_| RawJson::from_plugin(data));
+        let surface_op = op.map(|op| SurfaceOp::from_raw(serde_json::value::RawValue::from_string(op.to_string()).unwrap()));
+        Event { seq, time: 0, kind: kind.into(), data, surface_op, source_event_seqs: None }
+    }
+
+    fn assistant(seq: u64, content: &str) -> Event {
+        event(seq, "assistant/message", &format!("{{\"turn\":1,\"step\":1,\"message\":{{\"content\":{content}}}}}"), Some("\"append\""))
+    }
+
+    fn result(seq: u64, content: &str) -> Event {
+        event(seq, "tool/result", &format!("{{\"turn\":1,\"step\":1,\"message\":{{\"content\":{content}}}}}"), Some("\"append\""))
+    }
+
+    #[test]
+    fn history_notes_are_the_notes_of_derive_history() {
+        let call = |id: &str| format!("{{\"type\":\"tool-call\",\"id\":\"{id}\",\"name\":\"t\",\"arguments\":\"{{}}\"}}");
+        let answer = |id: &str| format!("[{{\"type\":\"tool-result\",\"toolCallId\":\"{id}\",\"content\":[]}}]");
+        let logs: Vec<Vec<Event>> = vec![
+            // A call answered, one left without a result, an orphaned result.
+            vec![
+                event(0, "user/message", r#"{"content":"hi"}"#, Some("\"append\"")),
+                assistant(1, &format!("[{},{}]", call("a"), call("b"))),
+                result(2, &answer("a")),
+                result(3, &answer("z")),
+                event(4, "user/message", r#"{"content":[]}"#, Some("\"append\"")),
+            ],
+            // Empty content yields no message; content that is no array a
+            // message without calls; repeated keys count the last one;
+            // escaped keys and ids read as decoded.
+            vec![
+                assistant(0, "[]"),
+                assistant(1, "\"text\""),
+                event(
+                    2,
+                    "assistant/message",
+                    &format!("{{\"message\":{{\"content\":[{}]}},\"message\":{{\"content\":[{}]}}}}", call("x"), call("y")),
+                    Some("\"append\""),
+                ),
+                result(3, r#"[{"type":"tool-result","toolCallId":"x"}]"#),
+                event(
+                    4,
+                    "assistant/message",
+                    r#"{"message":{"cont\u0065nt":[{"type":"tool-call","id":"c\"1","type":"tool-call"}]}}"#,
+                    Some("\"append\""),
+                ),
+                result(5, r#"[{"type":"text"},{"type":"tool-result","toolCallId":"c\"1","toolCallId":7}]"#),
+                result(6, r#"[{"type":"text"}]"#),
+                assistant(7, &format!("[{},{{\"type\":\"tool-call\",\"id\":5}}]", call("w"))),
+            ],
+            // What a `Value` cannot hold yields no message.
+            vec![
+                assistant(0, &format!("[{},1e999]", call("big"))),
+                result(1, &answer("big")),
+                assistant(2, &format!("[{}]", call("deep"))),
+                result(3, &format!("[{{\"type\":\"tool-result\",\"toolCallId\":\"deep\",\"x\":{}1{}}}]", "[".repeat(200), "]".repeat(200))),
+            ],
+            // Plugin surface events, replacements and odd surface ops.
+            vec![
+                event(0, "todo/nudge", r#"{"role":"user","text":"plan!"}"#, Some("\"append\"")),
+                event(1, "todo/nudge", r#"{"role":"user","text":3}"#, Some("\"append\"")),
+                event(2, "x/y", r#"{"role":"assistant","text":"no"}"#, Some("\"append\"")),
+                assistant(3, &format!("[{}]", call("r"))),
+                event(4, "user/message", r#"{"content":"summary"}"#, Some(r#"{"op":"replace","start":0,"end":3}"#)),
+                event(5, "user/message", r#"{"content":"bad"}"#, Some(r#"{"op":"replace","start":9,"end":10}"#)),
+                event(6, "user/message", r#"{"content":"odd"}"#, Some("7")),
+                result(7, &answer("r")),
+            ],
+        ];
+        for events in logs {
+            let (_, expected) = derive_history(&events);
+            assert!(!expected.is_empty());
+            assert_eq!(history_notes(&events), expected);
+        }
     }
 }

@@ -1,7 +1,12 @@
-//! [`RawJson`]: one JSON value kept as text, fit for a line of a session log.
+//! [`RawJson`]: one JSON value kept as text, fit for a line of a session log;
+//! [`Shape`]: the few fields a reader needs of a JSON text, taken without
+//! building a `serde_json::Value`.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -204,6 +209,112 @@ impl Serialize for RawJson {
             Ok(raw) => raw.serialize(serializer),
             Err(_) => serializer.serialize_unit(),
         }
+    }
+}
+
+/// What a reader takes from one JSON value of any type, read with exactly
+/// the checks that reading it into a `serde_json::Value` makes (nesting
+/// depth, numbers in range, string escapes), so that text a `Value` refuses
+/// is refused here too, but without building the `Value`: each method gets
+/// one kind of value, and every part not taken is checked and dropped.
+/// Read one with [`Read`]. In a map, as in a `Value`, the last of
+/// repeated keys counts.
+pub trait Shape<'de>: Default + Sized {
+    /// From an object.
+    ///
+    /// # Errors
+    /// The parser's.
+    fn object<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        while map.next_key::<Read<()>>()?.is_some() {
+            map.next_value::<Read<()>>()?;
+        }
+        Ok(Self::default())
+    }
+    /// From an array.
+    ///
+    /// # Errors
+    /// The parser's.
+    fn array<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<Read<()>>()?.is_some() {}
+        Ok(Self::default())
+    }
+    /// From a string without escapes, borrowed from the text.
+    fn borrowed_str(_text: &'de str) -> Self {
+        Self::default()
+    }
+    /// From a string with escapes, decoded into a buffer of the parser's.
+    fn copied_str(_text: &str) -> Self {
+        Self::default()
+    }
+    /// From a bool.
+    fn boolean(_value: bool) -> Self {
+        Self::default()
+    }
+}
+
+/// Any value, checked and dropped.
+impl Shape<'_> for () {}
+
+/// A string, borrowed when it has no escapes; `None` for other values.
+impl<'de> Shape<'de> for Option<Cow<'de, str>> {
+    fn borrowed_str(text: &'de str) -> Self {
+        Some(Cow::Borrowed(text))
+    }
+    fn copied_str(text: &str) -> Self {
+        Some(Cow::Owned(text.to_string()))
+    }
+}
+
+/// A bool; `None` for other values.
+impl Shape<'_> for Option<bool> {
+    fn boolean(value: bool) -> Self {
+        Some(value)
+    }
+}
+
+/// A [`Shape`] read from JSON.
+#[derive(Debug, Default)]
+pub struct Read<T>(pub T);
+
+impl<'de, T: Shape<'de>> Deserialize<'de> for Read<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Read<T>, D::Error> {
+        d.deserialize_any(ShapeVisitor(PhantomData)).map(Read)
+    }
+}
+
+struct ShapeVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Shape<'de>> Visitor<'de> for ShapeVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<T, E> {
+        Ok(T::boolean(value))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<T, E> {
+        Ok(T::borrowed_str(text))
+    }
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<T, E> {
+        Ok(T::copied_str(text))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        T::array(seq)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::object(map)
     }
 }
 

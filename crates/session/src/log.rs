@@ -13,8 +13,8 @@ use crate::json::RawJson;
 use serde::Serialize;
 
 use crate::event::{core, now_ms, to_raw, Event, Header, SurfaceOp};
-use crate::event_types::EventTypes;
-use crate::history::derive_history;
+use crate::event_types::{EventTypes, OwnedType};
+use crate::history::history_notes;
 use crate::owner::Owner;
 use crate::projection::{Projections, RegisteredProjection};
 use crate::store::{parse_data, LineProblem, LogWriter, ReadLog, StoreError};
@@ -152,24 +152,34 @@ impl Session {
         let session = Session::new(header, backing, types, projections);
         {
             let mut st = session.lock();
-            for (event, &line) in events.into_iter().zip(lines.iter()) {
-                let owned = session.types.get(&event.kind);
+            // Each type's owner, looked up in the registry once per type: a
+            // log has a few types, so a list beats hashing each event's type.
+            let mut owners: Vec<(String, Option<Arc<OwnedType>>)> = Vec::new();
+            for (event, &line) in events.iter().zip(lines.iter()) {
+                let owned = match owners.iter().find(|(kind, _)| *kind == event.kind) {
+                    Some((_, owned)) => owned.clone(),
+                    None => {
+                        let owned = session.types.get(&event.kind);
+                        owners.push((event.kind.clone(), owned.clone()));
+                        owned
+                    }
+                };
                 if let Some(owned) = &owned {
                     if let Err(reason) = owned.validate(event.data.get()) {
                         problems.push(LineProblem::broken(line, format!("{} rejected by {} on replay: {reason}", event.kind, owned.owner)));
                         st.rejected.insert(event.seq);
                     }
                 }
-                if let Err(rule) = st.trace.check(&event.kind, &event.data, event.surface_op.as_ref(), owned.is_some()) {
+                if let Err(rule) = st.trace.follow(&event.kind, &event.data, event.surface_op.as_ref(), owned.is_some()) {
                     problems.push(LineProblem::broken(line, format!("breaks the log's structure: {rule}")));
                     if owned.is_some() {
                         st.rejected.insert(event.seq);
                     }
                 }
-                st.trace.apply(&event.kind, &event.data);
-                st.events.push(event);
             }
-            let (_, notes) = derive_history(&st.events);
+            // The events are kept as read: the vector moves, no event is copied.
+            st.events = events;
+            let notes = history_notes(&st.events);
             for (seq, note) in notes {
                 let at = st.events.binary_search_by_key(&seq, |e| e.seq).ok().or_else(|| st.events.iter().position(|e| e.seq == seq));
                 let line = at.and_then(|i| lines.get(i)).copied().unwrap_or(1);
@@ -381,8 +391,19 @@ fn fold(st: &mut State, p: &RegisteredProjection) {
         Some(f) if f.token == p.token() => (f.state.clone(), f.folded),
         _ => (p.init.clone(), 0),
     };
+    // Whether the projection folds a type, remembered for the last type
+    // asked (a log's types come in runs and repeat).
+    let mut last: Option<(&str, bool)> = None;
     for event in &st.events[from.min(st.events.len())..] {
-        if !p.folds(&event.kind) || st.rejected.contains(&event.seq) {
+        let folds = match last {
+            Some((kind, folds)) if kind == event.kind => folds,
+            _ => {
+                let folds = p.folds(&event.kind);
+                last = Some((&event.kind, folds));
+                folds
+            }
+        };
+        if !folds || (!st.rejected.is_empty() && st.rejected.contains(&event.seq)) {
             continue;
         }
         match p.apply(&state, &event.kind, event.data.get()) {

@@ -57,7 +57,13 @@ impl RegisteredProjection {
 
     /// Whether this projection folds `event_type`.
     pub fn folds(&self, event_type: &str) -> bool {
-        self.types.contains(event_type)
+        // A projection lists a few types: comparing them is cheaper than
+        // hashing the type.
+        if self.types.len() <= 8 {
+            self.types.iter().any(|t| t == event_type)
+        } else {
+            self.types.contains(event_type)
+        }
     }
 
     /// What the model must still see of `state` after a compaction, as the

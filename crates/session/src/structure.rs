@@ -23,9 +23,11 @@
 //! `turn/start` while a turn is open opens the new turn), so one break is
 //! reported once rather than again for every event after it.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
-use crate::json::RawJson;
+use crate::json::{RawJson, Read, Shape};
+use serde::de::{MapAccess, SeqAccess};
 use serde::Deserialize;
 
 use crate::event::{core, SurfaceOp};
@@ -57,7 +59,7 @@ struct Fields {
 #[derive(Debug, Default, Deserialize)]
 struct ResultMessage {
     source: Option<ResultSource>,
-    content: Option<serde_json::Value>,
+    content: Option<Content>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -69,6 +71,77 @@ struct ResultSource {
 #[derive(Debug, Default, Deserialize)]
 struct ResultError {
     code: Option<serde_json::Value>,
+}
+
+/// A message's `content`, read only for `content[0].isError` (as a bool),
+/// and checked as a `serde_json::Value` would read it (see [`Shape`]), so
+/// that content a `Value` refuses still makes the whole [`Fields`]
+/// unreadable.
+#[derive(Debug, Default)]
+struct Content {
+    first_is_error: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Content, D::Error> {
+        Read::<Content>::deserialize(d).map(|r| r.0)
+    }
+}
+
+impl<'de> Shape<'de> for Content {
+    fn array<A: SeqAccess<'de>>(mut seq: A) -> Result<Content, A::Error> {
+        let first = seq.next_element::<Read<Block>>()?;
+        while seq.next_element::<Read<()>>()?.is_some() {}
+        Ok(Content { first_is_error: first.and_then(|b| b.0.is_error) })
+    }
+}
+
+/// A content block's `isError`, when it is an object with one.
+#[derive(Debug, Default)]
+struct Block {
+    is_error: Option<bool>,
+}
+
+impl<'de> Shape<'de> for Block {
+    fn object<A: MapAccess<'de>>(mut map: A) -> Result<Block, A::Error> {
+        let mut block = Block::default();
+        while let Some(Read(key)) = map.next_key::<Read<Option<Cow<'de, str>>>>()? {
+            if key.as_deref() == Some("isError") {
+                block.is_error = map.next_value::<Read<Option<bool>>>()?.0;
+            } else {
+                map.next_value::<Read<()>>()?;
+            }
+        }
+        Ok(block)
+    }
+}
+
+/// Whether [`Trace::apply`] moves the trace for events of `kind`.
+fn moves_trace(kind: &str) -> bool {
+    matches!(kind, core::TURN_START | core::TURN_END | core::STEP_START | core::STEP_END | core::TOOL_CALL | core::TOOL_RESULT)
+}
+
+impl Fields {
+    /// The fields of `data` when the rules of `kind` read any (empty for
+    /// other types, and for data that does not read as `Fields`).
+    fn of(kind: &str, data: &RawJson) -> Fields {
+        let read = matches!(
+            kind,
+            core::TURN_START
+                | core::TURN_END
+                | core::STEP_START
+                | core::STEP_END
+                | core::ASSISTANT_MESSAGE
+                | core::ASSISTANT_CHUNK
+                | core::TOOL_CALL
+                | core::TOOL_RESULT
+        );
+        if read {
+            serde_json::from_str(data.get()).unwrap_or_default()
+        } else {
+            Fields::default()
+        }
+    }
 }
 
 fn number(v: &Option<serde_json::Value>) -> Option<u64> {
@@ -121,13 +194,28 @@ impl Trace {
     /// # Errors
     /// The first rule the event breaks, in words.
     pub fn check(&self, kind: &str, data: &RawJson, surface: Option<&SurfaceOp>, owned: bool) -> Result<(), String> {
+        self.check_fields(kind, &Fields::of(kind, data), surface, owned)
+    }
+
+    /// [`Trace::check`], then [`Trace::apply`], reading the data once (as
+    /// replay judges each event and then follows it, broken or not).
+    ///
+    /// # Errors
+    /// As [`Trace::check`]; the trace follows the event either way.
+    pub fn follow(&mut self, kind: &str, data: &RawJson, surface: Option<&SurfaceOp>, owned: bool) -> Result<(), String> {
+        let f = Fields::of(kind, data);
+        let checked = self.check_fields(kind, &f, surface, owned);
+        self.apply_fields(kind, f);
+        checked
+    }
+
+    fn check_fields(&self, kind: &str, f: &Fields, surface: Option<&SurfaceOp>, owned: bool) -> Result<(), String> {
         if !core::is_core(kind) && kind != "assistant/chunk" {
             if needs_turn(kind, owned) && self.open_turn.is_none() {
                 return Err(format!("{kind} outside any open turn (execution events belong inside an open turn)"));
             }
             return Ok(());
         }
-        let f: Fields = serde_json::from_str(data.get()).unwrap_or_default();
         let turn = number(&f.turn);
         let step = number(&f.step);
         let in_step = |what: &str| -> Result<(), String> {
@@ -179,11 +267,10 @@ impl Trace {
                     return Ok(());
                 }
                 in_step(kind)?;
-                let message = f.message.unwrap_or_default();
-                let call = message.source.as_ref().and_then(|s| text(&s.call_id));
+                let message = f.message.as_ref();
+                let call = message.and_then(|m| m.source.as_ref()).and_then(|s| text(&s.call_id));
                 let not_started = f.error.as_ref().and_then(|e| text(&e.code)).as_deref() == Some("TOOL_NOT_STARTED")
-                    && message.content.as_ref().and_then(|c| c.get(0)).and_then(|b| b.get("isError")).and_then(serde_json::Value::as_bool)
-                        == Some(true);
+                    && message.and_then(|m| m.content.as_ref()).and_then(|c| c.first_is_error) == Some(true);
                 match call {
                     Some(id) if self.pending.contains(&id) || not_started => {}
                     Some(id) => return Err(format!("tool/result for call {id} with no tool/call for it in this step")),
@@ -200,10 +287,15 @@ impl Trace {
     /// event is followed as written, so the events after it are judged
     /// against it.
     pub fn apply(&mut self, kind: &str, data: &RawJson) {
-        if !matches!(kind, core::TURN_START | core::TURN_END | core::STEP_START | core::STEP_END | core::TOOL_CALL | core::TOOL_RESULT) {
+        if moves_trace(kind) {
+            self.apply_fields(kind, Fields::of(kind, data));
+        }
+    }
+
+    fn apply_fields(&mut self, kind: &str, f: Fields) {
+        if !moves_trace(kind) {
             return;
         }
-        let f: Fields = serde_json::from_str(data.get()).unwrap_or_default();
         let turn = number(&f.turn);
         let step = number(&f.step);
         match kind {
@@ -316,5 +408,43 @@ mod tests {
                 "turn/end 3 while step 2 is still open",
             ]
         );
+    }
+
+    #[test]
+    fn a_result_for_a_call_never_started_needs_its_error_block() {
+        let start = [("turn/start", json!({"turn": 1})), ("step/start", json!({"turn": 1, "step": 1}))];
+        let not_started = |content: serde_json::Value| json!({"turn": 1, "step": 1, "message": {"source": {"callId": "c1"}, "content": content}, "error": {"code": "TOOL_NOT_STARTED"}});
+        let cases = [
+            (json!([{"type": "tool-result", "isError": true}]), true),
+            (json!([{"isError": false, "isError": true}, {"isError": false}]), true),
+            (json!([{"isError": true, "isError": false}]), false),
+            (json!([{"type": "text"}, {"isError": true}]), false),
+            (json!({"isError": true}), false),
+            (json!([[true]]), false),
+        ];
+        for (content, allowed) in cases {
+            let mut events = start.to_vec();
+            events.push(("tool/result", not_started(content.clone())));
+            let r = run(&events);
+            assert_eq!(r[2].is_none(), allowed, "{content}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn data_a_json_value_cannot_hold_is_read_as_no_fields() {
+        let mut t = Trace::new();
+        let data = |text: &str| RawJson::parse(text).unwrap();
+        assert_eq!(t.follow("turn/start", &data(r#"{"turn":1}"#), None, false), Ok(()));
+        assert_eq!(t.follow("step/start", &data(r#"{"turn":1,"step":1}"#), None, false), Ok(()));
+        let good = r#"{"turn":1,"step":1,"message":{"content":[{"type":"text","text":"a"}]}}"#;
+        assert_eq!(t.check("assistant/message", &data(good), Some(&SurfaceOp::Append), false), Ok(()));
+        // A number out of range, or nesting past serde_json's limit, in the
+        // content: a `Value` cannot read the data, so no field is read.
+        let huge = r#"{"turn":1,"step":1,"message":{"content":[1e999]}}"#;
+        let deep = format!(r#"{{"turn":1,"step":1,"message":{{"content":{}1{}}}}}"#, "[".repeat(130), "]".repeat(130));
+        for bad in [huge.to_string(), deep] {
+            let broken = t.check("assistant/message", &data(&bad), Some(&SurfaceOp::Append), false);
+            assert_eq!(broken, Err("assistant/message names turn none/step none but the open one is turn 1/step 1".into()), "{bad}");
+        }
     }
 }

@@ -28,7 +28,7 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
     let mut crlf_first: Option<usize> = None;
     while offset < bytes.len() {
         line_no += 1;
-        let (raw, complete) = match bytes[offset..].iter().position(|&b| b == b'\n') {
+        let (raw, complete) = match memchr::memchr(b'\n', &bytes[offset..]) {
             Some(n) => (&bytes[offset..offset + n], true),
             None => (&bytes[offset..], false),
         };

@@ -308,8 +308,10 @@ fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(Re
             let Some(first) = frames.complete.first() else {
                 return Err(bad_header("the log has no complete header frame".into()));
             };
-            let plain = |range: &std::ops::Range<usize>| {
-                frames::decompress(&bytes[range.clone()])
+            let mut decoder = frames::FrameDecoder::new();
+            let mut plain = |range: &std::ops::Range<usize>| {
+                decoder
+                    .decompress(&bytes[range.clone()])
                     .map_err(|e| corrupt(format!("corrupt Zstandard log: the frame at byte {} fails its check: {e}", range.start)))
             };
             let header = plain(first)?;

@@ -243,7 +243,11 @@ pub fn interrupted_closers(events: &[Event]) -> Vec<Event> {
     let mut step: Option<Value> = None;
     // (call id, its step, the seq of its `tool/call` once started)
     let mut pending: Vec<(String, Value, Option<u64>)> = Vec::new();
-    for e in events {
+    // Every `turn/start` and `turn/end` resets the whole state, so reading
+    // from the last of them gives the same closers; with none, or a last
+    // `turn/end`, no turn is open.
+    let Some(from) = events.iter().rposition(|e| e.kind == "turn/start" || e.kind == "turn/end") else { return Vec::new() };
+    for e in &events[from..] {
         let interesting =
             matches!(e.kind.as_str(), "turn/start" | "turn/end" | "step/start" | "step/end" | "assistant/message" | "tool/call" | "tool/result");
         if !interesting {
