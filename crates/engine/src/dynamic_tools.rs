@@ -145,13 +145,23 @@ impl Follow {
                     }
                     if next.status != status {
                         self.report(&next);
-                        status = next.status;
+                        status = next.status.clone();
                     }
                     if next.generation != generation {
-                        generation = next.generation;
+                        generation = next.generation.clone();
                         match self.swap(&next.tools) {
-                            Ok(n) => tracing::info!(entry = %entry, "tools of entry {entry} changed: {n} registered"),
-                            Err(e) => tracing::error!(entry = %entry, "entry {entry}: its new tools could not be registered: {e}"),
+                            Ok(n) => {
+                                tracing::info!(entry = %entry, "tools of entry {entry} changed: {n} registered");
+                                // Replaces a failed swap's status, if any.
+                                self.report(&next);
+                            }
+                            Err(e) => {
+                                let text = format!("entry {entry}: its new tools could not be registered: {e}");
+                                tracing::error!(entry = %entry, "{text}");
+                                // Shown instead of the source's own status
+                                // until a generation registers.
+                                self.registry.set_source_status(entry, self.token, SourceStatus { level: "error".into(), text });
+                            }
                         }
                     }
                 }

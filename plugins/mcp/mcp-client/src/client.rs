@@ -35,6 +35,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// then kills it.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
 
+/// The longest `apply` waits for the first connection when the entry may
+/// start without it (`failOnStartupError: false`).
+const STARTUP_WAIT: Duration = Duration::from_secs(10);
+
 /// The longest a `list` from the host waits for a change.
 const MAX_WAIT: Duration = Duration::from_millis(1000);
 
@@ -88,6 +92,8 @@ struct State {
     tools: Vec<ServerTool>,
     phase: Phase,
     peer: Option<Peer<RoleClient>>,
+    /// Tells the supervisor that a call found the connection broken.
+    lost: Option<mpsc::UnboundedSender<String>>,
 }
 
 struct Shared {
@@ -185,6 +191,7 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
     loop {
         shared.set_phase(Phase::Connecting);
         let (tx, mut rx) = mpsc::unbounded_channel();
+        let (lost_tx, mut lost_rx) = mpsc::unbounded_channel::<String>();
         let attempt = tokio::select! {
             attempt = tokio::time::timeout(CONNECT_TIMEOUT, connect(&shared, Handler { list_changed: tx })) => attempt
                 .unwrap_or_else(|_| Err(format!("no answer within {} s while connecting", CONNECT_TIMEOUT.as_secs()))),
@@ -194,18 +201,31 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
             Ok((running, tools)) => {
                 let peer = running.peer().clone();
                 shared.set_tools(tools);
-                shared.lock().peer = Some(peer.clone());
+                {
+                    let mut state = shared.lock();
+                    state.peer = Some(peer.clone());
+                    state.lost = Some(lost_tx);
+                }
                 shared.set_phase(Phase::Connected);
                 if let Some(first) = first.take() {
                     let _ = first.send(Ok(()));
                 }
                 let since = Instant::now();
-                let cancel = running.cancellation_token();
+                let mut cancel = Some(running.cancellation_token());
                 let quit = running.waiting();
                 tokio::pin!(quit);
                 let reason = loop {
                     tokio::select! {
                         _ = &mut quit => break "the server closed the connection (it exited or crashed)".to_string(),
+                        // A call found the transport broken (an HTTP server
+                        // that went away never closes anything).
+                        Some(why) = lost_rx.recv() => {
+                            if let Some(cancel) = cancel.take() {
+                                cancel.cancel();
+                            }
+                            let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
+                            break format!("the connection was lost: {why}");
+                        }
                         Some(()) = rx.recv() => match list_tools(&shared, &peer).await {
                             Ok(tools) => shared.set_tools(tools),
                             // The previous generation stays registered.
@@ -215,27 +235,37 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                             // Close the connection the way the protocol
                             // says (stdin closed, then SIGTERM, then
                             // SIGKILL) and wait until the child is reaped.
-                            cancel.cancel();
+                            if let Some(cancel) = cancel.take() {
+                                cancel.cancel();
+                            }
                             let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
                             return;
                         }
                     }
                 };
-                shared.lock().peer = None;
+                {
+                    let mut state = shared.lock();
+                    state.peer = None;
+                    state.lost = None;
+                }
                 if since.elapsed() >= Duration::from_millis(policy.max_delay_ms) {
                     failed = 0;
                 }
                 reason
             }
-            Err(reason) => {
-                if let Some(first) = first.take() {
-                    let _ = first.send(Err(reason.clone()));
-                }
-                reason
+            Err(reason) => reason,
+        };
+        // The state is set before the first attempt's outcome is handed to
+        // `apply`, so the entry's first status already says what follows.
+        let told = first.take().map(|first| (first, reason.clone()));
+        let tell = |told: Option<(std::sync::mpsc::SyncSender<Result<(), String>>, String)>| {
+            if let Some((first, reason)) = told {
+                let _ = first.send(Err(reason));
             }
         };
         if !policy.enabled {
             shared.set_phase(Phase::Down { reason });
+            tell(told);
             let _ = stop.changed().await;
             return;
         }
@@ -243,11 +273,13 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         if failed > policy.max_attempts {
             shared.set_tools(Vec::new());
             shared.set_phase(Phase::GaveUp { reason });
+            tell(told);
             let _ = stop.changed().await;
             return;
         }
         let delay = Duration::from_millis(policy.initial_delay_ms.saturating_mul(1u64 << (failed - 1).min(40)).min(policy.max_delay_ms));
         shared.set_phase(Phase::Retrying { attempt: failed, delay, reason });
+        tell(told);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.changed() => return,
@@ -267,8 +299,12 @@ async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<Serv
             let mut command = tokio::process::Command::new(&program);
             command.args(&config.args).env_clear().envs(scrubbed_env()).envs(&config.env);
             if !config.cwd.is_empty() {
+                if !std::path::Path::new(&config.cwd).is_dir() {
+                    return Err(format!("cwd `{}` is not a folder (it is taken relative to where cordis runs)", config.cwd));
+                }
                 command.current_dir(&config.cwd);
             }
+            die_with_parent(&mut command);
             let (transport, _) = TokioChildProcess::builder(command)
                 .stderr(std::process::Stdio::inherit())
                 .spawn()
@@ -295,6 +331,29 @@ async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<Serv
     };
     let tools = list_tools(shared, running.peer()).await?;
     Ok((running, tools))
+}
+
+/// Makes the server receive SIGKILL when the thread that starts it (the
+/// entry's runtime thread) ends, which also happens when this process
+/// exits or is killed however it ends: no server outlives its host. A
+/// disposal closes the connection and reaps the server before that.
+fn die_with_parent(command: &mut tokio::process::Command) {
+    // SAFETY: the closure runs in the child between fork and exec and only
+    // makes async-signal-safe calls (prctl, getppid, _exit).
+    #[cfg(target_os = "linux")]
+    unsafe {
+        let parent = std::process::id() as libc::pid_t;
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have ended before the call above took effect.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// The server's whole tool list, under public names.
@@ -418,11 +477,19 @@ impl Source {
             }
             Err(e) => {
                 let state = self.shared.lock();
+                if matches!(e, ServiceError::TransportSend(_) | ServiceError::TransportClosed) {
+                    if let Some(lost) = &state.lost {
+                        let _ = lost.send(short_error(&e));
+                    }
+                }
                 let now = match state.phase {
                     Phase::Connected if state.peer.is_some() => String::new(),
                     _ => format!(" (now: {})", self.shared.status(&state).trim_start_matches(&format!("{label}: "))),
                 };
-                return Ok(error_result(format!("{label}: the call to {raw} failed: the connection to the MCP server was lost ({e}){now}")));
+                return Ok(error_result(format!(
+                    "{label}: the call to {raw} failed: the connection to the MCP server was lost ({}){now}",
+                    short_error(&e)
+                )));
             }
         };
         let value = serde_json::to_value(&result).map_err(|e| SourceError(format!("{label}: cannot read the result of {raw}: {e}")))?;
@@ -460,7 +527,17 @@ impl Source {
 }
 
 fn clone_state(state: &State) -> State {
-    State { changes: state.changes, generation: state.generation, tools: Vec::new(), phase: state.phase.clone(), peer: None }
+    State { changes: state.changes, generation: state.generation, tools: Vec::new(), phase: state.phase.clone(), peer: None, lost: None }
+}
+
+/// An rmcp error without the transport's Rust type name, which its
+/// `Display` puts in front of the cause.
+fn short_error(e: &ServiceError) -> String {
+    let text = e.to_string();
+    match text.split_once("] error: ") {
+        Some((_, cause)) if text.contains("Transport [") => format!("transport error: {cause}"),
+        _ => text,
+    }
 }
 
 fn error_result(text: String) -> Value {
@@ -504,7 +581,7 @@ pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
         .map_err(|e| PluginError::new(format!("{label}: cannot start its runtime: {e}")))?;
     let shared = Arc::new(Shared {
         config,
-        state: Mutex::new(State { changes: 0, generation: 0, tools: Vec::new(), phase: Phase::Connecting, peer: None }),
+        state: Mutex::new(State { changes: 0, generation: 0, tools: Vec::new(), phase: Phase::Connecting, peer: None, lost: None }),
         changed: Condvar::new(),
         closed: AtomicBool::new(false),
     });
@@ -518,7 +595,27 @@ pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
     });
     let handle = runtime.handle().clone();
     let source = Source { shared, runtime: Mutex::new(Some(runtime)), handle: handle.clone(), stop, supervisor: Mutex::new(Some(ended)) };
-    let first = first_rx.recv().unwrap_or_else(|_| Err("the connection was stopped".into()));
+    // Without failOnStartupError, `apply` waits for the first connection
+    // at most STARTUP_WAIT: a server still starting then connects in the
+    // background and its tools are registered when it answers.
+    let first = if fail_on_startup {
+        first_rx.recv().unwrap_or_else(|_| Err("the connection was stopped".into()))
+    } else {
+        match first_rx.recv_timeout(STARTUP_WAIT) {
+            Ok(first) => first,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                ctx.log(
+                    LogLevel::Warn,
+                    &format!(
+                        "{label}: the server has not answered within {} s; the entry runs without its tools until it does",
+                        STARTUP_WAIT.as_secs()
+                    ),
+                );
+                Ok(())
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err("the connection was stopped".into()),
+        }
+    };
     if let Err(reason) = &first {
         ctx.log(LogLevel::Warn, &format!("{label}: the first connection failed: {reason}; retrying in the background"));
         if fail_on_startup {
