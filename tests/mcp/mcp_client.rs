@@ -508,3 +508,49 @@ fn check_shows_the_state_of_a_server_that_cannot_be_reached() {
     assert!(text.contains("gave up after 2 failed attempts in a row, tools withdrawn until the entry is reloaded"), "{text}");
     assert!(dev.expect_notice("gave up after 2 failed attempts").contains("ERROR"));
 }
+
+#[test]
+fn a_server_that_never_answers_delays_check_a_bounded_time_and_dies_with_it() {
+    let scratch = Scratch::new();
+    // A "server" that records its pid and then only sleeps, ignoring its
+    // stdin closing.
+    scratch.composition(
+        "- id: mute\n  name: mcp-client\n  config:\n    serverName: mute\n    transport: stdio\n    command: sh\n    args: ['-c', 'echo $$ > server.pid; exec sleep 600']\n",
+    );
+    let start = std::time::Instant::now();
+    let out = cordis(&scratch, &["check"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(start.elapsed() < Duration::from_secs(20), "check waited {:?}", start.elapsed());
+    assert!(stderr.contains("has not answered within 10 s; the entry runs without its tools until it does"), "{stderr}");
+    assert!(stdout.contains("info: mcp-client(mute): connecting"), "{stdout}");
+    let pid: u32 = std::fs::read_to_string(scratch.path().join("server.pid")).unwrap().trim().parse().unwrap();
+    let gone_by = std::time::Instant::now() + Duration::from_secs(5);
+    while !gone(pid) {
+        assert!(std::time::Instant::now() < gone_by, "the server {pid} outlived cordis check");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_streamable_http_server_that_goes_away_is_noticed_and_reconnected() {
+    let served = Scratch::new();
+    std::fs::write(served.path().join("cordis.yml"), "- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: false\n").unwrap();
+    let server = http_server(&served, &[]);
+    let scratch = Scratch::new();
+    scratch.composition(&format!(
+        "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: {}\n    reconnect:\n      initialDelayMs: 300\n      maxAttempts: 2\n",
+        server.url
+    ));
+    let mut dev = Dev::start(scratch.path(), &[("XDG_CONFIG_HOME", &scratch.path().join(".config").display().to_string())]);
+    assert_eq!(dev_status(&mut dev, "remote").1, "mcp-client(remote): connected, 1 tools");
+    drop(server);
+    let failed = dev.call("mcp__remote__todo_write", r#"{"todos": []}"#);
+    let text = failed["text"].as_str().unwrap_or_default().to_string();
+    assert!(failed["isError"] == true && text.contains("the connection to the MCP server was lost"), "{failed}");
+    assert!(!text.contains("WorkerTransport"), "no Rust type names in the message: {text}");
+    // The call told the supervisor: it reconnects, fails, and gives up.
+    dev.wait_until("the lost HTTP connection was not noticed", |dev| dev_status(dev, "remote").0 != "info");
+    dev.wait_until("the entry did not give up", |dev| dev_status(dev, "remote").0 == "error");
+    assert!(dev_status(&mut dev, "remote").1.contains("gave up after 2 failed attempts"), "{:?}", dev_status(&mut dev, "remote"));
+}

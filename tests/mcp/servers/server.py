@@ -1,6 +1,5 @@
 """An MCP server on the official Python SDK (`MCPServer`), for the tests
-of `mcp-client`: started by the tests over stdio, or over Streamable HTTP
-with `--http PORT`.
+of `mcp-client`, which start it over stdio.
 
 Tools: `echo` (text), `add` (a structured result with its output schema),
 `read_note` (a file under the server's working folder: proves `cwd`),
@@ -9,7 +8,6 @@ credential-shaped names), and `sleep` (lets a test wait inside a turn).
 """
 
 import os
-import sys
 import time
 
 from pydantic import BaseModel
@@ -59,8 +57,4 @@ def sleep(ms: int) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        server.settings.port = int(sys.argv[2])
-        server.run(transport="streamable-http")
-    else:
-        server.run()
+    server.run()
