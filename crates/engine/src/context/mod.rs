@@ -282,13 +282,14 @@ impl HostContext for FiberContext<'_> {
     }
 
     fn log(&self, level: LogLevel, message: RStr<'_>) {
-        let plugin = &self.fiber.owner().plugin;
+        let owner = self.fiber.owner();
+        let (plugin, entry) = (&owner.plugin, &owner.entry);
         let message = message.as_str();
         match level {
-            LogLevel::Debug => tracing::debug!(plugin = %plugin, "{message}"),
-            LogLevel::Info => tracing::info!(plugin = %plugin, "{message}"),
-            LogLevel::Warn => tracing::warn!(plugin = %plugin, "{message}"),
-            LogLevel::Error => tracing::error!(plugin = %plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(entry = %entry, plugin = %plugin, "{message}"),
+            LogLevel::Info => tracing::info!(entry = %entry, plugin = %plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(entry = %entry, plugin = %plugin, "{message}"),
+            LogLevel::Error => tracing::error!(entry = %entry, plugin = %plugin, "{message}"),
         }
     }
 }
