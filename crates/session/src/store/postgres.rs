@@ -608,13 +608,13 @@ impl Notifier {
                 ids.extend(changed.try_iter());
                 last = Some(Instant::now());
                 let ids: Vec<String> = ids.into_iter().collect();
-                let sent = match client.as_mut().filter(|c| !c.is_closed()) {
-                    Some(c) => c.query_typed(&sql, &[(&ids, Type::TEXT_ARRAY)]).map(drop),
-                    None => connect(&url).and_then(|mut c| {
+                let sent = match client.take().filter(|c| !c.is_closed()).map_or_else(|| connect(&url), Ok) {
+                    Ok(mut c) => {
                         let sent = c.query_typed(&sql, &[(&ids, Type::TEXT_ARRAY)]).map(drop);
                         client = Some(c);
                         sent
-                    }),
+                    }
+                    Err(e) => Err(e),
                 };
                 match sent {
                     Ok(()) => failing = false,
