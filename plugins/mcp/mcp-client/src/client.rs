@@ -258,28 +258,27 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         // The state is set before the first attempt's outcome is handed to
         // `apply`, so the entry's first status already says what follows.
         let told = first.take().map(|first| (first, reason.clone()));
-        let tell = |told: Option<(std::sync::mpsc::SyncSender<Result<(), String>>, String)>| {
-            if let Some((first, reason)) = told {
-                let _ = first.send(Err(reason));
+        let (phase, delay) = if !policy.enabled {
+            (Phase::Down { reason }, None)
+        } else {
+            failed += 1;
+            if failed > policy.max_attempts {
+                shared.set_tools(Vec::new());
+                (Phase::GaveUp { reason }, None)
+            } else {
+                let delay = Duration::from_millis(policy.initial_delay_ms.saturating_mul(1u64 << (failed - 1).min(40)).min(policy.max_delay_ms));
+                (Phase::Retrying { attempt: failed, delay, reason }, Some(delay))
             }
         };
-        if !policy.enabled {
-            shared.set_phase(Phase::Down { reason });
-            tell(told);
+        shared.set_phase(phase);
+        if let Some((first, reason)) = told {
+            let _ = first.send(Err(reason));
+        }
+        // Down or given up: nothing more until the entry is disposed.
+        let Some(delay) = delay else {
             let _ = stop.changed().await;
             return;
-        }
-        failed += 1;
-        if failed > policy.max_attempts {
-            shared.set_tools(Vec::new());
-            shared.set_phase(Phase::GaveUp { reason });
-            tell(told);
-            let _ = stop.changed().await;
-            return;
-        }
-        let delay = Duration::from_millis(policy.initial_delay_ms.saturating_mul(1u64 << (failed - 1).min(40)).min(policy.max_delay_ms));
-        shared.set_phase(Phase::Retrying { attempt: failed, delay, reason });
-        tell(told);
+        };
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.changed() => return,
