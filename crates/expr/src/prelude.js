@@ -4,6 +4,10 @@
 //
 // Everything the helpers need is captured here, so an expression that
 // overwrites a global (`JSON = 1`) cannot break later evaluations.
+//
+// The host loads this script compiled, from prelude.bytecode: after a
+// change here, run `CORDIS_EXPR_BLESS=1 cargo test -p cordis-expr
+// prelude_bytecode` and commit both files.
 (function (environmentJson) {
   'use strict';
   const global = globalThis;

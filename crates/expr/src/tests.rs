@@ -219,3 +219,36 @@ fn current_environment() {
     let cwd = env.cwd.to_string_lossy().into_owned();
     assert_eq!(ev.eval("process.cwd()", &none()).unwrap(), Some(json!(cwd)));
 }
+
+#[test]
+fn the_committed_prelude_bytecode_is_the_prelude_compiled() {
+    let fresh = prelude_bytecode().unwrap();
+    assert_eq!(fresh, prelude_bytecode().unwrap(), "compiling the prelude twice gave different bytecode");
+    if std::env::var_os("CORDIS_EXPR_BLESS").is_some() {
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/src/prelude.bytecode"), &fresh).unwrap();
+        return;
+    }
+    assert!(
+        fresh == PRELUDE_BYTECODE,
+        "src/prelude.bytecode is not src/prelude.js compiled by this build's QuickJS; \
+         rewrite it with `CORDIS_EXPR_BLESS=1 cargo test -p cordis-expr prelude_bytecode` and commit it"
+    );
+}
+
+#[test]
+fn the_prelude_loads_from_its_bytecode() {
+    let runtime = Runtime::new().unwrap();
+    let context = Context::full(&runtime).unwrap();
+    context.with(|ctx| {
+        // SAFETY: as in `load_prelude`: the live context, trusted bytes, the
+        // value freed by `Value::from_raw`.
+        let value = unsafe {
+            let raw = ctx.as_raw().as_ptr();
+            rquickjs::Value::from_raw(
+                ctx.clone(),
+                rquickjs::qjs::JS_ReadObject(raw, PRELUDE_BYTECODE.as_ptr(), PRELUDE_BYTECODE.len() as _, rquickjs::qjs::JS_READ_OBJ_BYTECODE as i32),
+            )
+        };
+        assert!(!value.is_exception(), "the engine refused the committed bytecode: {:?}", ctx.catch());
+    });
+}
