@@ -35,6 +35,10 @@ pub struct Library {
     pub name: String,
     /// Its plugin declarations, in the order the library lists them.
     pub plugins: Vec<PluginDecl>,
+    /// Each declaration's config schema parsed (same order as `plugins`),
+    /// once per load rather than once per entry; `None` when it is not
+    /// JSON.
+    pub config_schemas: Vec<Option<Arc<Value>>>,
     /// Package names the library implements, each with the plugin it
     /// selects (empty for a library built before packages were declared).
     pub packages: Vec<(String, String)>,
@@ -650,9 +654,20 @@ pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError>
         return Err(LoadError::IncompatibleAbi { path: shown, detail: rebuild_message(&format!("{abi}")) });
     }
     let plugins: Vec<PluginDecl> = (module.plugins())().into_iter().collect();
+    let config_schemas = plugins.iter().map(|p| serde_json::from_str(p.config_schema.as_str()).ok().map(Arc::new)).collect();
     let packages = (module.packages())().into_iter().map(|p| (p.package.into_string(), p.plugin.into_string())).collect();
     let provides = (module.provides())().into_iter().map(|p| (p.plugin.into_string(), p.service.into_string())).collect();
-    Ok(Library { path: path.to_path_buf(), source: path.to_path_buf(), copy: None, name: name.to_string(), plugins, packages, provides, abi })
+    Ok(Library {
+        path: path.to_path_buf(),
+        source: path.to_path_buf(),
+        copy: None,
+        name: name.to_string(),
+        plugins,
+        config_schemas,
+        packages,
+        provides,
+        abi,
+    })
 }
 
 /// Why a library of another ABI major is refused, and what to do.
@@ -891,8 +906,8 @@ pub fn file_identity(path: &Path) -> Option<FileIdentity> {
 pub struct Picked {
     /// The declaration.
     pub decl: PluginDecl,
-    /// `decl.config_schema` parsed.
-    pub config_schema: Value,
+    /// `decl.config_schema` parsed (shared with the library).
+    pub config_schema: Arc<Value>,
 }
 
 /// Unwraps a library's exports to one plugin: the export named `export` when
@@ -904,29 +919,32 @@ pub struct Picked {
 /// [`UnwrapError`].
 pub fn unwrap_export(library: &Library, export: Option<&str>) -> Result<Picked, UnwrapError> {
     // The user's file, not the private copy it runs from.
-    let path = library.source.display().to_string();
+    let path = || library.source.display().to_string();
     if library.plugins.is_empty() {
-        return Err(UnwrapError::Empty { path });
+        return Err(UnwrapError::Empty { path: path() });
     }
-    let available = library.plugins.iter().map(|p| format!("`{}`", p.name)).collect::<Vec<_>>().join(", ");
+    let available = || library.plugins.iter().map(|p| format!("`{}`", p.name)).collect::<Vec<_>>().join(", ");
     let wanted = export.unwrap_or(&library.name);
-    let matching: Vec<&PluginDecl> = library.plugins.iter().filter(|p| p.name.as_str() == wanted).collect();
-    let decl = match (matching.len(), export) {
-        (1, _) => matching[0],
-        (n, _) if n > 1 => return Err(UnwrapError::Ambiguous { path, name: wanted.to_string(), count: n }),
-        (_, Some(export)) => return Err(UnwrapError::NoSuchExport { path, export: export.to_string(), available }),
-        (_, None) if library.plugins.len() == 1 => &library.plugins[0],
-        (_, None) => return Err(UnwrapError::Unspecified { path, library: library.name.clone(), available }),
+    let mut matching = library.plugins.iter().enumerate().filter(|(_, p)| p.name.as_str() == wanted);
+    let (index, decl) = match (matching.next(), matching.count(), export) {
+        (Some(found), 0, _) => found,
+        (Some(_), more, _) => return Err(UnwrapError::Ambiguous { path: path(), name: wanted.to_string(), count: more + 1 }),
+        (None, _, Some(export)) => return Err(UnwrapError::NoSuchExport { path: path(), export: export.to_string(), available: available() }),
+        (None, _, None) if library.plugins.len() == 1 => (0, &library.plugins[0]),
+        (None, _, None) => return Err(UnwrapError::Unspecified { path: path(), library: library.name.clone(), available: available() }),
     };
     let same_name = library.plugins.iter().filter(|p| p.name == decl.name).count();
     if same_name > 1 {
-        return Err(UnwrapError::Ambiguous { path, name: decl.name.to_string(), count: same_name });
+        return Err(UnwrapError::Ambiguous { path: path(), name: decl.name.to_string(), count: same_name });
     }
-    let incomplete = |detail: &str| UnwrapError::Incomplete { name: decl.name.to_string(), path: path.clone(), detail: detail.to_string() };
+    let incomplete = |detail: &str| UnwrapError::Incomplete { name: decl.name.to_string(), path: path(), detail: detail.to_string() };
     if decl.name.trim().is_empty() {
         return Err(incomplete("it has no name"));
     }
-    let config_schema: Value = serde_json::from_str(decl.config_schema.as_str()).map_err(|_| incomplete("its config schema is not JSON"))?;
+    let config_schema = match library.config_schemas.get(index) {
+        Some(Some(schema)) => schema.clone(),
+        _ => return Err(incomplete("its config schema is not JSON")),
+    };
     if !config_schema.is_object() {
         return Err(incomplete("its config schema is not a JSON Schema object"));
     }

@@ -528,7 +528,7 @@ impl Loader {
         if let Some(checker) = self.config_checkers.lock_or_recover().get(text) {
             return Ok(checker.clone());
         }
-        let checker = Arc::new(Checker::new(picked.config_schema.clone())?);
+        let checker = Arc::new(Checker::new(Value::clone(&picked.config_schema))?);
         self.config_checkers.lock_or_recover().insert(text.to_string(), checker.clone());
         Ok(checker)
     }
