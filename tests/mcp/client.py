@@ -7,7 +7,8 @@ throughput figure (bench/mcp.sh), on the official Python SDK (`mcp`).
     client.py bench N CORDIS [ARGS...]          N sequential todo_write calls over stdio
     client.py bench-tool N TOOL ARGS CMD...     N sequential calls of TOOL on the stdio server CMD
     client.py watch FILE CORDIS [ARGS...]       rewrite the composition FILE, wait for tools/list_changed
-    client.py halfsave FILE GAP CORDIS [ARGS...]  write FILE in place in two parts GAP seconds apart
+    client.py halfsave FILE GAP WAIT CORDIS [ARGS...]  write FILE in place in two parts GAP seconds apart,
+                                                  then watch WAIT seconds
     client.py errors stdio CORDIS [ARGS...]     protocol errors and a cancelled call, over stdio
     client.py errors http URL                   the same over HTTP
 
@@ -133,7 +134,7 @@ async def watch(composition, argv):
         out(step="after", notified=notified, descriptions=[t.description for t in after])
 
 
-async def halfsave(composition, gap, argv):
+async def halfsave(composition, gap, settle_wait, argv):
     """Writes the composition in place in two parts, `gap` seconds apart, as
     an editor that writes in place does: the first part still parses and
     leaves the `todo` row out. Reports how many `tools/list_changed`
@@ -155,23 +156,34 @@ async def halfsave(composition, gap, argv):
             final = f.read().replace("allowParallelInProgress: false", "allowParallelInProgress: true")
         cut = final.index("- id: todo")
         missing = False
+        polling = True
+
+        async def poll():
+            # Beside the writes, not between them: a slow answer must not
+            # stretch the gap between the two parts.
+            nonlocal missing
+            while polling:
+                missing = missing or "todo_write" not in await names(client)
+                await asyncio.sleep(0.02)
+
+        poller = asyncio.create_task(poll())
         with open(composition, "r+") as f:
             f.seek(0)
             f.truncate()
             f.write(final[:cut])
             f.flush()
-            end = time.monotonic() + gap
-            while time.monotonic() < end:
-                missing = missing or "todo_write" not in await names(client)
-                await asyncio.sleep(0.02)
+            first = time.monotonic()
+            await asyncio.sleep(gap)
             f.write(final[cut:])
+            f.flush()
+            written_gap = time.monotonic() - first
         # Long enough for the settle time and the reload after it.
-        end = time.monotonic() + 3
-        while time.monotonic() < end:
-            missing = missing or "todo_write" not in await names(client)
-            await asyncio.sleep(0.05)
+        await asyncio.sleep(settle_wait)
+        polling = False
+        await poller
         after = (await client.list_tools()).tools
-        out(step="halfsave", before=before, notifications=notifications, missing=missing, descriptions=[t.description for t in after])
+        out(step="halfsave", before=before, notifications=notifications, missing=missing, gap=written_gap,
+            descriptions=[t.description for t in after])
 
 
 async def protocol_errors(server):
@@ -258,7 +270,7 @@ def main():
     elif mode == "errors" and sys.argv[2] == "http":
         asyncio.run(protocol_errors(streamable_http_client(sys.argv[3])))
     elif mode == "halfsave":
-        asyncio.run(halfsave(sys.argv[2], float(sys.argv[3]), sys.argv[4:]))
+        asyncio.run(halfsave(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]))
     elif mode == "bench":
         asyncio.run(bench(int(sys.argv[2]), sys.argv[3:]))
     elif mode == "bench-tool":

@@ -312,13 +312,25 @@ fn watch_sends_tools_list_changed_on_a_catalog_change() {
 /// `cordis mcp --watch`: `cordis.yml` written in place in two parts 200 ms
 /// apart, the first part still parsing and leaving the tool out, is applied
 /// once, with its final content: the client never sees the tool gone and
-/// gets one `tools/list_changed`.
+/// gets one `tools/list_changed`. The settle time is 1.5 s, so a loaded
+/// machine that stretches the gap still writes inside it.
 #[test]
 fn watch_applies_a_half_saved_composition_only_once_it_settles() {
     let scratch = Scratch::new();
     let composition = scratch.composition(&format!("- id: other\n  name: tool-todo\n  disabled: true\n{COMPOSITION}"));
-    let (steps, stdout, stderr) = python_against_watch(&scratch, &["halfsave", composition.to_str().unwrap(), "0.2"]);
+    let (python, _) = peers();
+    let out = Command::new(python)
+        .arg(repo_root().join("tests/mcp/client.py"))
+        .args(["halfsave", composition.to_str().unwrap(), "0.2", "4"])
+        .args(server_args(&scratch, &["--watch", "--settle-ms", "1500"]))
+        .current_dir(scratch.path())
+        .output()
+        .expect("run the Python client");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "the Python client failed:\n{stdout}\n{stderr}");
+    let steps = lines(&out.stdout);
     let report = step(&steps, "halfsave");
+    assert!(report["gap"].as_f64().unwrap() < 1.5, "the two writes were further apart than the settle time: {stdout}");
     assert_eq!(report["before"], json!(["todo_write"]), "{stdout}");
     assert_eq!(report["missing"], false, "the first part was applied:\n{stdout}\n{stderr}");
     assert_eq!(report["notifications"], 1, "{stdout}\n{stderr}");
