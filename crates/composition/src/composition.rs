@@ -488,7 +488,8 @@ impl Builder {
         let mut config: Option<&Node> = None;
         let mut group = false;
         for (key, node) in &raw.keys {
-            let at = node.origin.locate();
+            // Built only for a problem: most keys have none.
+            let at = || node.origin.locate();
             let Some(key) = key.as_str() else {
                 problems.push((origin.locate(), format!("entry keys must be strings, found {}", kind(key))));
                 continue;
@@ -497,52 +498,52 @@ impl Builder {
             match key {
                 "id" => match scalar_text(value) {
                     Some(id) if id.contains('/') => {
-                        problems.push((at, format!("`id` {id:?} contains `/`, which joins the ids of nested rows; use `-`, `_` or `.`")))
+                        problems.push((at(), format!("`id` {id:?} contains `/`, which joins the ids of nested rows; use `-`, `_` or `.`")))
                     }
                     Some(id) if !id.trim().is_empty() => {
                         entry.local_id = id;
                         entry.id_generated = false;
                     }
-                    _ => problems.push((at, format!("`id` must be a non-empty string, found {}", kind(value)))),
+                    _ => problems.push((at(), format!("`id` must be a non-empty string, found {}", kind(value)))),
                 },
                 "name" if js_source(value).is_some() => {
-                    problems.push((at, "`name` is never evaluated: write the plugin's name without `!!js`".into()))
+                    problems.push((at(), "`name` is never evaluated: write the plugin's name without `!!js`".into()))
                 }
                 "name" => match value.as_str() {
                     Some(name) if !name.trim().is_empty() => entry.name = name.trim().to_string(),
-                    _ => problems.push((at, format!("`name` must be a non-empty string, found {}", kind(value)))),
+                    _ => problems.push((at(), format!("`name` must be a non-empty string, found {}", kind(value)))),
                 },
                 "disabled" => match switch_of(value) {
                     Ok(s) => entry.disabled = s,
-                    Err(m) => problems.push((at, format!("`disabled` {m}"))),
+                    Err(m) => problems.push((at(), format!("`disabled` {m}"))),
                 },
                 "group" => match value {
                     Yaml::Null => {}
                     _ => match bool_of(value) {
                         Ok(b) => group = b,
-                        Err(m) => problems.push((at, format!("`group` {m}"))),
+                        Err(m) => problems.push((at(), format!("`group` {m}"))),
                     },
                 },
                 "config" => config = Some(node),
                 "inject" => match injections(value) {
                     Ok(list) => entry.inject = list,
-                    Err(m) => problems.push((at, format!("`inject` {m}"))),
+                    Err(m) => problems.push((at(), format!("`inject` {m}"))),
                 },
                 "intercept" => match value {
                     Yaml::Null => {}
                     Yaml::Mapping(_) => match to_json(value, &mut None) {
                         Ok(json) => entry.intercept = json,
-                        Err((_, m)) => problems.push((at, format!("`intercept` {m}"))),
+                        Err((_, m)) => problems.push((at(), format!("`intercept` {m}"))),
                     },
-                    other => problems.push((at, format!("`intercept` must be a mapping of service name to options, found {}", kind(other)))),
+                    other => problems.push((at(), format!("`intercept` must be a mapping of service name to options, found {}", kind(other)))),
                 },
                 "isolate" => match isolate_of(value) {
                     Ok(list) => entry.isolate = list,
-                    Err(m) => problems.push((at, format!("`isolate` {m}"))),
+                    Err(m) => problems.push((at(), format!("`isolate` {m}"))),
                 },
-                MERGE_KEY => problems.push((at, MERGE_KEY_MESSAGE.to_string())),
+                MERGE_KEY => problems.push((at(), MERGE_KEY_MESSAGE.to_string())),
                 other => {
-                    problems.push((at, format!("unknown entry key `{other}` (entry keys are {})", ENTRY_KEYS.map(|k| format!("`{k}`")).join(", "))))
+                    problems.push((at(), format!("unknown entry key `{other}` (entry keys are {})", ENTRY_KEYS.map(|k| format!("`{k}`")).join(", "))))
                 }
             }
         }
