@@ -371,9 +371,10 @@ fn load_prelude<'js>(ctx: &Ctx<'js>) -> Result<Function<'js>, ExprError> {
     }
 }
 
-/// [`PRELUDE`] compiled to QuickJS bytecode by this build's engine, as the
-/// committed `src/prelude.bytecode` holds it: a script whose completion
-/// value is the set-up function, source text left out, line numbers kept.
+/// The `!!js` prelude (`src/prelude.js`) compiled to QuickJS bytecode by
+/// this build's engine, as the committed `src/prelude.bytecode` holds it:
+/// a script whose completion value is the set-up function, source text
+/// left out, line numbers kept.
 ///
 /// Errors: [`ExprError::Engine`] if the engine cannot be created or
 /// refuses the script.
