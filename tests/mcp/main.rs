@@ -147,19 +147,9 @@ fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
 
 #[test]
 fn python_sdk_over_stdio() {
-    let (python, _) = peers();
     let scratch = Scratch::new();
     scratch.composition(COMPOSITION);
-    let out = Command::new(python)
-        .arg(repo_root().join("tests/mcp/client.py"))
-        .args(["scenario", "stdio"])
-        .args(server_args(&scratch, &[]))
-        .current_dir(scratch.path())
-        .output()
-        .expect("run the Python client");
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "the Python client failed:\n{stdout}\n{stderr}");
-    let steps = lines(&out.stdout);
+    let (steps, _, _) = python_against_stdio(&scratch, &["scenario", "stdio"], &[]);
     assert_eq!(step(&steps, "tools")["protocol"], "2025-11-25", "the SDK fell back to the handshake versions");
     check_scenario(&scratch, &steps, "python stdio");
 }
@@ -277,14 +267,15 @@ fn python_sdk_over_http_with_a_token_and_origin_checks() {
     check_scenario(&scratch, &steps, "python http");
 }
 
-/// Runs the Python client's mode `args` against `cordis mcp --watch` in
-/// `scratch`; fails unless it succeeds. Its steps, stdout and stderr.
-fn python_against_watch(scratch: &Scratch, args: &[&str]) -> (Vec<Value>, String, String) {
+/// Runs the Python client's mode `args` against `cordis mcp` started over
+/// stdio in `scratch` with `flags`; fails unless it succeeds. Its steps,
+/// stdout and stderr.
+fn python_against_stdio(scratch: &Scratch, args: &[&str], flags: &[&str]) -> (Vec<Value>, String, String) {
     let (python, _) = peers();
     let out = Command::new(python)
         .arg(repo_root().join("tests/mcp/client.py"))
         .args(args)
-        .args(server_args(scratch, &["--watch"]))
+        .args(server_args(scratch, flags))
         .current_dir(scratch.path())
         .output()
         .expect("run the Python client");
@@ -300,7 +291,7 @@ fn python_against_watch(scratch: &Scratch, args: &[&str]) -> (Vec<Value>, String
 fn watch_sends_tools_list_changed_on_a_catalog_change() {
     let scratch = Scratch::new();
     let composition = scratch.composition(COMPOSITION);
-    let (steps, stdout, stderr) = python_against_watch(&scratch, &["watch", composition.to_str().unwrap()]);
+    let (steps, stdout, stderr) = python_against_stdio(&scratch, &["watch", composition.to_str().unwrap()], &["--watch"]);
     let before = step(&steps, "before")["descriptions"][0].as_str().unwrap().to_string();
     let after = step(&steps, "after");
     assert_eq!(after["notified"], true, "{stdout}\n{stderr}");
@@ -318,17 +309,8 @@ fn watch_sends_tools_list_changed_on_a_catalog_change() {
 fn watch_applies_a_half_saved_composition_only_once_it_settles() {
     let scratch = Scratch::new();
     let composition = scratch.composition(&format!("- id: other\n  name: tool-todo\n  disabled: true\n{COMPOSITION}"));
-    let (python, _) = peers();
-    let out = Command::new(python)
-        .arg(repo_root().join("tests/mcp/client.py"))
-        .args(["halfsave", composition.to_str().unwrap(), "0.2", "4"])
-        .args(server_args(&scratch, &["--watch", "--settle-ms", "1500"]))
-        .current_dir(scratch.path())
-        .output()
-        .expect("run the Python client");
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "the Python client failed:\n{stdout}\n{stderr}");
-    let steps = lines(&out.stdout);
+    let (steps, stdout, stderr) =
+        python_against_stdio(&scratch, &["halfsave", composition.to_str().unwrap(), "0.2", "4"], &["--watch", "--settle-ms", "1500"]);
     let report = step(&steps, "halfsave");
     assert!(report["gap"].as_f64().unwrap() < 1.5, "the two writes were further apart than the settle time: {stdout}");
     assert_eq!(report["before"], json!(["todo_write"]), "{stdout}");
