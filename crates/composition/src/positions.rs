@@ -11,13 +11,13 @@
 
 use std::collections::HashMap;
 
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+
 /// The index's map: keys are short (a node number and a key or index), so a
 /// fast seeded hash (foldhash, which hashbrown uses by default) instead of
 /// SipHash; building the index is about a fifth of reading a composition.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
 
 /// One step of a path in the YAML document.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -212,7 +212,7 @@ impl Builder {
     /// when it was consumed as a mapping key.
     fn begin_node(&mut self, mark: &Marker, key_text: Option<&str>) -> bool {
         match self.stack.last_mut() {
-            Some(Frame::Map { expecting_key, key, started }) if *expecting_key => {
+            Some(Frame::Map { expecting_key, started, .. }) if *expecting_key => {
                 *expecting_key = false;
                 let k = key_text.unwrap_or("").to_string();
                 let first = !*started;

@@ -43,8 +43,8 @@
 //!   0.22 took about 75 s for its clean dev build (147 crates).
 //! - [`Evaluator::new`] (runtime, context, prelude) costs about 0.3–0.4 ms
 //!   in a release build (1.6 ms in a dev build); the prelude is loaded as
-//!   bytecode compiled ahead (`src/prelude.bytecode`), where parsing its
-//!   source took another 0.5 ms. The first evaluation after it takes about
+//!   bytecode compiled ahead (`src/prelude.bytecode`) in about 0.06 ms,
+//!   where parsing its source took about 0.6 ms. The first evaluation after it takes about
 //!   30 µs (100 µs dev), a later one about 15 µs (70 µs dev), for the
 //!   longest expression of the fixture files (nested `??` and ternaries).
 //!   `cargo run --release -p cordis-expr --example cost` measures them again.
@@ -88,7 +88,7 @@ const PRELUDE_NAME: &str = "cordis-expr prelude";
 
 /// [`PRELUDE`] compiled to QuickJS bytecode by [`prelude_bytecode`] with this
 /// build's engine. Loading it takes about a tenth of the time of parsing the
-/// script (0.06 ms against 0.65 ms). The unit test
+/// script (0.06 ms against 0.6 ms). The unit test
 /// `the_committed_prelude_bytecode_is_the_prelude_compiled` fails when it
 /// no longer matches the script or the engine, and rewrites it when run
 /// with `CORDIS_EXPR_BLESS=1`.
@@ -339,36 +339,44 @@ fn memory_limit() -> String {
     format!("memory limit of {} MiB", MEMORY_LIMIT / (1024 * 1024))
 }
 
-/// The prelude's set-up function, from [`PRELUDE_BYTECODE`]; from the script
-/// itself when the bytecode cannot be read (an engine whose bytecode format
-/// changed since it was written), so a stale file costs time, never
-/// behaviour.
-fn load_prelude<'js>(ctx: &Ctx<'js>) -> Result<Function<'js>, ExprError> {
+/// [`PRELUDE_BYTECODE`] read back into the compiled script it holds; `None`
+/// when the engine refuses it (an engine whose bytecode format changed since
+/// the file was written), with the engine's exception left pending.
+fn read_prelude_bytecode<'js>(ctx: &Ctx<'js>) -> Option<rquickjs::Value<'js>> {
     let raw = ctx.as_raw().as_ptr();
     // SAFETY: `raw` is the live context `ctx` borrows. The bytes are trusted:
     // they are compiled from PRELUDE by this crate's engine (the unit test
     // checks it), and JS_ReadObject refuses bytecode of another format
-    // version with an exception instead of reading it. Each returned value
-    // is owned and handed to `Value::from_raw` or to JS_EvalFunction (which
-    // takes it) exactly once.
-    let evaluated = unsafe {
-        let function =
-            rquickjs::qjs::JS_ReadObject(raw, PRELUDE_BYTECODE.as_ptr(), PRELUDE_BYTECODE.len() as _, rquickjs::qjs::JS_READ_OBJ_BYTECODE as i32);
-        if rquickjs::qjs::JS_IsException(function) {
-            None
-        } else {
-            Some(rquickjs::Value::from_raw(ctx.clone(), rquickjs::qjs::JS_EvalFunction(raw, function)))
-        }
+    // version with an exception instead of reading it. The value it returns
+    // is owned by `Value::from_raw`, which frees it.
+    let script = unsafe {
+        rquickjs::Value::from_raw(
+            ctx.clone(),
+            rquickjs::qjs::JS_ReadObject(raw, PRELUDE_BYTECODE.as_ptr(), PRELUDE_BYTECODE.len() as _, rquickjs::qjs::JS_READ_OBJ_BYTECODE as i32),
+        )
     };
-    match evaluated {
-        Some(value) if value.is_exception() => Err(caught(ctx, rquickjs::Error::Exception)),
-        Some(value) => value.into_function().ok_or_else(|| ExprError::Engine { message: "the prelude did not give a function".to_owned() }),
-        None => {
-            // Clear the reader's exception, then parse the script instead.
-            let _ = ctx.catch();
-            ctx.eval_with_options(PRELUDE, options(PRELUDE_NAME)).map_err(|e| caught(ctx, e))
-        }
+    (!script.is_exception()).then_some(script)
+}
+
+/// The prelude's set-up function, run from [`PRELUDE_BYTECODE`]; from the
+/// script's source when the bytecode cannot be read, so a stale file costs
+/// time, never behaviour.
+fn load_prelude<'js>(ctx: &Ctx<'js>) -> Result<Function<'js>, ExprError> {
+    let Some(script) = read_prelude_bytecode(ctx) else {
+        // Clear the reader's exception, then parse the script instead.
+        let _ = ctx.catch();
+        return ctx.eval_with_options(PRELUDE, options(PRELUDE_NAME)).map_err(|e| caught(ctx, e));
+    };
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: `raw` is the live context; JS_EvalFunction takes the reference
+    // JS_DupValue gives it (`script` keeps and frees its own), and its result
+    // is owned by `Value::from_raw`.
+    let setup =
+        unsafe { rquickjs::Value::from_raw(ctx.clone(), rquickjs::qjs::JS_EvalFunction(raw, rquickjs::qjs::JS_DupValue(raw, script.as_raw()))) };
+    if setup.is_exception() {
+        return Err(caught(ctx, rquickjs::Error::Exception));
     }
+    setup.into_function().ok_or_else(|| ExprError::Engine { message: "the prelude did not give a function".to_owned() })
 }
 
 /// The `!!js` prelude (`src/prelude.js`) compiled to QuickJS bytecode by

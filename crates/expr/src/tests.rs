@@ -240,15 +240,6 @@ fn the_prelude_loads_from_its_bytecode() {
     let runtime = Runtime::new().unwrap();
     let context = Context::full(&runtime).unwrap();
     context.with(|ctx| {
-        // SAFETY: as in `load_prelude`: the live context, trusted bytes, the
-        // value freed by `Value::from_raw`.
-        let value = unsafe {
-            let raw = ctx.as_raw().as_ptr();
-            rquickjs::Value::from_raw(
-                ctx.clone(),
-                rquickjs::qjs::JS_ReadObject(raw, PRELUDE_BYTECODE.as_ptr(), PRELUDE_BYTECODE.len() as _, rquickjs::qjs::JS_READ_OBJ_BYTECODE as i32),
-            )
-        };
-        assert!(!value.is_exception(), "the engine refused the committed bytecode: {:?}", ctx.catch());
+        assert!(read_prelude_bytecode(&ctx).is_some(), "the engine refused the committed bytecode: {:?}", ctx.catch());
     });
 }
