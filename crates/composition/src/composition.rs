@@ -247,15 +247,7 @@ impl Entry {
 
     /// Whether the config holds `!!js` expressions.
     pub fn config_has_expressions(&self) -> bool {
-        fn any(v: &Yaml) -> bool {
-            match v {
-                Yaml::Tagged(t) => is_js_tag(&t.tag) || any(&t.value),
-                Yaml::Sequence(items) => items.iter().any(any),
-                Yaml::Mapping(map) => map.values().any(any),
-                _ => false,
-            }
-        }
-        self.config().is_some_and(|n| any(&n.value))
+        self.config().is_some_and(|n| has_expressions(&n.value))
     }
 }
 
@@ -320,7 +312,7 @@ impl Composition {
         }
         let mut builder = Builder { sources, missing, warnings, chain: vec![canonical(&root.path)] };
         let mut ids = HashMap::new();
-        let entries = builder.list(&rows, "", &root.dir, &mut ids, &Realms::default());
+        let entries = builder.list(rows, "", &root.dir, &mut ids, &Realms::default());
         let mut composition = Composition {
             file: root.file.clone(),
             dir: root.dir.clone(),
@@ -404,7 +396,7 @@ fn list_of(source: &Arc<Source>, doc: Yaml, origin: Origin, expected: &str) -> R
     let file = source.file.clone();
     match doc {
         Yaml::Null => Err(CompositionError::Empty { file }),
-        Yaml::Sequence(_) => Ok(RawEntry::list(&Node { value: doc, origin }).unwrap_or_default()),
+        Yaml::Sequence(_) => Ok(RawEntry::list(Node { value: doc, origin }).unwrap_or_default()),
         other => {
             let p = source.position(&[]);
             Err(CompositionError::NotAList { file, line: p.line, column: p.column, expected: expected.to_string(), found: kind(&other) })
@@ -417,7 +409,7 @@ fn list_of(source: &Arc<Source>, doc: Yaml, origin: Origin, expected: &str) -> R
 fn patch_list(source: &Arc<Source>, doc: Yaml) -> Result<Vec<Node>, CompositionError> {
     match doc {
         Yaml::Null => Err(CompositionError::EmptyPatch { file: source.file.clone() }),
-        Yaml::Sequence(_) => Ok(Node { value: doc, origin: Origin::root(source) }.items().unwrap_or_default()),
+        Yaml::Sequence(_) => Ok(Node { value: doc, origin: Origin::root(source) }.into_items().unwrap_or_default()),
         other => {
             let p = source.position(&[]);
             Err(CompositionError::NotAList {
@@ -445,14 +437,15 @@ struct Builder {
 impl Builder {
     /// Reads one list. `prefix` scopes generated and reported ids; `ids`
     /// holds the ids already used in this list's tree (file), with where.
-    fn list(&mut self, rows: &[RawEntry], prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>, realms: &Realms) -> Vec<Entry> {
-        rows.iter().enumerate().map(|(i, row)| self.entry(row, i, prefix, base_dir, ids, realms)).collect()
+    fn list(&mut self, rows: Vec<RawEntry>, prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>, realms: &Realms) -> Vec<Entry> {
+        rows.into_iter().enumerate().map(|(i, row)| self.entry(row, i, prefix, base_dir, ids, realms)).collect()
     }
 
-    fn entry(&mut self, raw: &RawEntry, index: usize, prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>, realms: &Realms) -> Entry {
+    fn entry(&mut self, mut raw: RawEntry, index: usize, prefix: &str, base_dir: &Path, ids: &mut HashMap<String, String>, realms: &Realms) -> Entry {
         let origin = raw.origin.clone();
-        // The row's own keys; its nested rows are the entry's children.
-        let stored = RawEntry { origin: raw.origin.clone(), not_a_mapping: raw.not_a_mapping.clone(), keys: raw.keys.clone(), children: None };
+        // The entry keeps the row's own keys (`raw`, set once they are
+        // read); its nested rows become the entry's children.
+        let children = raw.children.take();
         let mut entry = Entry {
             id: String::new(),
             local_id: String::new(),
@@ -468,7 +461,7 @@ impl Builder {
             position: origin.position(),
             origin: origin.clone(),
             base_dir: base_dir.to_path_buf(),
-            raw: stored,
+            raw: RawEntry { origin: origin.clone(), not_a_mapping: None, keys: Vec::new(), children: None },
             problems: Vec::new(),
         };
         // Problems with where they are; formatted with the entry's id once
@@ -483,6 +476,7 @@ impl Builder {
                 entry.id,
                 kind(other)
             ));
+            entry.raw = raw;
             return entry;
         }
         let mut config: Option<&Node> = None;
@@ -576,7 +570,7 @@ impl Builder {
             if !GROUP_NAMES.contains(&entry.name.as_str()) && !entry.name.is_empty() {
                 problems.push((origin.locate(), format!("a group entry must be named `cordis:group`, found `{}`", entry.name)));
             }
-            match (raw.children.as_ref(), config.map(|n| &n.value)) {
+            match (children, config.map(|n| &n.value)) {
                 (Some(children), _) => {
                     let realms = entry.realms.clone();
                     entry.children = self.list(children, &child_prefix, base_dir, ids, &realms);
@@ -600,7 +594,7 @@ impl Builder {
         } else if let Some(node) = config {
             if !matches!(node.value, Yaml::Null) {
                 // Values with no JSON form are found now, not at start.
-                if !entry.config_has_expressions() {
+                if !has_expressions(&node.value) {
                     if let Err((rel, m)) = to_json(&node.value, &mut None) {
                         let mut o = node.origin.clone();
                         o.path.extend(rel);
@@ -611,6 +605,7 @@ impl Builder {
         }
         let id = entry.id.clone();
         entry.problems.extend(problems.into_iter().map(|(at, m)| format!("{at}: entry {id}: {m}")));
+        entry.raw = raw;
         entry
     }
 
@@ -663,7 +658,7 @@ impl Builder {
             None => Vec::new(),
             Some(node) => match &node.value {
                 Yaml::Null => Vec::new(),
-                Yaml::Sequence(_) => node.items().unwrap_or_default(),
+                Yaml::Sequence(_) => node.clone().into_items().unwrap_or_default(),
                 other => return Err((node.origin.locate(), format!("`patches` must be a list of patches, found {}", kind(other)))),
             },
         };
@@ -704,7 +699,7 @@ impl Builder {
         self.warnings.extend(apply_patches(&mut rows, &patches, &scope).map_err(|message| (path_node.origin.locate(), message))?);
         self.chain.push(key);
         let mut ids = HashMap::new();
-        let children = self.list(&rows, prefix, &source.dir.clone(), &mut ids, realms);
+        let children = self.list(rows, prefix, &source.dir.clone(), &mut ids, realms);
         self.chain.pop();
         Ok((EntryKind::Include { file, patches: patches.len() }, children))
     }
@@ -888,6 +883,16 @@ fn bool_of(value: &Yaml) -> Result<bool, String> {
 
 /// Evaluates a `!!js` source to a JSON value (`None` is `undefined`).
 pub type Eval<'a> = Option<&'a mut dyn FnMut(&str) -> Result<Option<Json>, String>>;
+
+/// Whether `value` holds a `!!js` node anywhere.
+fn has_expressions(value: &Yaml) -> bool {
+    match value {
+        Yaml::Tagged(t) => is_js_tag(&t.tag) || has_expressions(&t.value),
+        Yaml::Sequence(items) => items.iter().any(has_expressions),
+        Yaml::Mapping(map) => map.values().any(has_expressions),
+        _ => false,
+    }
+}
 
 /// Converts a YAML value to JSON (`None`: `undefined`, from an expression).
 /// `!!js` nodes go through `eval`; without one they are an error. Errors

@@ -48,28 +48,33 @@ pub struct RawEntry {
 }
 
 impl RawEntry {
-    /// Reads one row.
-    pub fn from_node(node: &Node) -> RawEntry {
-        let mut raw = RawEntry { origin: node.origin.clone(), not_a_mapping: None, keys: Vec::new(), children: None };
-        match &node.value {
+    /// Reads one row, taking its values out of `node`.
+    pub fn from_node(node: Node) -> RawEntry {
+        let Node { value, origin } = node;
+        match value {
             Yaml::Mapping(map) => {
-                for (k, v) in map {
-                    let origin = match k.as_str() {
-                        Some(key) => node.origin.key(key),
-                        None => node.origin.clone(),
-                    };
-                    raw.keys.push((k.clone(), Node { value: v.clone(), origin }));
-                }
+                let keys = map
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let at = match k.as_str() {
+                            Some(key) => origin.key(key),
+                            None => origin.clone(),
+                        };
+                        (k, Node { value: v, origin: at })
+                    })
+                    .collect();
+                let mut raw = RawEntry { origin, not_a_mapping: None, keys, children: None };
                 raw.derive_children();
+                raw
             }
-            other => raw.not_a_mapping = Some(other.clone()),
+            other => RawEntry { origin, not_a_mapping: Some(other), keys: Vec::new(), children: None },
         }
-        raw
     }
 
-    /// Reads every row of a list node; `None` when the node is not a list.
-    pub fn list(node: &Node) -> Option<Vec<RawEntry>> {
-        Some(node.items()?.iter().map(RawEntry::from_node).collect())
+    /// Reads every row of a list node, taking the values out of it; `None`
+    /// when the node is not a list.
+    pub fn list(node: Node) -> Option<Vec<RawEntry>> {
+        Some(node.into_items()?.into_iter().map(RawEntry::from_node).collect())
     }
 
     /// The value of `key`, if present.
@@ -107,7 +112,7 @@ impl RawEntry {
     /// Reads the nested rows again from `group` and `config` (after a patch
     /// replaced either).
     fn derive_children(&mut self) {
-        self.children = if self.is_group() { self.get("config").and_then(RawEntry::list) } else { None };
+        self.children = if self.is_group() { self.get("config").cloned().and_then(RawEntry::list) } else { None };
     }
 }
 
@@ -172,11 +177,12 @@ pub fn apply_patches(list: &mut Vec<RawEntry>, patches: &[Node], scope: &str) ->
             warnings.push(format!("{at}: a patch must be a mapping (`- id: ...`), found {}; it is skipped", kind(&patch.value)));
             continue;
         };
-        let raw = RawEntry::from_node(patch);
+        let raw = RawEntry::from_node(patch.clone());
         let id = raw.id();
         if let Some(insert) = patch.get("insert") {
-            let Some(rows) = RawEntry::list(&insert) else {
-                warnings.push(format!("{at}: `insert` must be a list of entries, found {}; the patch is skipped", kind(&insert.value)));
+            let found = kind(&insert.value);
+            let Some(rows) = RawEntry::list(insert) else {
+                warnings.push(format!("{at}: `insert` must be a list of entries, found {found}; the patch is skipped"));
                 continue;
             };
             let mut inserted = HashMap::new();
@@ -289,7 +295,7 @@ mod tests {
             "base.yml",
             "- id: a\n  name: x\n  config: {k: 1, j: 2}\n- id: g\n  name: cordis:group\n  group: true\n  config:\n    - id: inner\n      name: y\n",
         )
-        .iter()
+        .into_iter()
         .map(RawEntry::from_node)
         .collect()
     }
@@ -344,7 +350,7 @@ mod tests {
     fn a_duplicate_id_patches_the_first_row() {
         let mut list: Vec<RawEntry> =
             nodes("b.yml", "- id: x\n  name: a\n- id: g\n  name: cordis:group\n  group: true\n  config:\n    - id: x\n      name: b\n")
-                .iter()
+                .into_iter()
                 .map(RawEntry::from_node)
                 .collect();
         let warnings = apply_patches(&mut list, &nodes("p.yml", "- id: x\n  disabled: true\n"), "the composition").unwrap();

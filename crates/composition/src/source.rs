@@ -336,10 +336,19 @@ impl Node {
         map.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| Node { value: v.clone(), origin: self.origin.key(key) })
     }
 
-    /// The items of a sequence node, each with its origin.
+    /// The items of a sequence node, each with its origin (copies of the
+    /// values; [`Node::into_items`] moves them).
     pub fn items(&self) -> Option<Vec<Node>> {
         let Yaml::Sequence(items) = &self.value else { return None };
         Some(items.iter().enumerate().map(|(i, v)| Node { value: v.clone(), origin: self.origin.index(i) }).collect())
+    }
+
+    /// The items of a sequence node, each with its origin, taking the
+    /// values out of the node; `None` when the node is not a sequence.
+    pub fn into_items(self) -> Option<Vec<Node>> {
+        let Yaml::Sequence(items) = self.value else { return None };
+        let origin = self.origin;
+        Some(items.into_iter().enumerate().map(|(i, v)| Node { value: v, origin: origin.index(i) }).collect())
     }
 }
 
