@@ -13,7 +13,7 @@
 //! - `service_call/{ours,tool_only}`
 //! - `store_append/{zstd,plain,raw}` (interleaved: each runs all three, times one)
 //! - `store_replay/{ours,zstd_serde_value}/100000`
-//! - `pg_append/{ours,plain}` (interleaved), `pg_append8/{ours,plain}` (per
+//! - `pg_append/{ours,plain}` (interleaved), `pg_append8/{ours,plain,statement}` (per
 //!   round of 8 concurrent appends), `pg_replay/{ours,select}/100000`
 
 use std::hint::black_box;
@@ -294,6 +294,7 @@ fn postgres_store(c: &mut Criterion) {
     // session, from 8 threads.
     let sessions: Vec<_> = (0..8).map(|_| or_die(bench.session())).collect();
     let mut plains: Vec<_> = (0..8).map(|_| or_die(bench.plain(line.trim_end()))).collect();
+    let mut statements: Vec<_> = (0..8).map(|_| or_die(bench.store_statement(line.trim_end()))).collect();
     let mut group = c.benchmark_group("pg_append8");
     group.sample_size(samples(20)).measurement_time(secs(6)).warm_up_time(secs(1));
     group.bench_function("ours", |b| {
@@ -318,6 +319,19 @@ fn postgres_store(c: &mut Criterion) {
             std::thread::scope(|s| {
                 for p in plains.iter_mut() {
                     s.spawn(move || (0..iters).for_each(|_| or_die(p.insert())));
+                }
+            });
+            start.elapsed()
+        });
+    });
+    // The store's own statement from 8 connections: the database's part of
+    // our appends, to tell it from the host's part.
+    group.bench_function("statement", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            std::thread::scope(|s| {
+                for p in statements.iter_mut() {
+                    s.spawn(move || (0..iters).for_each(|_| or_die(p.append())));
                 }
             });
             start.elapsed()

@@ -6,6 +6,7 @@
 //! | --- | --- | --- |
 //! | append, 1 writer | [`PgBench::session`] + `append_text`: the session pipeline, one commit per event | [`PlainInsert::insert`]: `INSERT` of the same row, autocommit, into a table without triggers |
 //! | append, 8 writers | the same on 8 sessions from 8 threads | 8 connections inserting at once |
+//! | append, 8 writers, the store's statement alone | [`StoreStatement::append`]: the `append_event` call the store sends (lease check and lock, insert, triggers), 8 connections at once | as above |
 //! | replay | `sessions.view(id)` → plan | [`PgBench::select_lines`]: `SELECT line ... ORDER BY seq` |
 
 use std::path::Path;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use cordis_engine::Host;
 use cordis_session::{Appender, Durability, Session};
 use cordis_tests::PgServer;
+use postgres::types::Type;
 use postgres::{Client, NoTls};
 
 use crate::inproc::{boot, open_turn};
@@ -85,6 +87,31 @@ impl PgBench {
         Ok(PlainInsert { client, statement, id: format!("plain-{}", uuid_like()), seq: 0, line: line.to_string() })
     }
 
+    /// The store's append statement on its own connection, for a session
+    /// of its own whose writer lease it holds: what the database does for
+    /// one of our appends, without the host's side of it.
+    ///
+    /// # Errors
+    /// A message when it cannot connect or make the session and lease rows.
+    pub fn store_statement(&self, line: &str) -> Result<StoreStatement, String> {
+        let mut client = Client::connect(&self.server.url(), NoTls).map_err(|e| e.to_string())?;
+        let id = format!("statement-{}", uuid_like());
+        let token = format!("token-{id}");
+        client
+            .execute("INSERT INTO bench.sessions (id, header, created_at) VALUES ($1, '{}', 0)", &[&id])
+            .and_then(|_| {
+                client.execute(
+                    "INSERT INTO bench.writers (session_id, token, holder, expires_at) VALUES ($1, $2, 'cordis-bench', now() + interval '1 day')",
+                    &[&id, &token],
+                )
+            })
+            .map_err(|e| e.to_string())?;
+        // The store sends this unnamed, parsed with each call (it works
+        // through a pooler that way), with durability per event and the
+        // writer notifying after its commit.
+        Ok(StoreStatement { client, id, token, seq: 0, line: line.to_string() })
+    }
+
     /// The baseline of replay: every line of session `id`, in order.
     ///
     /// # Errors
@@ -126,6 +153,46 @@ impl PlainInsert {
     pub fn insert(&mut self) -> Result<(), String> {
         let time = 1_760_000_000_000i64 + self.seq;
         self.client.execute(&self.statement, &[&self.id, &self.seq, &time, &"todo/write", &self.line]).map_err(|e| e.to_string())?;
+        self.seq += 1;
+        Ok(())
+    }
+}
+
+/// The store's append statement called directly (see
+/// [`PgBench::store_statement`]).
+pub struct StoreStatement {
+    client: Client,
+    id: String,
+    token: String,
+    seq: i64,
+    line: String,
+}
+
+impl StoreStatement {
+    /// Appends the next event, committed when this returns.
+    ///
+    /// # Errors
+    /// The database's error, or a message when the lease was refused.
+    pub fn append(&mut self) -> Result<(), String> {
+        let time = 1_760_000_000_000i64 + self.seq;
+        let row = self
+            .client
+            .query_typed_one(
+                "SELECT bench.append_event($1, $2, $3, $4, $5, $6, $7, true)",
+                &[
+                    (&self.id, Type::TEXT),
+                    (&self.seq, Type::INT8),
+                    (&time, Type::INT8),
+                    (&"todo/write", Type::TEXT),
+                    (&self.line, Type::TEXT),
+                    (&self.token, Type::TEXT),
+                    (&true, Type::BOOL),
+                ],
+            )
+            .map_err(|e| e.to_string())?;
+        if !row.get::<_, bool>(0) {
+            return Err(format!("session {}: the writer lease was refused", self.id));
+        }
         self.seq += 1;
         Ok(())
     }
