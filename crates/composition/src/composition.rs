@@ -845,6 +845,9 @@ pub const YAML11_BOOL_HINT: &str = "YAML 1.1 spellings such as yes/no/on/off are
 pub fn bool_hint(s: &str) -> &'static str {
     match s {
         "true" | "false" => "quotes or a `!!str` tag make it a string: write true or false bare",
+        _ if s.contains("${{") => {
+            "a `${{ … }}` template is not expanded: for a switch computed at load time write a `!!js` expression (e.g. `!!js process.env.CI === 'true'`)"
+        }
         _ if is_yaml11_bool(s) => YAML11_BOOL_HINT,
         _ => "write true or false",
     }
@@ -1170,6 +1173,13 @@ mod tests {
         let c = parse("- id: d\n  name: x\n  disabled: !!str true\n").unwrap();
         let problems = format!("{:?}", c.entries[0].problems);
         assert!(problems.contains("!!str") && !problems.contains("remove the quotes"), "{problems}");
+    }
+
+    #[test]
+    fn a_template_switch_points_to_js() {
+        let c = parse("- id: d\n  name: x\n  disabled: \"${{ env.CI }}\"\n").unwrap();
+        let problems = format!("{:?}", c.entries[0].problems);
+        assert!(problems.contains("cordis.yml:3") && problems.contains("template is not expanded") && problems.contains("!!js"), "{problems}");
     }
 
     #[test]

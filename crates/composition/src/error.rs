@@ -92,6 +92,21 @@ pub enum CompositionError {
 
 /// A YAML syntax error in `file` (whose text is `text`) as a [`CompositionError::Syntax`], led by
 /// its position, with hints for alias bombs, second documents and tabs.
+/// How deep collections may nest in a composition (the YAML reader's
+/// recursion limit, block and flow alike).
+pub const MAX_NESTING: usize = 128;
+
+/// The integer serde_yaml refused as wider than 64 bits (its message reads
+/// ``invalid type: integer `N` as u128, expected ...``).
+fn out_of_range_integer(message: &str) -> Option<&str> {
+    if !(message.contains("` as u128") || message.contains("` as i128")) {
+        return None;
+    }
+    let start = message.find("integer `")? + "integer `".len();
+    let len = message[start..].find('`')?;
+    Some(&message[start..start + len])
+}
+
 pub(crate) fn syntax_error(file: &str, text: &str, e: &serde_yaml::Error) -> CompositionError {
     let (line, column) = match e.location() {
         Some(l) => (l.line(), l.column()),
@@ -104,6 +119,12 @@ pub(crate) fn syntax_error(file: &str, text: &str, e: &serde_yaml::Error) -> Com
     }
     if message.contains("repetition limit exceeded") {
         message = "too many alias expansions (is this a YAML alias bomb?); write the values out instead".into();
+    } else if message.contains("recursion limit exceeded") {
+        message = format!("collections are nested more than {MAX_NESTING} levels deep here; write the value with less nesting");
+    } else if let Some(number) = out_of_range_integer(&message) {
+        // serde_yaml's text names the path (`.[0].config.n: `) first.
+        let path = message.split_once(": ").map(|(p, _)| p).filter(|p| p.starts_with('.')).map(|p| format!("{p}: ")).unwrap_or_default();
+        message = format!("{path}the integer {number} is outside the 64-bit range a composition can hold; quote it to keep it as text");
     }
     let (line, column) = if message.contains("more than one document") {
         let second = text.lines().enumerate().filter(|(_, l)| l.starts_with("---")).map(|(i, _)| i + 1).find(|&l| l > 1 || !text.starts_with("---"));

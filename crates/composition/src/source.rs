@@ -106,9 +106,11 @@ impl Source {
             Some(rest) => rest.to_string(),
             None => text,
         };
-        if text.contains('\0') {
-            let line = text[..text.find('\0').unwrap_or(0)].matches('\n').count() + 1;
-            return Err(CompositionError::Syntax { file, line, column: 1, message: "the composition contains a NUL byte".into() });
+        if let Some(at) = text.find('\0') {
+            let before = &text[..at];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+            return Err(CompositionError::Syntax { file, line, column, message: "the composition contains a NUL byte".into() });
         }
         if let Some((line, column)) = too_deep(&text) {
             return Err(CompositionError::Syntax {
@@ -355,6 +357,40 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn refusal(text: &str) -> (usize, usize, String) {
+        match Source::parse("c.yml", PathBuf::from("c.yml"), PathBuf::from("."), text.to_string(), Role::Root) {
+            Err(CompositionError::Syntax { line, column, message, .. }) => (line, column, message),
+            other => panic!("expected a syntax error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn deep_block_nesting_names_the_limit() {
+        let mut text = String::new();
+        for depth in 0..200 {
+            text.push_str(&format!("{}k{depth}:\n", "  ".repeat(depth)));
+        }
+        let (line, _, message) = refusal(&text);
+        assert!(line > 100, "{line}");
+        assert_eq!(message, "collections are nested more than 128 levels deep here; write the value with less nesting");
+    }
+
+    #[test]
+    fn an_integer_past_64_bits_is_named_with_its_path() {
+        let (line, column, message) = refusal("- name: x\n  config:\n    n: 99999999999999999999999999\n");
+        assert_eq!((line, column), (3, 8));
+        assert_eq!(
+            message,
+            ".[0].config.n: the integer 99999999999999999999999999 is outside the 64-bit range a composition can hold; quote it to keep it as text"
+        );
+    }
+
+    #[test]
+    fn a_nul_byte_is_placed_at_its_column() {
+        let (line, column, message) = refusal("- name: x\n  id: a\0b\n");
+        assert_eq!((line, column, message.as_str()), (2, 8, "the composition contains a NUL byte"));
+    }
 
     #[test]
     fn deep_flow_nesting_is_found_in_one_pass() {
