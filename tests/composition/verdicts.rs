@@ -190,6 +190,34 @@ fn config_shows_values_and_the_layer_of_each_key() {
     }
 }
 
+/// A `disabled` expression that throws fails its own entry and nothing
+/// else: the session store and compaction entries, chosen before any
+/// plugin loads, do not depend on another entry's switch, which is
+/// evaluated once, by the loader.
+#[test]
+fn a_failing_switch_fails_only_its_own_entry() {
+    let scratch = Scratch::new();
+    scratch.composition(concat!(
+        "- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n",
+        "- id: nudge\n  name: todo-nudge\n  disabled: !!js \"(() => { throw new Error('boom') })()\"\n",
+    ));
+    let (code, stdout, stderr) = cordis(&scratch, &["check"]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    let nudge = stdout.lines().find(|l| l.contains("nudge")).unwrap_or_else(|| panic!("no nudge line:\n{stdout}"));
+    assert!(nudge.contains("failed"), "{stdout}");
+    assert!(stdout.contains("cordis.yml:7: entry nudge: `disabled`:") && stdout.contains("boom"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.contains("todo") && l.contains("loaded")), "{stdout}");
+    // The sessions stay usable: the store is not refused for the switch.
+    let (code, stdout, stderr) = cordis(&scratch, &["session", "ls"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("no sessions in"), "{stdout}{stderr}");
+    assert_eq!(stderr.matches("boom").count(), 1, "the switch is evaluated and reported once: {stderr}");
+    // `run` refuses to start for the failed entry, and says so.
+    let (code, stdout, stderr) = cordis(&scratch, &["run"]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("1 of 2 entries is not running: 1 failed (nudge)"), "{stderr}");
+}
+
 /// `cordis config` output loads again to the same values, also for text a
 /// YAML reader would take as line breaks or refuse (U+2028, U+0085, DEL,
 /// C1 controls), in values and in the `# now:` comment of an expression.

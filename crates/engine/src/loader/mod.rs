@@ -769,7 +769,8 @@ fn providers_first(mut new: Vec<(Entry, Prepared)>) -> Vec<(Entry, Prepared)> {
 /// the one compaction entry before any plugin loads.
 ///
 /// # Errors
-/// A `disabled` expression that fails, naming file, line and entry.
+/// A `disabled` expression of a group, an include or an accepted entry
+/// that fails, naming file, line and entry.
 pub(crate) fn enabled_builtin(entries: &[Entry], builtin: fn(&str) -> bool) -> Result<Vec<&Entry>, Vec<String>> {
     let mut found = Vec::new();
     collect_enabled(entries, builtin, &mut found)?;
@@ -778,6 +779,11 @@ pub(crate) fn enabled_builtin(entries: &[Entry], builtin: fn(&str) -> bool) -> R
 
 fn collect_enabled<'a>(entries: &'a [Entry], builtin: fn(&str) -> bool, found: &mut Vec<&'a Entry>) -> Result<(), Vec<String>> {
     for entry in entries {
+        // A plugin entry of another kind cannot matter here: its switch is
+        // left to the loader, which evaluates it once, with services.
+        if !entry.is_container() && !builtin(&entry.name) {
+            continue;
+        }
         let disabled = match &entry.disabled {
             Switch::Fixed(b) => *b,
             Switch::Expr(source) => expr::truthy(source, &serde_json::Map::new())
