@@ -159,6 +159,17 @@ fn example_compositions_load_as_documented() {
 /// JavaScript semantics; unknown names and services fail the entry with
 /// file, line and the name; a required service nobody provides is waiting.
 #[test]
+fn check_json_reports_an_unreadable_composition_as_json() {
+    let scratch = Scratch::new();
+    scratch.composition("- name: tool-todo\n  config: {allowParallelInProgress: true\n");
+    let (code, report, stderr) = check_json(&scratch, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let error = report["error"].as_str().unwrap_or_else(|| panic!("no error member: {report}"));
+    assert!(error.starts_with("cordis.yml:"), "{error}");
+    assert!(stderr.contains(error), "the same message on stderr: {stderr}");
+}
+
+#[test]
 fn expressions_and_services() {
     let scratch = Scratch::new();
     let composition = concat!(

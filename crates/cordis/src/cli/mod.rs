@@ -86,7 +86,8 @@ pub enum Command {
     Check {
         /// The composition (overrides --composition).
         file: Option<PathBuf>,
-        /// Print `{"entries": [{id, name, state, source, reason?}], "warnings": [...]}`.
+        /// Print `{"entries": [{id, name, state, source, library?, status?, reason?}], "warnings": [...]}`,
+        /// or `{"error": MESSAGE}` (exit 2) when the composition cannot be read.
         #[arg(long)]
         json: bool,
     },
@@ -348,7 +349,16 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match &cli.command {
         Command::Check { file, json } => {
             let file = file.clone().unwrap_or_else(|| cli.composition.clone());
-            let host = Host::boot(&options(&cli, &file, true)).map_err(|e| e.to_string())?;
+            let host = match Host::boot(&options(&cli, &file, true)) {
+                Ok(host) => host,
+                Err(e) => {
+                    let message = e.to_string();
+                    if *json {
+                        println!("{}", serde_json::json!({ "error": message }));
+                    }
+                    return Err(message.into());
+                }
+            };
             let mut out = std::io::stdout().lock();
             if *json {
                 let text = serde_json::to_string_pretty(&render::check_json(&host)).map_err(|e| e.to_string())?;
