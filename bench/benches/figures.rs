@@ -292,51 +292,22 @@ fn postgres_store(c: &mut Criterion) {
 
     // Eight writers at once: one iteration is a round of 8 appends, one per
     // session, from 8 threads.
-    let sessions: Vec<_> = (0..8).map(|_| or_die(bench.session())).collect();
+    let mut sessions: Vec<_> = (0..8).map(|_| or_die(bench.session())).collect();
     let mut plains: Vec<_> = (0..8).map(|_| or_die(bench.plain(line.trim_end()))).collect();
     let mut statements: Vec<_> = (0..8).map(|_| or_die(bench.store_statement(line.trim_end()))).collect();
     let mut group = c.benchmark_group("pg_append8");
     group.sample_size(samples(20)).measurement_time(secs(6)).warm_up_time(secs(1));
     group.bench_function("ours", |b| {
         b.iter_custom(|iters| {
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for session in &sessions {
-                    let bench = &bench;
-                    s.spawn(move || {
-                        for _ in 0..iters {
-                            or_die(bench.append(session));
-                        }
-                    });
-                }
-            });
-            start.elapsed()
-        });
+            each_at_once(&mut sessions, iters, |session| {
+                or_die(bench.append(session));
+            })
+        })
     });
-    group.bench_function("plain", |b| {
-        b.iter_custom(|iters| {
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for p in plains.iter_mut() {
-                    s.spawn(move || (0..iters).for_each(|_| or_die(p.insert())));
-                }
-            });
-            start.elapsed()
-        });
-    });
+    group.bench_function("plain", |b| b.iter_custom(|iters| each_at_once(&mut plains, iters, |p| or_die(p.insert()))));
     // The store's own statement from 8 connections: the database's part of
     // our appends, to tell it from the host's part.
-    group.bench_function("statement", |b| {
-        b.iter_custom(|iters| {
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for p in statements.iter_mut() {
-                    s.spawn(move || (0..iters).for_each(|_| or_die(p.append())));
-                }
-            });
-            start.elapsed()
-        });
-    });
+    group.bench_function("statement", |b| b.iter_custom(|iters| each_at_once(&mut statements, iters, |p| or_die(p.append()))));
     group.finish();
 
     let n = 100_000;
@@ -357,6 +328,19 @@ fn postgres_store(c: &mut Criterion) {
     group.bench_function(BenchmarkId::new("ours", n), |b| b.iter(|| black_box(or_die(replay()))));
     group.bench_function(BenchmarkId::new("select", n), |b| b.iter(|| black_box(or_die(bench.select_lines(&mut client, "pg-replay")))));
     group.finish();
+}
+
+/// Runs `op` `iters` times on each of `items`, each item on a thread of
+/// its own, all at once; the wall time until the last one is done.
+fn each_at_once<T: Send>(items: &mut [T], iters: u64, op: impl Fn(&mut T) + Sync) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for item in items.iter_mut() {
+            let op = &op;
+            s.spawn(move || (0..iters).for_each(|_| op(item)));
+        }
+    });
+    start.elapsed()
 }
 
 /// A tool call whose tool calls an injected service, beside a tool call
