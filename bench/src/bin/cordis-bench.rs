@@ -985,7 +985,7 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
     let bytes = |k: &str| t(&format!("store/bytes/{k}")).map_or_else(|| "—".into(), |s| format!("{:.0} B", s.median));
     rows.push(Row {
         figure: "disk per event, harness store".into(),
-        ours: format!("zstd (a frame per turn): {}; plain: {}", bytes("zstd"), bytes("plain")),
+        ours: format!("zstd (a frame per event): {}; plain: {}", bytes("zstd"), bytes("plain")),
         baseline: format!("our flat `.jsonl`: {}", bytes("flat")),
         ratio: format!("{} smaller (zstd vs flat)", x(ratio_of(t("store/bytes/flat"), t("store/bytes/zstd")))),
         target: "state".into(),
