@@ -203,6 +203,19 @@ impl Entry {
         }
     }
 
+    /// `file:line` of the `inject` item naming service `name`: the item
+    /// itself, the `inject` key when the item cannot be placed, the row
+    /// when the entry does not inject `name` (its plugin does).
+    pub fn locate_injection(&self, name: &str) -> String {
+        let Some(node) = self.raw.get("inject").filter(|_| self.inject.iter().any(|i| i.name == name)) else { return self.locate() };
+        let item = match &node.value {
+            Yaml::Sequence(items) => items.iter().position(|v| v.as_str() == Some(name)).map(|i| node.origin.index(i)),
+            Yaml::Mapping(map) => map.keys().any(|k| k.as_str() == Some(name)).then(|| node.origin.key(name)),
+            _ => None,
+        };
+        item.unwrap_or_else(|| node.origin.clone()).locate()
+    }
+
     /// `file:line` of the node at `segments` inside the config.
     pub fn locate_config(&self, segments: &[Step]) -> String {
         match self.config() {
@@ -1173,6 +1186,16 @@ mod tests {
         let c = parse("- id: d\n  name: x\n  disabled: !!str true\n").unwrap();
         let problems = format!("{:?}", c.entries[0].problems);
         assert!(problems.contains("!!str") && !problems.contains("remove the quotes"), "{problems}");
+    }
+
+    #[test]
+    fn an_injection_is_placed_at_its_item() {
+        let c = parse("- id: a\n  name: x\n  inject:\n    - one\n    - two\n- id: b\n  name: y\n  inject:\n    one: {required: false}\n    two: {}\n- id: c\n  name: z\n  inject: [one, two]\n").unwrap();
+        assert_eq!(c.entries[0].locate_injection("two"), "cordis.yml:5");
+        assert_eq!(c.entries[1].locate_injection("two"), "cordis.yml:10");
+        assert_eq!(c.entries[2].locate_injection("two"), "cordis.yml:13");
+        // A service the entry does not inject (its plugin does): the row.
+        assert_eq!(c.entries[0].locate_injection("three"), "cordis.yml:1");
     }
 
     #[test]

@@ -485,7 +485,7 @@ impl Loader {
                 let place = if realm == RealmKey::Root { String::new() } else { format!(" in {realm}") };
                 format!(
                     "{}: entry {}: waiting for service `{n}`, which nothing provides{place} (host services: {})",
-                    entry.locate(),
+                    entry.locate_injection(n),
                     entry.id,
                     self.services.names().join(", ")
                 )
