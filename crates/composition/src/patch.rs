@@ -283,7 +283,7 @@ mod tests {
 
     fn nodes(file: &str, text: &str) -> Vec<Node> {
         let (source, doc) = Source::parse(file, PathBuf::from(file), PathBuf::from("."), text.to_string(), Role::Root).unwrap();
-        Node { value: doc, origin: Origin::root(&source) }.items().unwrap()
+        Node { value: doc, origin: Origin::root(&source) }.into_items().unwrap()
     }
 
     fn ids(rows: &[RawEntry]) -> Vec<String> {

@@ -107,9 +107,7 @@ impl Source {
             None => text,
         };
         if let Some(at) = text.find('\0') {
-            let before = &text[..at];
-            let line = before.matches('\n').count() + 1;
-            let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+            let (line, column) = line_column(&text, at);
             return Err(CompositionError::Syntax { file, line, column, message: "the composition contains a NUL byte".into() });
         }
         if let Some((line, column)) = too_deep(&text) {
@@ -156,12 +154,7 @@ impl Source {
                 let end = (node + tag.len()).min(text.len());
                 let end = (end..=text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
                 let (line, column) = match text[..end].rfind(tag.as_str()) {
-                    Some(b) => {
-                        let before = &text[..b];
-                        let line = before.matches('\n').count() + 1;
-                        let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
-                        (line, column)
-                    }
+                    Some(b) => line_column(text, b),
                     None => (at.line, at.column),
                 };
                 let message = if matches!(tag.as_str(), "!!js" | "!js") {
@@ -279,6 +272,15 @@ fn too_deep(text: &str) -> Option<(usize, usize)> {
     None
 }
 
+/// The 1-based line and column (in characters) of byte offset `at` of
+/// `text`, which must fall on a character boundary.
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+    (line, column)
+}
+
 /// Where a node sits: a file and the path inside it.
 #[derive(Debug, Clone)]
 pub struct Origin {
@@ -336,13 +338,6 @@ impl Node {
     pub fn get(&self, key: &str) -> Option<Node> {
         let Yaml::Mapping(map) = &self.value else { return None };
         map.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| Node { value: v.clone(), origin: self.origin.key(key) })
-    }
-
-    /// The items of a sequence node, each with its origin (copies of the
-    /// values; [`Node::into_items`] moves them).
-    pub fn items(&self) -> Option<Vec<Node>> {
-        let Yaml::Sequence(items) = &self.value else { return None };
-        Some(items.iter().enumerate().map(|(i, v)| Node { value: v.clone(), origin: self.origin.index(i) }).collect())
     }
 
     /// The items of a sequence node, each with its origin, taking the
