@@ -13,9 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cordis_engine::Host;
+use cordis_session::postgres::{self as postgres_store, AppendRow};
 use cordis_session::{Appender, Durability, Session};
 use cordis_tests::PgServer;
-use postgres::types::Type;
 use postgres::{Client, NoTls};
 
 use crate::inproc::{boot, open_turn};
@@ -106,9 +106,6 @@ impl PgBench {
                 )
             })
             .map_err(|e| e.to_string())?;
-        // The store sends this unnamed, parsed with each call (it works
-        // through a pooler that way), with durability per event and the
-        // writer notifying after its commit.
         Ok(StoreStatement { client, id, token, seq: 0, line: line.to_string() })
     }
 
@@ -158,7 +155,8 @@ impl PlainInsert {
     }
 }
 
-/// The store's append statement called directly (see
+/// The store's append statement called directly, through the store's own
+/// [`postgres_store::append_event`] with durability per event (see
 /// [`PgBench::store_statement`]).
 pub struct StoreStatement {
     client: Client,
@@ -174,23 +172,8 @@ impl StoreStatement {
     /// # Errors
     /// The database's error, or a message when the lease was refused.
     pub fn append(&mut self) -> Result<(), String> {
-        let time = 1_760_000_000_000i64 + self.seq;
-        let row = self
-            .client
-            .query_typed_one(
-                "SELECT bench.append_event($1, $2, $3, $4, $5, $6, $7, true)",
-                &[
-                    (&self.id, Type::TEXT),
-                    (&self.seq, Type::INT8),
-                    (&time, Type::INT8),
-                    (&"todo/write", Type::TEXT),
-                    (&self.line, Type::TEXT),
-                    (&self.token, Type::TEXT),
-                    (&true, Type::BOOL),
-                ],
-            )
-            .map_err(|e| e.to_string())?;
-        if !row.get::<_, bool>(0) {
+        let row = AppendRow { session: &self.id, seq: self.seq, time: 1_760_000_000_000i64 + self.seq, kind: "todo/write", line: &self.line };
+        if !postgres_store::append_event(&mut self.client, "bench", &self.token, &row, true).map_err(|e| e.to_string())? {
             return Err(format!("session {}: the writer lease was refused", self.id));
         }
         self.seq += 1;

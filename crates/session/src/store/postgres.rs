@@ -369,6 +369,47 @@ pub fn channel_of(schema: &str) -> String {
     format!("cordis:{}~{hash:016x}", &schema[..38])
 }
 
+/// One event's row, as [`append_event`] writes it.
+#[derive(Debug, Clone, Copy)]
+pub struct AppendRow<'a> {
+    /// The session's id.
+    pub session: &'a str,
+    /// The event's `seq`.
+    pub seq: i64,
+    /// The event's time, milliseconds since the Unix epoch.
+    pub time: i64,
+    /// The event's type (`todo/write`).
+    pub kind: &'a str,
+    /// The event's JSON line.
+    pub line: &'a str,
+}
+
+/// Appends `row` the way a writer of this store does: one call of the
+/// schema's `append_event` function, sent unnamed (so it also works
+/// through a transaction pooler), which checks and locks the writer lease
+/// `token` and inserts the row; the commit waits for its flush when
+/// `sync`, and the writer notifies followers after it. `schema` is the
+/// schema as SQL names it (`"cordis"`).
+///
+/// # Errors
+/// The database's error. `Ok(false)` when `token` does not hold the
+/// session's writer lease.
+pub fn append_event(client: &mut Client, schema: &str, token: &str, row: &AppendRow<'_>, sync: bool) -> Result<bool, postgres::Error> {
+    let reply = client.query_typed_one(
+        &format!("SELECT {schema}.append_event($1, $2, $3, $4, $5, $6, $7, true)"),
+        &[
+            (&row.session, Type::TEXT),
+            (&row.seq, Type::INT8),
+            (&row.time, Type::INT8),
+            (&row.kind, Type::TEXT),
+            (&row.line, Type::TEXT),
+            (&token, Type::TEXT),
+            (&sync, Type::BOOL),
+        ],
+    )?;
+    Ok(reply.get(0))
+}
+
 /// Who this process is, as other writers see it.
 fn application_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "?".into());
@@ -1032,19 +1073,8 @@ impl PostgresWriter {
     }
 
     fn insert(&self, client: &mut Client, event: &Event, line: &str, sync: bool) -> Result<bool, postgres::Error> {
-        let row = client.query_typed_one(
-            &format!("SELECT {}.append_event($1, $2, $3, $4, $5, $6, $7, true)", self.schema),
-            &[
-                (&self.id, Type::TEXT),
-                (&(event.seq as i64), Type::INT8),
-                (&event.time, Type::INT8),
-                (&event.kind, Type::TEXT),
-                (&line, Type::TEXT),
-                (&self.token, Type::TEXT),
-                (&sync, Type::BOOL),
-            ],
-        )?;
-        Ok(row.get(0))
+        let row = AppendRow { session: &self.id, seq: event.seq as i64, time: event.time, kind: &event.kind, line };
+        append_event(client, &self.schema, &self.token, &row, sync)
     }
 
     /// Connects again and finds out what became of the event at `seq`;
