@@ -777,6 +777,10 @@ fn switch_of(value: &Yaml) -> Result<Switch, String> {
     match value {
         Yaml::Null => Ok(Switch::Fixed(false)),
         Yaml::Tagged(t) if is_js_tag(&t.tag) => js_source(value).map(Switch::Expr).ok_or_else(|| "`!!js` must tag a scalar expression".to_string()),
+        // Only a switch takes an expression (`group` does not).
+        Yaml::String(s) if s.contains("${{") => Err(format!(
+            "must be true or false, found the string {s:?} (a `${{{{ … }}}}` template is not expanded: for a switch computed at load time write a `!!js` expression, e.g. `!!js process.env.CI === 'true'`)"
+        )),
         other => bool_of(other).map(Switch::Fixed),
     }
 }
@@ -858,9 +862,6 @@ pub const YAML11_BOOL_HINT: &str = "YAML 1.1 spellings such as yes/no/on/off are
 pub fn bool_hint(s: &str) -> &'static str {
     match s {
         "true" | "false" => "quotes or a `!!str` tag make it a string: write true or false bare",
-        _ if s.contains("${{") => {
-            "a `${{ … }}` template is not expanded: for a switch computed at load time write a `!!js` expression (e.g. `!!js process.env.CI === 'true'`)"
-        }
         _ if is_yaml11_bool(s) => YAML11_BOOL_HINT,
         _ => "write true or false",
     }
@@ -1203,6 +1204,10 @@ mod tests {
         let c = parse("- id: d\n  name: x\n  disabled: \"${{ env.CI }}\"\n").unwrap();
         let problems = format!("{:?}", c.entries[0].problems);
         assert!(problems.contains("cordis.yml:3") && problems.contains("template is not expanded") && problems.contains("!!js"), "{problems}");
+        // `group` takes no expression, so no such advice there.
+        let c = parse("- id: g\n  name: cordis:group\n  group: \"${{ env.CI }}\"\n").unwrap();
+        let problems = format!("{:?}", c.entries[0].problems);
+        assert!(problems.contains("`group` must be true or false") && !problems.contains("!!js"), "{problems}");
     }
 
     #[test]
