@@ -121,13 +121,15 @@ pub fn cordis_exe() -> PathBuf {
     assert!(exe.is_file(), "{} is not built; run `cargo build --workspace` first", exe.display());
     let built = std::fs::metadata(&exe).and_then(|m| m.modified()).expect("the binary has an mtime");
     for dir in [
-        "crates/abi/src",
-        "crates/composition/src",
-        "crates/session/src",
-        "crates/engine/src",
-        "crates/mcp/src",
-        "crates/web/src",
-        "crates/cordis/src",
+        "abi/src",
+        "host/sync/src",
+        "host/expr/src",
+        "host/composition/src",
+        "host/session/src",
+        "host/engine/src",
+        "host/mcp/src",
+        "host/web/src",
+        "host/cordis/src",
     ] {
         if let Some(newer) = newest_file(&repo_root().join(dir)).filter(|(t, _)| *t > built) {
             panic!("{} is older than {}; run `cargo build --workspace` first", exe.display(), newer.1.display());
