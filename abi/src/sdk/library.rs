@@ -2,13 +2,16 @@
 //! `inventory` registry `export_plugin!` fills, and the root module
 //! `export_library!` exports.
 
+use std::panic::catch_unwind;
+
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr, RString, RVec};
+
+use crate::ffi::{AbiVersion, HostContextRef, PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, ProvidedService, Requirement, ServiceBox};
+use crate::schema;
+
 use super::context::Context;
 use super::guard::{guard, quiet_panics};
 use super::{Capability, Plugin};
-use crate::ffi::{AbiVersion, HostContextRef, PackageName, PluginDecl, PluginLibrary, PluginLibraryRef, ProvidedService, Requirement, ServiceBox};
-use crate::schema;
-use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr, RString, RVec};
-use std::panic::catch_unwind;
 
 #[doc(hidden)]
 /// One plugin declaration submitted with [`export_plugin!`](crate::export_plugin).

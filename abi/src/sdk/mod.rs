@@ -16,6 +16,7 @@ mod context;
 mod guard;
 mod library;
 mod projection;
+mod raw;
 mod service;
 mod tool;
 mod turn_end;
@@ -25,13 +26,15 @@ pub use context::*;
 pub use guard::*;
 pub use library::*;
 pub use projection::*;
+pub use raw::*;
 pub use service::*;
 pub use tool::*;
 pub use turn_end::*;
 
-use crate::ffi::{AbiVersion, CapabilityId};
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::ffi::{AbiVersion, CapabilityId};
 
 /// Everything a plugin crate usually needs.
 pub mod prelude {

@@ -1,16 +1,19 @@
 //! Event types and projections: [`EventInvariant`] checks an owned event
 //! type's data, [`Fold`] folds events into a projection's state.
 
-use super::guard::{guard, guard_named};
-use super::service::{ProviderAdapter, ServiceError, ServiceProvider};
-use crate::ffi::{EventValidator, Projection, ServiceBox, Service_TO};
+use std::sync::Arc;
+
 use abi_stable::{
     sabi_trait::TD_Opaque,
     std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RString, RVec},
 };
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
-use std::sync::Arc;
+
+use crate::ffi::{EventValidator, Projection, ServiceBox, Service_TO};
+
+use super::guard::{guard, guard_named};
+use super::service::{ProviderAdapter, ServiceError, ServiceProvider};
 
 /// The durable-log invariant of an owned event type.
 pub trait EventInvariant: Send + Sync + 'static {

@@ -1,11 +1,13 @@
 //! Services: [`ServiceProvider`] for a service a plugin provides, and
 //! [`ServiceHandle`] for one it injects.
 
-use super::guard::guard_named;
-use crate::ffi::{Service, ServiceBox};
 use abi_stable::std_types::{RErr, ROk, RResult, RStr, RString};
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::ffi::{Service, ServiceBox};
+
+use super::guard::guard_named;
 
 /// A service implemented by a plugin: named requests, JSON in and out.
 pub trait ServiceProvider: Send + Sync + 'static {

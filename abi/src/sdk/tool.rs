@@ -2,56 +2,20 @@
 //! them to ([`Tools`]), what a call may do ([`ToolContext`]) and answer
 //! ([`ToolReply`], [`EncodedReply`], [`ToolError`]).
 
-use super::arguments::parse_typed;
-use super::context::{use_capability, Context, RawExec};
-use super::guard::{guard, guard_named};
-use super::{Capability, HostInfo, PluginError};
-use crate::ffi::{ExecContextRef, ServiceBox, Tool, ToolBox, ToolOutcome, Tool_TO};
-use crate::json::{JsonStr, JsonText};
-use crate::schema;
-use crate::tape::{self, ArgToken};
-use abi_stable::{
-    sabi_trait::TD_Opaque,
-    std_types::{RBox, ROption, RSlice, RStr, RString},
-};
+use abi_stable::std_types::{ROption, RSlice, RStr, RString};
 use schemars::JsonSchema;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::Value;
 
-/// The `tools` service as a plugin sees it.
-pub struct Tools<'a> {
-    pub(super) ctx: &'a Context<'a>,
-}
+use crate::ffi::{ExecContextRef, ServiceBox, Tool, ToolOutcome};
+use crate::json::{JsonStr, JsonText};
+use crate::schema;
+use crate::tape::{self, ArgToken};
 
-impl Tools<'_> {
-    /// Registers a typed tool. The host validates every call's arguments
-    /// against the tool's declared schema ([`TypedTool::parameters`]) before
-    /// the tool runs; the SDK then parses them straight into `T::Args`.
-    ///
-    /// The host compiles the schema at the tool's first call, not here:
-    /// loading a composition (`cordis check`, `cordis tools`) pays nothing
-    /// for tools it never calls. A schema that does not compile makes every
-    /// call an error naming it.
-    ///
-    /// # Errors
-    /// When a tool with the same name is registered, or the schema is not a
-    /// JSON object.
-    pub fn register<T: TypedTool>(&self, tool: T) -> Result<(), PluginError> {
-        let parameters = tool.parameters();
-        if !parameters.is_object() {
-            return Err(PluginError(format!("tool {} declares parameters that are not a JSON Schema object", tool.name())));
-        }
-        let adapter = ToolAdapter {
-            name: tool.name().to_string(),
-            description: tool.description(),
-            parameters: parameters.to_string(),
-            plugin: self.ctx.plugin,
-            tool,
-        };
-        let boxed: ToolBox = Tool_TO::from_ptr(RBox::new(adapter), TD_Opaque);
-        self.ctx.raw.register_tool(boxed).into_result().map_err(|e| PluginError(e.into()))
-    }
-}
+use super::arguments::parse_typed;
+use super::guard::{guard, guard_named};
+use super::raw::{use_capability, RawExec};
+use super::{Capability, HostInfo};
 
 /// A model-facing tool with typed arguments.
 ///
@@ -254,18 +218,18 @@ impl ToolContext<'_> {
         self.raw.append(event_type, data).into_result().map_err(|e| ToolError(e.into()))
     }
 
-    /// Uses a host capability during this call, as [`Context::capability`].
+    /// Uses a host capability during this call, as [`Context::capability`](super::Context::capability).
     ///
     /// # Errors
-    /// As [`Context::capability`].
+    /// As [`Context::capability`](super::Context::capability).
     pub fn capability(&self, capability: &Capability, request: &impl Serialize) -> Result<Option<Value>, ToolError> {
         use_capability(capability, request, |n, v, r| self.raw.capability(n, v, r)).map_err(ToolError)
     }
 
-    /// [`Context::host_info`] during a call.
+    /// [`Context::host_info`](super::Context::host_info) during a call.
     ///
     /// # Errors
-    /// As [`Context::host_info`].
+    /// As [`Context::host_info`](super::Context::host_info).
     pub fn host_info(&self) -> Result<Option<HostInfo>, ToolError> {
         read_host_info(self.capability(&crate::capabilities::HOST_INFO, &serde_json::json!({}))?).map_err(ToolError)
     }

@@ -1,11 +1,13 @@
 //! Turn-end hooks: [`TurnEnd`], run when the model ends a turn, which may
 //! ask the host to carry on.
 
-use super::guard::guard;
-use super::tool::ToolContext;
-use crate::ffi::{ExecContextRef, ServiceBox, TurnEndHook};
 use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr, RString};
 use serde::Deserialize;
+
+use crate::ffi::{ExecContextRef, ServiceBox, TurnEndHook};
+
+use super::guard::guard;
+use super::tool::ToolContext;
 
 /// What a turn-end hook is told about the turn the model just ended.
 #[derive(Debug, Clone, Deserialize)]
