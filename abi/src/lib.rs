@@ -69,7 +69,7 @@ pub mod prelude {
 /// The ABI version this crate implements: major 1, and the minor of the
 /// last capability or extension added. A library built with this crate
 /// reports it; a host built with it offers every capability up to it.
-pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 3 };
+pub const ABI_VERSION: AbiVersion = AbiVersion { major: 1, minor: 4 };
 
 /// The host capabilities this SDK knows, each with the ABI version that
 /// brought it (the changelog is in docs/abi.md). Pass them to
@@ -116,8 +116,19 @@ pub mod capabilities {
     /// host stops following, sends `close`, and withdraws the tools.
     pub const TOOLS_DYNAMIC: Capability = Capability { name: "tools.dynamic", version: 1, since: AbiVersion { major: 1, minor: 3 } };
 
+    /// `session.read` version 1 (cordis-abi 1.4): during a call (a tool's
+    /// or a turn-end hook's), the session the call runs for and read access
+    /// to its projections. The request is `{}` or `{"projections": [KEY,
+    /// ...]}`; the answer is `{"session": ID | null, "projections": {KEY:
+    /// STATE}}`: `session` is null when no agent session owns the call (a
+    /// call from an MCP client without one), and a key is left out when no
+    /// projection of that key is registered (or there is no session); a
+    /// state may itself be `null` (tool-todo's plan before any write). Used
+    /// during `apply` it fails: there is no calling session then. Read it with [`crate::sdk::ToolContext::session`].
+    pub const SESSION_READ: Capability = Capability { name: "session.read", version: 1, since: AbiVersion { major: 1, minor: 4 } };
+
     /// Every capability this SDK knows, oldest first.
-    pub const ALL: &[Capability] = &[HOST_INFO, TOOLS_DYNAMIC];
+    pub const ALL: &[Capability] = &[HOST_INFO, TOOLS_DYNAMIC, SESSION_READ];
 }
 
 /// The plugin-side extensions a host may ask for through the `extension`

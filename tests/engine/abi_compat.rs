@@ -104,6 +104,13 @@ fn a_plugin_requiring_a_later_capability_is_refused_by_a_1_0_host_naming_it() {
 }
 
 #[test]
+fn a_1_0_host_refuses_todo_read_which_requires_session_read_before_apply() {
+    let (code, _, rest) = host_1_0(&lib_path("todo-read"), "todo-read", &json!({}), "todo_read", &json!({}));
+    assert_eq!(code, 3, "refused before apply: {rest}");
+    assert!(rest.contains("requires host capability `session.read` version 1, which cordis-abi 1.4 brings"), "{rest}");
+}
+
+#[test]
 fn a_plugin_using_a_later_capability_runs_in_a_1_0_host_without_it() {
     let (code, _, rest) = host_1_0(&lib_path("fixture-host-info"), "likes-host-info", &json!({}), "host", &json!({}));
     assert_eq!(code, 0, "{rest}");
@@ -123,7 +130,7 @@ fn plugins_using_a_1_1_capability_get_it_from_this_host() {
     let minor = cordis_abi::ABI_VERSION.minor;
     assert_eq!(result.text, format!("cordis {} (cordis-abi 1.{minor})", env!("CARGO_PKG_VERSION")));
     let value: Value = result.value.as_ref().map(|v| v.to_value().unwrap()).unwrap_or(Value::Null);
-    assert_eq!(value["atApply"]["capabilities"], json!(["host.info@1", "tools.dynamic@1"]));
+    assert_eq!(value["atApply"]["capabilities"], json!(["host.info@1", "tools.dynamic@1", "session.read@1"]));
     assert_eq!(value["atApply"], value["atCall"]);
 
     let out = scratch.cordis(&["plugins", "--plugin-dir", &scratch.path().display().to_string()]);

@@ -12,3 +12,4 @@ mod nudge;
 mod plugin_template;
 mod rollback;
 mod services;
+mod todo_read;

@@ -119,6 +119,7 @@ pub fn plugin_dir() -> PathBuf {
             "fixture-counter",
             "fixture-counter-user",
             "todo-nudge",
+            "todo-read",
             "llm-openai",
         ] {
             let src = library(name);

@@ -39,8 +39,8 @@ use crate::ffi::{AbiVersion, CapabilityId};
 /// Everything a plugin crate usually needs.
 pub mod prelude {
     pub use super::{
-        Capability, Context, EncodedReply, EventInvariant, Fold, HostInfo, ParsedArgs, Plugin, PluginError, ServiceError, ServiceHandle,
-        ServiceProvider, ToolContext, ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
+        CallingSession, Capability, Context, EncodedReply, EventInvariant, Fold, HostInfo, ParsedArgs, Plugin, PluginError, ServiceError,
+        ServiceHandle, ServiceProvider, ToolContext, ToolError, ToolReply, TurnEnd, TurnInfo, TypedTool,
     };
     pub use crate::ffi::LogLevel;
     pub use crate::json::{JsonStr, JsonText};

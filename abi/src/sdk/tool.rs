@@ -175,6 +175,27 @@ impl From<serde_json::Error> for ToolError {
     }
 }
 
+/// A failed service call as the tool's error (the service's message), so
+/// that `?` works on [`ServiceHandle::call`](super::ServiceHandle::call)
+/// inside a tool.
+impl From<super::ServiceError> for ToolError {
+    fn from(e: super::ServiceError) -> Self {
+        ToolError(e.0)
+    }
+}
+
+/// What a call sees of the session it runs for ([`ToolContext::session`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CallingSession {
+    /// The session's id; `None` when no agent session owns the call.
+    #[serde(rename = "session")]
+    pub id: Option<String>,
+    /// The state (JSON) of each projection asked for that is registered,
+    /// by key; a key is absent when no projection of that key is registered
+    /// or there is no session. A state may be `null`.
+    pub projections: std::collections::BTreeMap<String, Value>,
+}
+
 /// What a typed tool sees of the call it runs.
 pub struct ToolContext<'a> {
     pub(super) raw: &'a dyn RawExec,
@@ -224,6 +245,22 @@ impl ToolContext<'_> {
     /// As [`Context::capability`](super::Context::capability).
     pub fn capability(&self, capability: &Capability, request: &impl Serialize) -> Result<Option<Value>, ToolError> {
         use_capability(capability, request, |n, v, r| self.raw.capability(n, v, r)).map_err(ToolError)
+    }
+
+    /// The session this call runs for, with the state of each projection
+    /// named in `projections` (capability `session.read`, cordis-abi 1.4):
+    /// how a tool reads the plan, or any other projection, of the session
+    /// that called it. `Ok(None)` in a host older than 1.4, which does not
+    /// offer it; list [`crate::capabilities::SESSION_READ`] in
+    /// [`Plugin::REQUIRES`](super::Plugin::REQUIRES) to be refused by such
+    /// a host instead.
+    ///
+    /// # Errors
+    /// When the host's answer is not the capability's shape.
+    pub fn session(&self, projections: &[&str]) -> Result<Option<CallingSession>, ToolError> {
+        let answer = self.capability(&crate::capabilities::SESSION_READ, &serde_json::json!({ "projections": projections }))?;
+        let Some(answer) = answer else { return Ok(None) };
+        serde_json::from_value(answer).map(Some).map_err(|e| ToolError(format!("session.read answered in an unexpected shape: {e}")))
     }
 
     /// [`Context::host_info`](super::Context::host_info) during a call.

@@ -71,12 +71,44 @@ pub fn answer(name: &str, version: u32, request: &str, _object: ROption<ServiceB
         });
         return Ok(info.to_string());
     }
+    let session_read = &cordis_abi::capabilities::SESSION_READ;
+    if name == session_read.name && version == session_read.version {
+        return Err("session.read is used during a call (a tool's or a turn-end hook's context), not during `apply`: no session calls then".into());
+    }
     let dynamic = &cordis_abi::capabilities::TOOLS_DYNAMIC;
     if name == dynamic.name && version == dynamic.version {
         return Err("tools.dynamic is used during `apply` (the fiber's context), not during a call".into());
     }
     let offered = if offered.is_empty() { "none".to_string() } else { offered.join(", ") };
     Err(format!("{UNKNOWN_CAPABILITY} `{name}` version {version}: this host (cordis-abi {HOST_ABI}) offers {offered}"))
+}
+
+/// Answers `session.read` version 1 for a call that `session` runs for
+/// (`None`: no agent session owns it), reading each requested projection's
+/// state through `state`.
+///
+/// # Errors
+/// When the request is not `{}` or `{"projections": [KEY, ...]}`.
+pub fn session_read(session: Option<&str>, request: &str, state: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let request: serde_json::Value = serde_json::from_str(request).map_err(|e| format!("session.read: the request is not JSON: {e}"))?;
+    let shape = || format!("session.read version 1 takes {{}} or {{\"projections\": [KEY, ...]}}, not {request}");
+    let Some(object) = request.as_object() else { return Err(shape()) };
+    if object.keys().any(|k| k != "projections") {
+        return Err(shape());
+    }
+    let keys: Vec<&str> = match object.get("projections") {
+        None => Vec::new(),
+        Some(serde_json::Value::Array(items)) => items.iter().map(|k| k.as_str().ok_or_else(shape)).collect::<Result<_, _>>()?,
+        Some(_) => return Err(shape()),
+    };
+    let mut projections = serde_json::Map::new();
+    for key in keys {
+        if let Some(text) = session.and_then(|_| state(key)) {
+            let value = serde_json::from_str(&text).map_err(|e| format!("session.read: the state of projection `{key}` is not JSON: {e}"))?;
+            projections.insert(key.to_string(), value);
+        }
+    }
+    Ok(serde_json::json!({ "session": session, "projections": projections }).to_string())
 }
 
 /// [`answer`] as the ABI returns it, for `HostContext::capability` and
@@ -96,9 +128,25 @@ mod tests {
     fn host_info_answers_its_contract_and_unknown_ones_say_so() {
         let info: serde_json::Value = serde_json::from_str(&answer("host.info", 1, "{}", ROption::RNone).unwrap()).unwrap();
         assert_eq!(info["abi"], serde_json::json!({"major": 1, "minor": cordis_abi::ABI_VERSION.minor}));
-        assert_eq!(info["capabilities"], serde_json::json!(["host.info@1", "tools.dynamic@1"]));
+        assert_eq!(info["capabilities"], serde_json::json!(["host.info@1", "tools.dynamic@1", "session.read@1"]));
         assert!(answer("host.info", 1, r#"{"x": 1}"#, ROption::RNone).unwrap_err().contains("takes the request {}"));
         let unknown = answer("host.info", 2, "{}", ROption::RNone).unwrap_err();
-        assert!(unknown.starts_with(UNKNOWN_CAPABILITY) && unknown.contains("offers host.info@1, tools.dynamic@1"), "{unknown}");
+        assert!(unknown.starts_with(UNKNOWN_CAPABILITY) && unknown.contains("offers host.info@1, tools.dynamic@1, session.read@1"), "{unknown}");
+    }
+
+    #[test]
+    fn session_read_answers_the_calling_session_and_leaves_out_unknown_keys() {
+        let state = |key: &str| (key == "todos").then(|| "null".to_string());
+        let answer: serde_json::Value =
+            serde_json::from_str(&session_read(Some("s-1"), r#"{"projections": ["todos", "other"]}"#, state).unwrap()).unwrap();
+        assert_eq!(answer, serde_json::json!({"session": "s-1", "projections": {"todos": null}}));
+        let none: serde_json::Value = serde_json::from_str(&session_read(None, r#"{"projections": ["todos"]}"#, state).unwrap()).unwrap();
+        assert_eq!(none, serde_json::json!({"session": null, "projections": {}}));
+        let empty: serde_json::Value = serde_json::from_str(&session_read(Some("s-1"), "{}", state).unwrap()).unwrap();
+        assert_eq!(empty, serde_json::json!({"session": "s-1", "projections": {}}));
+        for bad in [r#"{"projections": "todos"}"#, r#"{"projections": [1]}"#, r#"{"x": 1}"#, "[]", "not json"] {
+            assert!(session_read(Some("s-1"), bad, state).is_err(), "{bad}");
+        }
+        assert!(answer_raw("session.read".into(), 1, "{}".into(), ROption::RNone).into_result().unwrap_err().contains("during a call"));
     }
 }

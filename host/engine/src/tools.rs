@@ -323,6 +323,14 @@ impl ExecContext for CallScope<'_> {
         request: RStr<'_>,
         object: abi_stable::std_types::ROption<cordis_abi::ffi::ServiceBox>,
     ) -> RResult<RString, RString> {
+        let session_read = &cordis_abi::capabilities::SESSION_READ;
+        if name.as_str() == session_read.name && version == session_read.version {
+            let session = self.session;
+            return match crate::capabilities::session_read(session.map(Session::id), request.as_str(), |key| session.and_then(|s| s.state(key))) {
+                Ok(answer) => ROk(answer.into()),
+                Err(e) => RErr(e.into()),
+            };
+        }
         crate::capabilities::answer_raw(name, version, request, object)
     }
 }
