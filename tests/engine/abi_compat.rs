@@ -21,7 +21,7 @@ use std::process::Command;
 
 use cordis_engine::tools::ToolCall;
 use cordis_session::log::Appender;
-use cordis_tests::{build_side_workspace, library as lib_path, repo_root, target_dir, text, Scratch};
+use cordis_tests::{build_side_workspace, fixture_library, library as lib_path, repo_root, target_dir, text, Scratch};
 use serde_json::{json, Value};
 
 /// Builds `tests/compat` (locked to its own Cargo.lock) into
@@ -92,6 +92,24 @@ fn a_1_0_host_refuses_a_library_of_another_major_before_running_it() {
     let (code, line, rest) = host_1_0(&lib_path("fixture-old-version"), "old-version", &json!({}), "none", &json!({}));
     assert_eq!(code, 2, "{line}\n{rest}");
     assert!(line.starts_with("refused:") && line.contains("0.1.0") && line.contains("1.0.0"), "{line}");
+}
+
+#[test]
+fn both_hosts_refuse_a_library_reporting_another_major_on_its_own_word() {
+    // The 1.x root module and layout, so abi_stable lets it through; its
+    // `abi` entry says 2.0.
+    let library = fixture_library("fixture-major-two", &target_dir());
+    let (code, abi, rest) = host_1_0(&library, "none", &json!({}), "none", &json!({}));
+    assert_eq!((code, abi.as_str()), (2, "abi 2.0"), "{rest}");
+    assert!(rest.starts_with("refused: it was built against cordis-abi 2.0, and this host speaks cordis-abi 1.0"), "{rest}");
+
+    let scratch = Scratch::new();
+    std::fs::copy(&library, scratch.path().join("libtwo.so")).unwrap();
+    scratch.composition("- id: two\n  name: ./libtwo.so\n");
+    let out = scratch.cordis(&["check"]);
+    let stdout = text(&out).0;
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("it was built against cordis-abi 2.0, and this host speaks cordis-abi 1."), "{stdout}");
 }
 
 #[test]

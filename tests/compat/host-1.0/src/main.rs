@@ -145,6 +145,17 @@ fn run(args: &[String]) -> Result<(), (u8, String)> {
     })?;
     let abi = (module.abi())();
     println!("abi {}.{}", abi.major, abi.minor);
+    // As the 1.0 release did: a library of another major is refused on its
+    // own word, whatever abi_stable let through, before anything of it runs.
+    if abi.major != 1 {
+        return Err((
+            2,
+            format!(
+                "refused: it was built against cordis-abi {}.{}, and this host speaks cordis-abi 1.0 (any 1.x library loads): rebuild it against cordis-abi 1",
+                abi.major, abi.minor
+            ),
+        ));
+    }
     let decls = (module.plugins())();
     let decl = decls.iter().find(|d| d.name.as_str() == plugin).ok_or_else(|| (2, format!("refused: no plugin named {plugin}")))?;
     // cordis-abi 1.0 brought no capability: any requirement is one this
