@@ -27,5 +27,26 @@ fn a_0_x_library_is_refused_with_a_rebuild_message() {
 #[test]
 fn a_field_added_to_a_plain_struct_is_refused_clearly() {
     let err = library::load_library(&lib_path("fixture-old-abi")).expect_err("a changed PluginDecl is refused");
-    assert!(err.to_string().contains("built against an incompatible plugin ABI"), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("built against an incompatible plugin ABI"), "{text}");
+    // One line naming where the layouts part and how, then what to do.
+    assert!(!text.contains('\n'), "{text}");
+    assert!(
+        text.contains("at PluginLibrary: the type comes from package `fixture-old-abi` in the library, from `cordis-abi` in this host"),
+        "{text}"
+    );
+    assert!(text.contains("rebuild it against this host's cordis-abi 1"), "{text}");
+}
+
+#[test]
+fn a_library_with_the_root_symbol_but_no_header_is_not_a_plugin_library() {
+    let err = library::load_library(&lib_path("fixture-foreign-header")).expect_err("a foreign header is refused");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} is not a cordis plugin library (no cordis ABI header: it exports the root module's symbol over other data): \
+             rebuild it against cordis-abi 1 with `cordis_abi::export_library!()`",
+            lib_path("fixture-foreign-header").display()
+        )
+    );
 }

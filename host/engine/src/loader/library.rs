@@ -98,6 +98,15 @@ pub enum LoadError {
         /// The file.
         path: String,
     },
+    /// Exports abi_stable's root-module symbol over data that is no
+    /// abi_stable header (another toolkit's library, or a damaged one).
+    #[error("{path} is not a cordis plugin library (no cordis ABI header: it exports the root module's symbol over other data): rebuild it against cordis-abi {major} with `cordis_abi::export_library!()`")]
+    NoHeader {
+        /// The file.
+        path: String,
+        /// The ABI major this host loads.
+        major: u32,
+    },
     /// Built against an incompatible ABI.
     #[error("plugin library {path} was built against an incompatible plugin ABI: {detail}")]
     IncompatibleAbi {
@@ -588,6 +597,7 @@ impl LoadError {
             LoadError::Incomplete { detail, .. } => LoadError::Incomplete { path: shown.into(), detail },
             LoadError::Open { detail, .. } => LoadError::Open { path: shown.into(), detail },
             LoadError::NotAPlugin { .. } => LoadError::NotAPlugin { path: shown.into() },
+            LoadError::NoHeader { major, .. } => LoadError::NoHeader { path: shown.into(), major },
             LoadError::IncompatibleAbi { detail, .. } => LoadError::IncompatibleAbi { path: shown.into(), detail },
             LoadError::Insecure { detail, .. } => LoadError::Insecure { path: shown.into(), detail },
             LoadError::Init { detail, .. } => LoadError::Init { path: shown.into(), detail },
@@ -646,9 +656,9 @@ pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError>
     let header = lib_header_from_path(path).map_err(|e| match e {
         LibraryError::OpenError { err, .. } => LoadError::Open { path: shown.clone(), detail: err.to_string() },
         LibraryError::GetSymbolError { .. } => LoadError::NotAPlugin { path: shown.clone() },
-        other => abi_error(&shown, other),
+        other => abi_error(&shown, other, None),
     })?;
-    let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| abi_error(&shown, e))?;
+    let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| abi_error(&shown, e, header.layout()))?;
     let abi = (module.abi())();
     if abi.major != crate::capabilities::HOST_ABI.major {
         return Err(LoadError::IncompatibleAbi { path: shown, detail: rebuild_message(&format!("{abi}")) });
@@ -679,7 +689,61 @@ fn rebuild_message(theirs: &str) -> String {
     )
 }
 
-fn abi_error(path: &str, e: LibraryError) -> LoadError {
+/// The first place abi_stable's layout check found a difference, in one
+/// line: the path from the root module through fields and methods, then
+/// what differs there (`at PluginLibrary.plugins → PluginDecl: 8 fields in
+/// the library, 7 in this host`). `None` when the report is not a layout
+/// report.
+///
+/// abi_stable's own error is a formatted text by then, so the check is run
+/// again here on the library's layout to read its structured report.
+fn layout_difference(library: Option<&'static abi_stable::type_layout::TypeLayout>) -> Option<String> {
+    use abi_stable::abi_stability::abi_checking::{check_layout_compatibility, AbiInstability as AI};
+    use abi_stable::type_layout::TLFieldOrFunction;
+    use abi_stable::StableAbi;
+    let errors = check_layout_compatibility(<PluginLibraryRef as StableAbi>::LAYOUT, library?).err()?;
+    let first = errors.errors.iter().find(|e| !e.errs.is_empty())?;
+    // The path through the root module: `Type.field → FieldType`, a
+    // wrapper's numbered field shown as its type alone.
+    let mut path = String::new();
+    for step in first.stack_trace.iter() {
+        match &step.expected {
+            TLFieldOrFunction::Field(field) if field.name().chars().all(|c| c.is_ascii_digit()) => {
+                path.push_str(if path.is_empty() { "" } else { " → " });
+                path.push_str(field.layout().name());
+            }
+            TLFieldOrFunction::Field(field) => {
+                if path.is_empty() {
+                    path.push_str(errors.interface.name());
+                }
+                path.push_str(&format!(".{} → {}", field.name(), field.layout().name()));
+            }
+            TLFieldOrFunction::Function(function) => path.push_str(&format!(".{}()", function.name)),
+        }
+    }
+    if path.is_empty() {
+        path.push_str(errors.interface.name());
+    }
+    let what = first.errs.first().map(|e| match e {
+        AI::FieldCountMismatch(v) => format!("{} fields in the library, {} in this host", v.found, v.expected),
+        AI::UnexpectedField(v) => format!("field `{}` in the library where this host has `{}`", v.found.name(), v.expected.name()),
+        AI::Name(v) => format!("type `{}` in the library where this host has `{}`", v.found, v.expected),
+        AI::Package(v) => format!("the type comes from package `{}` in the library, from `{}` in this host", v.found, v.expected),
+        AI::Size(v) => format!("{} bytes in the library, {} in this host", v.found, v.expected),
+        AI::Alignment(v) => format!("aligned to {} bytes in the library, {} in this host", v.found, v.expected),
+        AI::TooManyVariants(v) => format!("{} variants in the library, {} in this host", v.found, v.expected),
+        AI::UnexpectedVariant(v) => format!("variant `{}` in the library where this host has `{}`", v.found, v.expected),
+        AI::MismatchedPrefixSize(v) => format!("a prefix of {} fields in the library, {} in this host", v.found, v.expected),
+        other => {
+            let debug = format!("{other:?}");
+            let kind = debug.split(|c: char| !c.is_alphanumeric()).next().unwrap_or("a difference").to_string();
+            format!("{kind} differs")
+        }
+    })?;
+    Some(format!("at {path}: {what}"))
+}
+
+fn abi_error(path: &str, e: LibraryError, layout: Option<&'static abi_stable::type_layout::TypeLayout>) -> LoadError {
     let full = e.to_string();
     tracing::debug!(library = path, "full ABI report:\n{full}");
     match e {
@@ -687,17 +751,23 @@ fn abi_error(path: &str, e: LibraryError) -> LoadError {
             let theirs = format!("{}.{}", actual_version.major, actual_version.minor);
             LoadError::IncompatibleAbi { path: path.to_string(), detail: rebuild_message(&theirs) }
         }
-        LibraryError::AbiInstability(_) => LoadError::IncompatibleAbi {
-            path: path.to_string(),
-            detail: "the layout of its plugin interface differs from this host's (rebuild it against this host's cordis-abi; run with RUST_LOG=debug for the full layout report)".into(),
-        },
-        LibraryError::InvalidAbiHeader(_) | LibraryError::InvalidCAbi { .. } => LoadError::IncompatibleAbi {
-            path: path.to_string(),
-            detail: "it was built with an incompatible version of abi_stable".into(),
-        },
-        LibraryError::RootModule { .. } => {
-            LoadError::Init { path: path.to_string(), detail: full.lines().next().unwrap_or("").to_string() }
+        LibraryError::AbiInstability(_) => {
+            let at = layout_difference(layout).map_or_else(String::new, |d| format!(" {d};"));
+            LoadError::IncompatibleAbi {
+                path: path.to_string(),
+                detail: format!(
+                    "the layout of its plugin interface differs from this host's:{at} rebuild it against this host's cordis-abi {} \
+                     (RUST_LOG=debug prints abi_stable's full layout report)",
+                    crate::capabilities::HOST_ABI.major
+                ),
+            }
         }
+        LibraryError::InvalidAbiHeader(_) => LoadError::NoHeader { path: path.to_string(), major: crate::capabilities::HOST_ABI.major },
+        LibraryError::InvalidCAbi { .. } => LoadError::IncompatibleAbi {
+            path: path.to_string(),
+            detail: "it was built for another C ABI than this host's (another compiler target or calling convention)".into(),
+        },
+        LibraryError::RootModule { .. } => LoadError::Init { path: path.to_string(), detail: full.lines().next().unwrap_or("").to_string() },
         _ => LoadError::Init { path: path.to_string(), detail: full.lines().next().unwrap_or("").to_string() },
     }
 }
