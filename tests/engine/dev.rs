@@ -609,6 +609,15 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     let down = not_running(&mut dev);
     assert_eq!(down.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["v"], "{down:?}");
     assert!(down[0].1.contains("not a cordis plugin library"), "{down:?}");
+    // The same bytes touched, and copied over again: not tried again, not
+    // told again.
+    let told = |dev: &Dev| dev.stderr().iter().filter(|l| l.contains("not a cordis plugin library") || l.contains("appeared")).count();
+    let before = told(&dev);
+    std::fs::File::options().append(true).open(&versioned).unwrap().set_modified(std::time::SystemTime::now()).unwrap();
+    let same = std::fs::read(&versioned).unwrap();
+    atomic_rename(&versioned, &same);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(told(&dev), before, "the same bytes were retried: {:?}", dev.stderr());
     // A good build over the one that failed to load is tried again.
     atomic_rename(&versioned, &build_bytes('A'));
     wait_for(&mut dev, "v");

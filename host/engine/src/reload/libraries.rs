@@ -15,6 +15,26 @@ use super::enabled_rows;
 use super::{DevHost, Outcome};
 
 impl DevHost {
+    /// Whether the file at `path`, which a waiting entry names, holds the
+    /// same bytes as when it was last there and did not load.
+    pub(super) fn refused_again(&self, path: &Path) -> bool {
+        let known = self.refused_waiting.lock_or_recover().get(path).copied();
+        known.is_some() && known == content_digest(path)
+    }
+
+    /// Remembers the bytes of every file a waiting entry names that is
+    /// there (so it did not load): the same bytes landing again are not
+    /// retried. Called after boot and after each composition reload.
+    pub fn remember_waiting_files(&self) {
+        let files: HashMap<PathBuf, u64> = self
+            .awaited_entries()
+            .into_iter()
+            .filter_map(|(_, a)| a.file_path())
+            .filter_map(|path| content_digest(&path).map(|digest| (path, digest)))
+            .collect();
+        *self.refused_waiting.lock_or_recover() = files;
+    }
+
     /// Loads the new content of library `source` and swaps every entry
     /// that uses it. A change refused once is not reported again: one file
     /// (same inode, size and modification time) gets one notice, however
@@ -25,17 +45,25 @@ impl DevHost {
             return Outcome::Restarting;
         }
         let identity = library::file_identity(source);
-        if identity.is_some() && self.refused_files.lock_or_recover().get(source) == identity.as_ref() {
-            return Outcome::Unchanged;
+        if let (Some(now), Some((was, digest))) = (&identity, self.refused_files.lock_or_recover().get_mut(source)) {
+            if now == was {
+                return Outcome::Unchanged;
+            }
+            // Touched, or copied again: the same bytes were refused already.
+            if content_digest(source) == Some(*digest) {
+                *was = *now;
+                return Outcome::Unchanged;
+            }
         }
         let outcome = self.reload_library(source, false);
         self.hold_source(source);
+        let digest = content_digest(source);
         let mut refused = self.refused_files.lock_or_recover();
-        match (&outcome, identity) {
-            (Outcome::Refused(_), Some(id)) => {
-                refused.insert(source.to_path_buf(), id);
+        match (&outcome, identity, digest) {
+            (Outcome::Refused(_), Some(id), Some(digest)) => {
+                refused.insert(source.to_path_buf(), (id, digest));
             }
-            (Outcome::Reloaded(_), _) => {
+            (Outcome::Reloaded(_), _, _) => {
                 refused.remove(source);
             }
             _ => {}
@@ -315,4 +343,14 @@ pub(crate) fn targets(dev: &DevHost) -> HashMap<PathBuf, bool> {
         map.insert(lib, false);
     }
     map
+}
+
+/// A digest of the bytes of the file at `path` (SipHash, for telling one
+/// build from another, not for security); `None` when it cannot be read.
+pub(super) fn content_digest(path: &Path) -> Option<u64> {
+    use std::hash::Hasher;
+    let bytes = std::fs::read(path).ok()?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    hasher.write(&bytes);
+    Some(hasher.finish())
 }

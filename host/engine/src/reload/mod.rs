@@ -165,8 +165,13 @@ pub struct DevHost {
     /// not replace).
     missing_while_refused: Mutex<Vec<PathBuf>>,
     /// The file (device, inode, size, modification time) whose change was
-    /// last refused, per library.
-    refused_files: Mutex<HashMap<PathBuf, library::FileIdentity>>,
+    /// last refused, per library, with a digest of its bytes: a file
+    /// touched or copied again with the same bytes is not tried again.
+    refused_files: Mutex<HashMap<PathBuf, (library::FileIdentity, u64)>>,
+    /// The digest of the bytes of each file a waiting entry names that was
+    /// there but did not load: the same bytes landing again (a `touch`, a
+    /// copy of the same build) are not told as appeared nor tried again.
+    refused_waiting: Mutex<HashMap<PathBuf, u64>>,
     /// Called after every applied reload (`cordis mcp --watch` tells its
     /// clients when the tool catalog changed).
     listeners: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
@@ -204,6 +209,11 @@ impl Awaited {
     /// The library file at `path`.
     fn file(path: &Path) -> Option<Awaited> {
         Some(Awaited::new(path.parent()?, Some(path.file_name()?.to_string_lossy().into_owned())))
+    }
+
+    /// The library file's path, when its name is known.
+    pub fn file_path(&self) -> Option<PathBuf> {
+        self.file.as_ref().map(|f| self.folder.join(f))
     }
 
     /// Whether canonical `path` is this library (or could be, for a
@@ -263,6 +273,7 @@ impl DevHost {
             options: dev,
             refused: Mutex::new(HashMap::new()),
             refused_files: Mutex::new(HashMap::new()),
+            refused_waiting: Mutex::new(HashMap::new()),
             refused_rows: Mutex::new(HashSet::new()),
             held_notes: Mutex::new(None),
             missing_while_refused: Mutex::new(Vec::new()),

@@ -26,6 +26,8 @@ use super::{Awaited, DevHost, Outcome};
 /// # Errors
 /// When the watcher cannot be created.
 pub fn watch(dev: Arc<DevHost>) -> Result<(), String> {
+    // What did not load at boot is retried only when its bytes change.
+    dev.remember_waiting_files();
     // (path, whether it was reloaded already)
     let (tx, rx) = mpsc::channel::<(PathBuf, bool)>();
     let on_event = dev.clone();
@@ -192,6 +194,9 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>, seen: bool) {
                 continue;
             }
             match wait_until_complete(path, dev.options.debounce, dev.options.settle_timeout) {
+                // The same bytes as a file that did not load before (a
+                // `touch`, the same build copied again): nothing new.
+                Ok(()) if dev.refused_again(path) => {}
                 Ok(()) => ready.push(path.display().to_string()),
                 Err(e) => dev.note(format!("{e}; the entries waiting for it stay unloaded")),
             }
@@ -209,6 +214,7 @@ fn handle(dev: &DevHost, raw: &HashSet<PathBuf>, seen: bool) {
     }
     if composition {
         dev.composition_changed();
+        dev.remember_waiting_files();
     }
     for lib in libraries {
         // A file still moving as it is copied is waited on again, a few
