@@ -64,6 +64,22 @@ fn a_waiting_entry_points_at_the_inject_item_naming_the_service() {
 }
 
 #[test]
+fn a_consumer_listed_before_its_disabled_or_missing_provider_names_it() {
+    let scratch = Scratch::new();
+    scratch.composition(
+        "- id: nudge\n  name: todo-nudge\n  config: {maxNudges: 1}\n- id: todo\n  name: tool-todo\n  disabled: true\n  config: {allowParallelInProgress: true}\n",
+    );
+    let stdout = text(&scratch.cordis(&["check"])).0;
+    assert!(stdout.contains("waiting for service `todos`: entry todo (line 4) would provide it, but it is disabled"), "{stdout}");
+    // Listed before a provider that loads, the consumer loads too.
+    scratch.composition(
+        "- id: nudge\n  name: todo-nudge\n  config: {maxNudges: 1}\n- id: todo\n  name: tool-todo\n  config: {allowParallelInProgress: true}\n",
+    );
+    let out = scratch.cordis(&["check"]);
+    assert!(out.status.success() && !text(&out).0.contains("waiting"), "{}", text(&out).0);
+}
+
+#[test]
 fn a_provider_failing_in_apply_leaves_its_consumers_waiting() {
     let scratch = Scratch::new();
     let host = scratch.boot(
@@ -74,7 +90,15 @@ fn a_provider_failing_in_apply_leaves_its_consumers_waiting() {
         EntryState::Failed(m) => assert!(m[0].contains("told to fail"), "{m:?}"),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(state(&host, "user"), EntryState::Waiting(_)), "{:?}", host.reports);
+    // The consumer's note names the provider row that failed, rather than
+    // saying nothing provides the service.
+    match state(&host, "user") {
+        EntryState::Waiting(m) => {
+            assert!(m[0].contains("waiting for service `counter`: entry counter (line 1) would provide it, but it failed"), "{m:?}");
+            assert!(!m[0].contains("nothing provides"), "{m:?}");
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(host.services.tools.get("next").is_none(), "nothing of the consumer is registered");
     assert!(!host.services.registry.provides(&cordis_composition::RealmKey::Root, "counter"), "the failed provider's service is withdrawn");
 }

@@ -234,7 +234,70 @@ impl Loader {
                 Err(state) => r.state = state,
             }
         }
+        self.name_absent_providers(composition, &mut reports);
         reports
+    }
+
+    /// Rewords each waiting entry's "which nothing provides" when a row of
+    /// the composition would provide the service but is not running (it
+    /// failed, is missing, disabled, or waits itself), naming that row, so
+    /// a provider that failed is told apart from one that does not exist.
+    fn name_absent_providers(&self, composition: &Composition, reports: &mut [EntryReport]) {
+        if !reports.iter().any(|r| matches!(r.state, EntryState::Waiting(_))) {
+            return;
+        }
+        // (service, entry id, line, why it is not running) for every row
+        // that is not running and whose plugin declares the service.
+        let mut idle: Vec<(String, String, usize, &'static str)> = Vec::new();
+        for entry in composition.walk() {
+            let Some(report) = reports.iter().find(|r| r.id == entry.id) else { continue };
+            let why = match report.state {
+                EntryState::Failed(_) => "it failed",
+                EntryState::Missing(_) => "it is missing",
+                EntryState::Disabled => "it is disabled",
+                EntryState::Waiting(_) => "it waits for a service itself",
+                _ => continue,
+            };
+            for service in self.would_provide(entry) {
+                idle.push((service, entry.id.clone(), report.line, why));
+            }
+        }
+        for report in reports.iter_mut() {
+            let EntryState::Waiting(messages) = &mut report.state else { continue };
+            for m in messages.iter_mut() {
+                let Some(service) = m.split("waiting for service `").nth(1).and_then(|rest| rest.split('`').next()).map(str::to_string) else {
+                    continue;
+                };
+                let rows: Vec<String> = idle
+                    .iter()
+                    .filter(|(s, id, _, _)| *s == service && *id != report.id)
+                    .map(|(_, id, line, why)| format!("entry {id} (line {line}) would provide it, but {why}"))
+                    .collect();
+                if !rows.is_empty() {
+                    *m = m.replacen(", which nothing provides", &format!(": {}", rows.join("; ")), 1);
+                }
+            }
+        }
+    }
+
+    /// The services the plugin `entry` names declares it provides, read
+    /// from its library without running it (empty when the library cannot
+    /// be found or loaded).
+    fn would_provide(&self, entry: &Entry) -> Vec<String> {
+        let (library, export) = match resolve::resolve(&entry.name, &entry.base_dir, &self.plugin_path) {
+            Ok(Target::Library { path, export, .. }) => match self.libraries.load(&path) {
+                Ok(library) => (library, export),
+                Err(_) => return Vec::new(),
+            },
+            Ok(Target::Package { name }) => match self.libraries.find_package(&name, &self.plugin_path) {
+                Some((library, plugin)) => (library, Some(plugin)),
+                None => return Vec::new(),
+            },
+            _ => return Vec::new(),
+        };
+        let Ok(picked) = library::unwrap_export(&library, export.as_deref()) else { return Vec::new() };
+        let plugin = picked.decl.name.to_string();
+        library.provides.iter().filter(|(p, _)| *p == plugin).map(|(_, s)| s.clone()).collect()
     }
 
     /// Tries every waiting entry again, as long as one starts; returns the
