@@ -49,8 +49,10 @@ impl DevHost {
             if now == was {
                 return Outcome::Unchanged;
             }
-            // Touched, or copied again: the same bytes were refused already.
-            if content_digest(source) == Some(*digest) {
+            // Touched, or copied again with the same mode: the same bytes
+            // were refused already. A changed mode (permissions fixed) is
+            // tried again.
+            if now.5 == was.5 && content_digest(source) == Some(*digest) {
                 *was = *now;
                 return Outcome::Unchanged;
             }
