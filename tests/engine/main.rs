@@ -9,6 +9,7 @@ mod dev;
 mod hostile_input;
 mod loader_path;
 mod nudge;
+mod plugin_guide;
 mod plugin_template;
 mod rollback;
 mod services;
