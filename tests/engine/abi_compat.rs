@@ -50,7 +50,7 @@ fn a_plugin_built_against_abi_1_0_loads_and_runs_in_this_host() {
     let library = compat_build().join("libcompat_plugin_1_0.so");
     let scratch = Scratch::new();
     std::fs::copy(&library, scratch.path().join("libcompat.so")).unwrap();
-    let host = scratch.boot("- id: compat\n  name: ./libcompat.so\n  config:\n    prefix: '> '\n", true);
+    let host = scratch.boot("- id: compat\n  name: ./libcompat.so/compat-plugin-1-0\n  config:\n    prefix: '> '\n", true);
     let session = host.services.sessions.create(None).unwrap();
     session.append_value("turn/start", &json!({"turn": 1}), Appender::Host).unwrap();
     let result = host.services.tools.execute(&ToolCall { id: "c1", name: "tally", arguments: r#"{"text": "one two three"}"# }, Some(&*session));
@@ -64,6 +64,85 @@ fn a_plugin_built_against_abi_1_0_loads_and_runs_in_this_host() {
     let out = scratch.cordis(&["plugins", "--plugin-dir", &scratch.path().display().to_string()]);
     let (stdout, stderr) = text(&out);
     assert!(stdout.contains("libcompat.so (--plugin-dir, cordis-abi 1.0)"), "{stdout}\n{stderr}");
+}
+
+/// The 1.0 plugin's whole surface in today's host, with values that differ
+/// in every argument: capabilities asked by name and version, a service
+/// provided and consumed (the consumer listed first), a turn-end hook, the
+/// owned type's validator on replay and its projection's fold.
+#[test]
+fn every_entry_point_of_a_1_0_plugin_works_in_this_host() {
+    let library = compat_build().join("libcompat_plugin_1_0.so");
+    let scratch = Scratch::new();
+    std::fs::copy(&library, scratch.path().join("libcompat.so")).unwrap();
+    scratch.composition(
+        "- id: consumer\n  name: ./libcompat.so/compat-consumer-1-0\n- id: compat\n  name: ./libcompat.so/compat-plugin-1-0\n  config:\n    prefix: '> '\n",
+    );
+    std::fs::write(
+        scratch.path().join("tally.script.yml"),
+        "model: compat\nprompt: count\nsteps:\n  - text: counting\n    calls:\n      - name: tally\n        arguments: '{\"text\": \"one two three\"}'\n      - name: joined\n        arguments: '{\"text\": \"west east\"}'\n  - text: done\n",
+    )
+    .unwrap();
+    // Plugin log lines at info level show with RUST_LOG=info.
+    let out = scratch.command(&["run", "--script", "tally.script.yml"]).env("RUST_LOG", "info").output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("> 3 words"), "{stdout}");
+    assert!(stdout.contains("west|east"), "the service got its method and arguments in order: {stdout}");
+    // Capabilities by name and version: today's host answers host.info@1,
+    // and a name it does not offer is absent, not an error.
+    assert!(stderr.contains(r#"host.info@1: "cordis"; compat.nope@7: none"#), "{stderr}");
+
+    let session = stdout.split_whitespace().nth(1).unwrap().to_string();
+    let export = text(&scratch.cordis(&["session", "export", &session])).0;
+    let events: Vec<Value> = export.lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let counts: Vec<u64> = events.iter().filter(|e| e["type"] == "tally/count").map(|e| e["data"]["words"].as_u64().unwrap()).collect();
+    let last_step = events.iter().filter(|e| e["type"] == "step/start").filter_map(|e| e["data"]["step"].as_u64()).last().unwrap();
+    // The hook got the turn and the step apart: 100 × turn + step.
+    assert_eq!(counts, [3, 100 + last_step], "{events:?}");
+    // Replayed, every event passes the validator, and the projection folds
+    // both (it refuses any other event type).
+    let show = text(&scratch.cordis(&["session", "show", &session])).0;
+    assert!(show.contains(&format!("tallied: {} words", 3 + 100 + last_step)), "{show}");
+}
+
+/// Today's plugin API in the 1.0 host: the probe fixture answers each
+/// entry point of the frozen core with what it was given.
+#[test]
+fn every_1_0_entry_point_of_a_plugin_built_today_works_in_a_1_0_host() {
+    let out =
+        Command::new(compat_build().join("compat-host-1-0")).arg("--probe").arg(fixture_library("fixture-probe", &target_dir())).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["inject"], json!(["tools", "agent"]));
+    assert_eq!(report["logs"], json!(["Info: host.info: none; compat.nope@7: none"]), "no capability in a 1.0 host");
+    assert_eq!(report["declExtension"], false);
+    let tool = &report["tool"];
+    assert_eq!((tool["name"].as_str(), tool["description"].as_str()), (Some("probe"), Some("Answers with the left and right it was given.")));
+    assert_eq!(tool["parameters"]["required"], json!(["left", "right"]));
+    assert_eq!(tool["outputSchema"]["required"], json!(["left", "right", "call", "seq"]));
+    assert_eq!(tool["presentCall"], json!({"kind": "probe", "title": "L1 then R2"}));
+    for (path, seq) in [("execute", 0), ("executeTokens", 1)] {
+        assert_eq!(tool[path]["text"], "left=L1 right=R2 call=call_7", "{path}");
+        assert_eq!(tool[path]["value"], json!({"left": "L1", "right": "R2", "call": "call_7", "seq": seq}), "{path}");
+    }
+    assert_eq!(tool["extension"], false);
+    assert_eq!(report["validator"]["good"], true);
+    assert!(report["validator"]["bad"].as_str().unwrap().contains(r#"got {"left":1}"#), "{report}");
+    let projection = &report["projection"];
+    assert_eq!((projection["key"].as_str(), projection["version"].as_u64()), (Some("probe"), Some(3)));
+    assert_eq!(projection["types"], json!(["probe/seen"]));
+    assert_eq!(projection["state"], json!(["probe/seen:first>second", "probe/seen:third>fourth"]));
+    assert_eq!(projection["render"], "probe/seen:first>second\nprobe/seen:third>fourth");
+    assert_eq!(projection["summary"], "2 seen");
+    assert_eq!(projection["wrongType"]["error"], "probe folds probe/seen only, was given `other/type`");
+    assert_eq!(projection["compactionContext"], json!({"content": [{"type": "text", "text": "last seen: probe/seen:third>fourth"}]}));
+    assert_eq!(projection["unknownExtension"], false);
+    assert_eq!(report["service"], json!({"name": "probe-echo", "answer": {"method": "join", "args": {"x": 1}}}));
+    assert_eq!(report["hook"], json!({"turn1": true, "turn2": false, "extension": false}));
+    let events: Vec<&Value> = report["events"].as_array().unwrap().iter().map(|e| &e["data"]).collect();
+    assert_eq!(events[2..], [&json!({"left": "turn 1", "right": "done 1"}), &json!({"left": "turn 2", "right": "done 2"})]);
 }
 
 #[test]
