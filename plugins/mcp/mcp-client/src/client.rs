@@ -18,26 +18,39 @@ use cordis_abi::prelude::*;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ServiceExt};
 use tokio::sync::{mpsc, watch};
 
 use crate::content::map_result;
+use crate::line::{LineTransport, DROPPED_CODE};
 use crate::names::public_name;
+use crate::process::ServerProcess;
+use crate::stderr::Sink;
 use crate::{Config, Transport};
 
 /// How long the first connection (start, `initialize`, every page of
 /// `tools/list`) may take: the SDKs' default request timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The longest closing the connection may take: rmcp waits 3 s for a
-/// stdio server to exit once its stdin is closed, 3 s more after SIGTERM,
-/// then kills it.
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
+/// The longest the service may take to end once cancelled (its transport
+/// closed); a stdio server's processes are then stopped by
+/// [`ServerProcess::stop`], bounded on its own.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The longest a disposal waits for the supervisor task (the service's
+/// end, then the server's processes: see [`crate::process`]).
+const CLOSE_LIMIT: Duration = Duration::from_secs(8);
 
 /// The longest `apply` waits for the first connection when the entry may
 /// start without it (`failOnStartupError: false`).
 const STARTUP_WAIT: Duration = Duration::from_secs(10);
+
+/// The shortest time between two `tools/list` requests made for
+/// `notifications/tools/list_changed`: the notifications that arrive
+/// meanwhile are answered by one list, so a storm of them costs at most
+/// four lists a second.
+const LIST_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The longest a `list` from the host waits for a change.
 const MAX_WAIT: Duration = Duration::from_millis(1000);
@@ -98,6 +111,8 @@ struct State {
 
 struct Shared {
     config: Config,
+    /// Where the server's stderr and the entry's notices go.
+    notices: Sink,
     state: Mutex<State>,
     changed: Condvar,
     closed: AtomicBool,
@@ -106,6 +121,12 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes a line of the entry's own to the host's stderr, through the
+    /// writer thread (so it never blocks the runtime).
+    fn notice(&self, text: String) {
+        self.notices.notice(text);
     }
 
     fn label(&self) -> String {
@@ -198,7 +219,7 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
             _ = stop.changed() => return,
         };
         let reason = match attempt {
-            Ok((running, tools)) => {
+            Ok((running, tools, mut process)) => {
                 let peer = running.peer().clone();
                 shared.set_tools(tools);
                 {
@@ -211,6 +232,7 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                     let _ = first.send(Ok(()));
                 }
                 let since = Instant::now();
+                let mut listed_at = Instant::now();
                 let mut cancel = Some(running.cancellation_token());
                 let quit = running.waiting();
                 tokio::pin!(quit);
@@ -226,23 +248,37 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                             let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
                             break format!("the connection was lost: {why}");
                         }
-                        Some(()) = rx.recv() => match list_tools(&shared, &peer).await {
-                            Ok(tools) => shared.set_tools(tools),
-                            // The previous generation stays registered.
-                            Err(e) => eprintln!("{}: the tool list changed, and listing it failed: {e}", shared.label()),
-                        },
+                        Some(()) = rx.recv() => {
+                            tokio::time::sleep(LIST_INTERVAL.saturating_sub(listed_at.elapsed())).await;
+                            while rx.try_recv().is_ok() {}
+                            listed_at = Instant::now();
+                            match list_tools(&shared, &peer).await {
+                                Ok(tools) => shared.set_tools(tools),
+                                // The previous generation stays registered.
+                                Err(e) => shared.notice(format!("{}: the tool list changed, and listing it failed: {e}", shared.label())),
+                            }
+                        }
                         _ = stop.changed() => {
                             // Close the connection the way the protocol
-                            // says (stdin closed, then SIGTERM, then
-                            // SIGKILL) and wait until the child is reaped.
+                            // says (stdin closed, then SIGTERM to the
+                            // server's group, then SIGKILL) and wait until
+                            // its processes are reaped.
                             if let Some(cancel) = cancel.take() {
                                 cancel.cancel();
                             }
                             let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
+                            if let Some(process) = process.take() {
+                                process.stop().await;
+                            }
                             return;
                         }
                     }
                 };
+                // The server's other processes (helpers it forked) end
+                // with it, and a hung one is stopped before a new start.
+                if let Some(process) = process.take() {
+                    process.stop().await;
+                }
                 {
                     let mut state = shared.lock();
                     state.peer = None;
@@ -289,26 +325,30 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
 type Running = RunningService<RoleClient, Handler>;
 
 /// One connection attempt: start or reach the server, `initialize`, list
-/// the tools.
-async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<ServerTool>), String> {
+/// the tools. A stdio server's processes come with it.
+async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<ServerTool>, Option<ServerProcess>), String> {
     let config = &shared.config;
-    let running = match config.transport {
+    let (running, process) = match config.transport {
         Transport::Stdio => {
             let program = config.command.clone().unwrap_or_default();
             let mut command = tokio::process::Command::new(&program);
-            command.args(&config.args).env_clear().envs(scrubbed_env()).envs(&config.env);
+            command.args(&config.args).env_clear().envs(config.server_env()?);
             if !config.cwd.is_empty() {
                 if !std::path::Path::new(&config.cwd).is_dir() {
                     return Err(format!("cwd `{}` is not a folder (it is taken relative to where cordis runs)", config.cwd));
                 }
                 command.current_dir(&config.cwd);
             }
-            die_with_parent(&mut command);
-            let (transport, _) = TokioChildProcess::builder(command)
-                .stderr(std::process::Stdio::inherit())
-                .spawn()
-                .map_err(|e| format!("cannot start `{program}`: {e}"))?;
-            handler.serve(transport).await.map_err(|e| format!("the MCP handshake with `{program}` failed: {e}"))?
+            let (process, pipes) = ServerProcess::spawn(command).map_err(|e| format!("cannot start `{program}`: {e}"))?;
+            tokio::spawn(crate::stderr::forward(shared.label(), pipes.stderr, shared.notices.clone()));
+            let transport = LineTransport::new(pipes.stdout, pipes.stdin, config.max_message_bytes, shared.label(), Some(shared.notices.clone()));
+            match handler.serve(transport).await {
+                Ok(running) => (running, Some(process)),
+                Err(e) => {
+                    process.stop().await;
+                    return Err(format!("the MCP handshake with `{program}` failed: {e}"));
+                }
+            }
         }
         Transport::StreamableHttp => {
             // reqwest is built without a TLS provider of its own: use ring's
@@ -325,33 +365,18 @@ async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<Serv
             }
             let transport =
                 StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers));
-            handler.serve(transport).await.map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
+            (handler.serve(transport).await.map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?, None)
         }
     };
-    let tools = list_tools(shared, running.peer()).await?;
-    Ok((running, tools))
-}
-
-/// Makes the server receive SIGKILL when the thread that starts it (the
-/// entry's runtime thread) ends, which also happens when this process
-/// exits or is killed however it ends: no server outlives its host. A
-/// disposal closes the connection and reaps the server before that.
-fn die_with_parent(command: &mut tokio::process::Command) {
-    // SAFETY: the closure runs in the child between fork and exec and only
-    // makes async-signal-safe calls (prctl, getppid, _exit).
-    #[cfg(target_os = "linux")]
-    unsafe {
-        let parent = std::process::id() as libc::pid_t;
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+    match list_tools(shared, running.peer()).await {
+        Ok(tools) => Ok((running, tools, process)),
+        Err(e) => {
+            running.cancellation_token().cancel();
+            if let Some(process) = process {
+                process.stop().await;
             }
-            // The parent may have ended before the call above took effect.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
+            Err(e)
+        }
     }
 }
 
@@ -373,18 +398,6 @@ async fn list_tools(shared: &Shared, peer: &Peer<RoleClient>) -> Result<Vec<Serv
     Ok(tools)
 }
 
-/// This process's environment without the names that look like
-/// credentials (containing KEY, PASSWORD, SECRET or TOKEN, in any case),
-/// as the harness passes it to the servers it starts.
-fn scrubbed_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    std::env::vars_os()
-        .filter(|(name, _)| {
-            let name = name.to_string_lossy().to_ascii_uppercase();
-            !["KEY", "PASSWORD", "SECRET", "TOKEN"].iter().any(|word| name.contains(word))
-        })
-        .collect()
-}
-
 /// The tool source the host follows.
 struct Source {
     shared: Arc<Shared>,
@@ -394,6 +407,8 @@ struct Source {
     /// Disconnected when the supervisor has ended (its connection closed
     /// and its server reaped).
     supervisor: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    /// The thread writing the server's stderr and the entry's notices.
+    writer: crate::stderr::Writer,
 }
 
 impl Source {
@@ -471,6 +486,9 @@ impl Source {
                     timeout.as_millis()
                 )))
             }
+            Err(ServiceError::McpError(e)) if e.code.0 == DROPPED_CODE => {
+                return Ok(error_result(format!("{label}: the call to {raw} failed: {}", e.message)));
+            }
             Err(ServiceError::McpError(e)) => {
                 return Ok(error_result(format!("{label}: the MCP server refused the call to {raw}: {} (code {})", e.message, e.code.0)));
             }
@@ -514,14 +532,15 @@ impl Source {
         self.shared.changed.notify_all();
         let supervisor = self.supervisor.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(ended) = supervisor {
-            let _ = ended.recv_timeout(SHUTDOWN_TIMEOUT + Duration::from_secs(1));
+            let _ = ended.recv_timeout(CLOSE_LIMIT);
         }
         let runtime = self.runtime.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(runtime) = runtime {
             // The supervisor has closed its connection; this ends what is
             // left (a connection attempt cut short is killed on drop).
-            runtime.shutdown_timeout(Duration::from_secs(5));
+            runtime.shutdown_timeout(Duration::from_secs(1));
         }
+        self.writer.stop(Duration::from_secs(1));
     }
 }
 
@@ -578,8 +597,10 @@ pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
         .enable_all()
         .build()
         .map_err(|e| PluginError::new(format!("{label}: cannot start its runtime: {e}")))?;
+    let (notices, writer) = Sink::start(&config.server_name).map_err(|e| PluginError::new(format!("{label}: cannot start its log writer: {e}")))?;
     let shared = Arc::new(Shared {
         config,
+        notices,
         state: Mutex::new(State { changes: 0, generation: 0, tools: Vec::new(), phase: Phase::Connecting, peer: None, lost: None }),
         changed: Condvar::new(),
         closed: AtomicBool::new(false),
@@ -593,7 +614,7 @@ pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
         supervisor.await;
     });
     let handle = runtime.handle().clone();
-    let source = Source { shared, runtime: Mutex::new(Some(runtime)), handle: handle.clone(), stop, supervisor: Mutex::new(Some(ended)) };
+    let source = Source { shared, runtime: Mutex::new(Some(runtime)), handle: handle.clone(), stop, supervisor: Mutex::new(Some(ended)), writer };
     // Without failOnStartupError, `apply` waits for the first connection
     // at most STARTUP_WAIT: a server still starting then connects in the
     // background and its tools are registered when it answers.
