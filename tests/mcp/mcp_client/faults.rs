@@ -1,0 +1,212 @@
+//! `mcp-client` under misbehaving servers: `tests/mcp/servers/faulty.py`, a
+//! raw JSON-RPC server (standard library only) whose faults are chosen on
+//! its command line, started through `sh -c` with a marker in its argv so
+//! that its processes can be found in the process table. Every test bounds
+//! the time the fault may cost.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use cordis_tests::dev::Dev;
+use cordis_tests::{repo_root, Scratch};
+
+use super::dev_status;
+
+/// A marker unique to this test run and `what`.
+fn marker(what: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("cordis-fault-{}-{nanos}-{what}", std::process::id())
+}
+
+fn faulty() -> PathBuf {
+    repo_root().join("tests/mcp/servers/faulty.py")
+}
+
+/// A row starting the fake server through `sh -c` (a shell that ignores
+/// SIGTERM, SIGINT and SIGHUP and stays the server's parent), `flags` on
+/// its command line, `extra` config lines (indented under `config`).
+fn row(id: &str, marker: &str, flags: &str, extra: &str) -> String {
+    format!(
+        "- id: {id}\n  name: mcp-client\n  config:\n    serverName: {id}\n    transport: stdio\n    command: sh\n    args: ['-c', 'trap \"\" TERM INT HUP; python3 {} --marker {marker} {flags}; true']\n{extra}",
+        faulty().display()
+    )
+}
+
+/// The processes whose command line holds `marker` (zombies have none).
+fn processes(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits until `done` holds, at most `limit`; the time it took.
+fn within(limit: Duration, what: &str, mut done: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{what} after {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+fn dev(scratch: &Scratch) -> Dev {
+    Dev::start(scratch.path(), &[("XDG_CONFIG_HOME", &scratch.path().join(".config").display().to_string())])
+}
+
+fn connected(dev: &mut Dev, id: &str) {
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, id).1.contains("connected, 6 tools"));
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().expect("run kill");
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+#[test]
+fn a_server_and_its_helper_end_with_the_host_on_sigint_sigterm_and_sigkill() {
+    for name in ["INT", "TERM", "KILL"] {
+        let scratch = Scratch::new();
+        let marker = marker(name);
+        scratch.composition(&row("stub", &marker, "--helper --stubborn", ""));
+        let mut dev = dev(&scratch);
+        connected(&mut dev, "stub");
+        // The shell, the server and its helper.
+        within(Duration::from_secs(10), "the server's three processes did not start", || processes(&marker).len() == 3);
+        signal(dev.child.id(), name);
+        within(Duration::from_secs(5), "the host did not end", || dev.child.try_wait().ok().flatten().is_some());
+        let took =
+            within(Duration::from_secs(5), &format!("processes of the server outlived SIG{name} of the host"), || processes(&marker).is_empty());
+        eprintln!("SIG{name}: the server's processes were gone {took:?} after the host ended");
+    }
+}
+
+#[test]
+fn twenty_reloads_leave_only_the_current_server_running() {
+    let scratch = Scratch::new();
+    let base = marker("reload");
+    let generation = |n: u32| row("gen", &format!("{base}-g{n}-"), "--helper --stubborn", "");
+    scratch.composition(&generation(0));
+    let mut dev = dev(&scratch);
+    connected(&mut dev, "gen");
+    for n in 1..=20u32 {
+        let started = Instant::now();
+        scratch.composition(&generation(n));
+        dev.expect_reloads(u64::from(n));
+        connected(&mut dev, "gen");
+        // The disposal waited for the previous server's group: nothing of
+        // it is left once the reload is done.
+        assert!(processes(&format!("{base}-g{}-", n - 1)).is_empty(), "reload {n} left the previous server running");
+        assert!(started.elapsed() < Duration::from_secs(10), "reload {n} took {:?}", started.elapsed());
+        eprintln!("reload {n}: {:?}", started.elapsed());
+    }
+    within(Duration::from_secs(5), "the current server's processes are not the only ones", || {
+        processes(&base).len() == 3 && processes(&format!("{base}-g20-")).len() == 3
+    });
+    drop(dev);
+    within(Duration::from_secs(5), "processes outlived the host", || processes(&base).is_empty());
+}
+
+#[test]
+fn an_oversized_or_undecodable_answer_fails_its_call_at_once_and_is_logged() {
+    let scratch = Scratch::new();
+    scratch.composition(&row("f", &marker("drop"), "", "    maxMessageBytes: 100000\n    toolCallTimeoutMs: 30000\n"));
+    let mut dev = dev(&scratch);
+    connected(&mut dev, "f");
+
+    let start = Instant::now();
+    let big = dev.call("mcp__f__big", r#"{"bytes": 200000}"#);
+    let took = start.elapsed();
+    let text = big["text"].as_str().unwrap_or_default();
+    assert!(big["isError"] == true && text.contains("is over the limit of 100000 bytes (maxMessageBytes)"), "{big}");
+    assert!(took < Duration::from_secs(3), "the oversized answer failed its call after {took:?}");
+
+    let start = Instant::now();
+    let cp949 = dev.call("mcp__f__cp949", "{}");
+    let took = start.elapsed();
+    let text = cp949["text"].as_str().unwrap_or_default();
+    assert!(cp949["isError"] == true && text.contains("is not UTF-8 from offset") && text.contains("0xC7 0xD1"), "{cp949}");
+    assert!(took < Duration::from_secs(3), "the undecodable answer failed its call after {took:?}");
+    eprintln!("the undecodable answer failed its call after {took:?}");
+
+    // An answer under the limit still passes, and the connection stays.
+    assert_eq!(dev.call("mcp__f__big", r#"{"bytes": 1000}"#)["text"].as_str().map(str::len), Some(1000));
+    assert_eq!(dev.call("mcp__f__echo", r#"{"text": "still here"}"#)["text"], "still here");
+    let notice = dev.expect_notice("mcp-client(f): dropped a message from the server: a line of");
+    assert!(notice.contains("maxMessageBytes") && notice.contains("the tools/call request it answered fails now"), "{notice}");
+    dev.expect_notice("is not UTF-8 from offset");
+}
+
+#[test]
+fn a_chatty_stderr_is_labelled_cut_and_rate_limited_and_never_stalls_the_host() {
+    let scratch = Scratch::new();
+    scratch.composition(&row("f", &marker("chatty"), "--stderr-flood", ""));
+    let started = Instant::now();
+    let mut dev = dev(&scratch);
+    connected(&mut dev, "f");
+    for n in 0..10 {
+        let call = Instant::now();
+        assert_eq!(dev.call("mcp__f__echo", &format!(r#"{{"text": "{n}"}}"#))["text"], n.to_string());
+        assert!(call.elapsed() < Duration::from_secs(1), "a call took {:?} while the server floods its stderr", call.elapsed());
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let elapsed = started.elapsed().as_secs_f64();
+    let lines: Vec<String> = dev.stderr().into_iter().filter(|l| l.contains("mcp-client(f) stderr: ")).collect();
+    let shown = lines.iter().filter(|l| l.contains("chatter")).count();
+    // A burst of 100, then 20 a second.
+    assert!(shown > 0 && shown as f64 <= 100.0 + 20.0 * elapsed + 1.0, "{shown} lines shown in {elapsed:.1} s");
+    for line in &lines {
+        assert!(line.len() < 2048 + 200, "a line of {} bytes was shown", line.len());
+    }
+    assert!(lines.iter().any(|l| l.contains("[… 13952 more bytes cut]")), "long lines are cut, saying how much: {:?}", lines.first());
+    assert!(lines.iter().any(|l| l.contains("lines dropped (over 20 lines/s")), "the dropped lines are counted");
+}
+
+#[test]
+fn a_storm_of_list_changed_costs_at_most_a_few_lists_a_second() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("faulty.log");
+    scratch.composition(&row("f", &marker("storm"), &format!("--list-storm --log {}", log.display()), ""));
+    let mut dev = dev(&scratch);
+    connected(&mut dev, "f");
+    let lists = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| *l == "list").count();
+    let (before, start) = (lists(), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(dev.call("mcp__f__echo", r#"{"text": "calm"}"#)["text"], "calm");
+    let (count, elapsed) = (lists() - before, start.elapsed().as_secs_f64());
+    assert!(count >= 2, "the list is still followed: {count} lists");
+    assert!(count as f64 <= 4.0 * elapsed + 2.0, "{count} lists in {elapsed:.1} s");
+    eprintln!("{count} lists in {elapsed:.1} s of a list_changed storm");
+}
+
+#[test]
+fn a_server_inherits_only_allow_listed_variables_and_a_missing_one_is_an_error() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("faulty.log");
+    let flags = format!("--log {} --env HOME --env PATH --env DATABASE_URL --env GREETING --env CORDIS_PASSED_ON", log.display());
+    let extra = "    inheritEnv: [CORDIS_PASSED_ON]\n    env:\n      GREETING: hello\n";
+    scratch.composition(&row("f", &marker("env"), &flags, extra));
+    let out = super::cordis(&scratch, &["check"], &[("DATABASE_URL", "postgres://app:pw@db/app")]);
+    let (stdout, stderr) = cordis_tests::text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    let all = format!("{stdout}{stderr}");
+    assert!(
+        all.contains("mcp-client(f): `inheritEnv` names CORDIS_PASSED_ON, which is not set in cordis's environment"),
+        "the error names the server and the variable:\n{all}"
+    );
+    assert!(!log.exists(), "the server was not started");
+
+    let out = super::cordis(&scratch, &["check"], &[("DATABASE_URL", "postgres://app:pw@db/app"), ("CORDIS_PASSED_ON", "visible")]);
+    let (stdout, stderr) = cordis_tests::text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(seen.contains("env DATABASE_URL=unset\n"), "{seen}");
+    assert!(seen.contains("env GREETING=hello\n") && seen.contains("env CORDIS_PASSED_ON=visible\n"), "{seen}");
+    assert!(!seen.contains("env HOME=unset") && !seen.contains("env PATH=unset"), "{seen}");
+}
