@@ -13,7 +13,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
@@ -28,7 +29,7 @@ use serde_json::Value;
 
 use cordis_session::Owner;
 use cordis_session::{Appender, Session};
-use cordis_sync::RwLockExt;
+use cordis_sync::{LockExt, RwLockExt};
 
 /// The largest argument text a tool call may carry, in bytes (1 MiB). Larger
 /// calls are rejected before any plugin code runs.
@@ -154,6 +155,30 @@ pub struct ToolRegistry {
     /// The last status each entry's tool source reported (`tools.dynamic`),
     /// by entry id, with the token of the source that reported it.
     sources: RwLock<BTreeMap<String, (u64, SourceStatus)>>,
+    /// The calls in flight that can be cancelled, by token.
+    cancellable: Mutex<BTreeMap<u64, Arc<Cancellable>>>,
+}
+
+/// A call in flight that can be cancelled: a call to a tool of a tool
+/// source (`tools.dynamic`), which passes the cancellation on to the
+/// source (`cancel`), which answers the call at once.
+struct Cancellable {
+    entry: String,
+    call_id: String,
+    cancel: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+/// Keeps a call listed as cancellable until it is dropped (the call has
+/// returned).
+pub struct CancellableCall<'a> {
+    registry: &'a ToolRegistry,
+    token: u64,
+}
+
+impl Drop for CancellableCall<'_> {
+    fn drop(&mut self) {
+        self.registry.cancellable.lock_or_recover().remove(&self.token);
+    }
 }
 
 /// What a tool source (`tools.dynamic`) last said of itself: its `status`
@@ -242,6 +267,47 @@ impl ToolRegistry {
     /// have finished. Used while fibers are swapped.
     pub fn exclusive(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
         self.gate.write_or_recover()
+    }
+
+    /// [`ToolRegistry::exclusive`] for a swap of `entries`: their calls in
+    /// flight that can be cancelled are cancelled at once; the other
+    /// entries' calls get `grace` to finish, and those that can be
+    /// cancelled are cancelled then. Only calls that cannot be cancelled
+    /// (a plugin's own tool) are waited for to the end.
+    pub fn exclusive_for(&self, entries: &[String], grace: Duration) -> RwLockWriteGuard<'_, ()> {
+        self.cancel_calls(|entry, _| entries.iter().any(|e| e == entry), "its entry is being reloaded");
+        let start = Instant::now();
+        loop {
+            match self.gate.try_write() {
+                Ok(guard) => return guard,
+                Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) if start.elapsed() >= grace => break,
+                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        self.cancel_calls(|_, _| true, "cordis is reloading");
+        self.exclusive()
+    }
+
+    /// Lists a call of entry `entry` as cancellable by `cancel` (given the
+    /// reason) until the guard is dropped.
+    pub fn cancellable_call(&self, entry: &str, call_id: &str, cancel: impl Fn(&str) + Send + Sync + 'static) -> CancellableCall<'_> {
+        let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let call = Cancellable { entry: entry.to_string(), call_id: call_id.to_string(), cancel: Box::new(cancel) };
+        self.cancellable.lock_or_recover().insert(token, Arc::new(call));
+        CancellableCall { registry: self, token }
+    }
+
+    /// Cancels the calls in flight, among those that can be cancelled,
+    /// for which `which(entry, call_id)` holds, telling them `reason`;
+    /// returns how many were asked. Each such call returns promptly with
+    /// an error result saying it was cancelled and why.
+    pub fn cancel_calls(&self, which: impl Fn(&str, &str) -> bool, reason: &str) -> usize {
+        let chosen: Vec<Arc<Cancellable>> = self.cancellable.lock_or_recover().values().filter(|c| which(&c.entry, &c.call_id)).cloned().collect();
+        for call in &chosen {
+            (call.cancel)(reason);
+        }
+        chosen.len()
     }
 
     /// Executes one call. `session` is the calling agent's session, if an

@@ -165,7 +165,9 @@ impl<'m> Agent<'m> {
         }
         let turn = self.session.next_turn();
         self.append(obs, "turn/start", json!({"turn": turn}))?;
+        let watch = self.interrupt.clone().map(|interrupt| interrupt::CancelOnInterrupt::start(interrupt, self.tools.clone()));
         let result = self.turn_body(turn, prompt, obs);
+        drop(watch);
         let reason = match &result {
             Ok(_) => json!({"kind": "completed"}),
             Err(TurnError::Interrupted) => json!({"kind": "interrupted"}),
