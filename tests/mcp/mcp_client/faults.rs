@@ -210,3 +210,116 @@ fn a_server_inherits_only_allow_listed_variables_and_a_missing_one_is_an_error()
     assert!(seen.contains("env GREETING=hello\n") && seen.contains("env CORDIS_PASSED_ON=visible\n"), "{seen}");
     assert!(!seen.contains("env HOME=unset") && !seen.contains("env PATH=unset"), "{seen}");
 }
+
+/// Waits until the fake server's log has a line starting with `line`.
+fn logged(log: &std::path::Path, line: &str) {
+    within(Duration::from_secs(20), &format!("the server did not log {line:?}"), || {
+        std::fs::read_to_string(log).unwrap_or_default().lines().any(|l| l.starts_with(line))
+    });
+}
+
+#[test]
+fn ctrl_c_of_cordis_run_cancels_a_hung_call_and_exits_within_seconds() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("faulty.log");
+    let marker = marker("ctrl-c");
+    scratch.composition(&row("f", &marker, &format!("--stubborn --helper --log {}", log.display()), ""));
+    let script = scratch.path().join("turn.script.yml");
+    std::fs::write(
+        &script,
+        "model: faults\nprompt: hang\nsteps:\n  - text: Hanging.\n    calls:\n      - name: mcp__f__hang\n        arguments: '{}'\n  - text: Done.\n",
+    )
+    .unwrap();
+    let mut run = Command::new(cordis_tests::cordis_exe())
+        .args(["run", "--script", &script.display().to_string()])
+        .current_dir(scratch.path())
+        .env("CORDIS_PLUGIN_PATH", cordis_tests::plugin_dir())
+        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start cordis run");
+    logged(&log, "call hang");
+    signal(run.id(), "INT");
+    let took = within(Duration::from_secs(5), "cordis run did not exit after Ctrl-C", || run.try_wait().ok().flatten().is_some());
+    eprintln!("cordis run exited {took:?} after Ctrl-C during a hung call");
+    let out = run.wait_with_output().unwrap();
+    let (stdout, stderr) = cordis_tests::text(&out);
+    logged(&log, "cancelled ");
+    within(Duration::from_secs(5), "the server outlived cordis run", || processes(&marker).is_empty());
+    let id = super::session_id(&stdout);
+    let results = super::results(&super::events(&scratch.path().join(".cordis"), &id));
+    let hang = super::result_of(&results, "mcp__f__hang");
+    assert!(hang.1 && hang.2.contains("the call to hang was cancelled (interrupted (Ctrl-C))"), "{hang:?}\n{stderr}");
+}
+
+#[test]
+fn a_reload_under_dev_cancels_a_hung_call_and_finishes_within_seconds() {
+    use std::io::{BufRead, Write};
+    let scratch = Scratch::new();
+    let log = scratch.path().join("faulty.log");
+    let marker = marker("reload-hang");
+    let row = |timeout: u64| row("f", &marker, &format!("--stubborn --log {}", log.display()), &format!("    toolCallTimeoutMs: {timeout}\n"));
+    scratch.composition(&row(60_000));
+    let mut dev = dev(&scratch);
+    connected(&mut dev, "f");
+    writeln!(dev.stdin, "call mcp__f__hang {{}}").unwrap();
+    dev.stdin.flush().unwrap();
+    logged(&log, "call hang");
+    let start = Instant::now();
+    scratch.composition(&row(59_000));
+    let mut answer = String::new();
+    dev.stdout.read_line(&mut answer).unwrap();
+    let took = start.elapsed();
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert!(
+        answer["isError"] == true && answer["text"].as_str().unwrap_or_default().contains("was cancelled (its entry is being reloaded)"),
+        "{answer}"
+    );
+    dev.expect_reloads(1);
+    let reloaded = start.elapsed();
+    assert!(took < Duration::from_secs(5), "the hung call held the reload for {took:?}");
+    eprintln!(
+        "the hung call was answered {took:?} after the change; the reload was done within {reloaded:?} (700 ms of it the driver's quiet period)"
+    );
+    logged(&log, "cancelled ");
+    connected(&mut dev, "f");
+}
+
+#[test]
+fn cordis_mcp_cancels_a_hung_call_when_its_client_leaves_and_exits_within_seconds() {
+    use std::io::Write;
+    let scratch = Scratch::new();
+    let log = scratch.path().join("faulty.log");
+    let marker = marker("mcp-left");
+    scratch.composition(&row("f", &marker, &format!("--stubborn --log {}", log.display()), ""));
+    let args = crate::server_args(&scratch, &[]);
+    let mut server = Command::new(&args[0])
+        .args(&args[1..])
+        .current_dir(scratch.path())
+        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start cordis mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    for message in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"leaver","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp__f__hang","arguments":{}}}"#,
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+    }
+    stdin.flush().unwrap();
+    logged(&log, "call hang");
+    let start = Instant::now();
+    drop(stdin);
+    let took = within(Duration::from_secs(5), "cordis mcp did not exit after its client left", || server.try_wait().ok().flatten().is_some());
+    eprintln!("cordis mcp exited {took:?} after its client left during a hung call");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    logged(&log, "cancelled ");
+    within(Duration::from_secs(5), "the server outlived cordis mcp", || processes(&marker).is_empty());
+}

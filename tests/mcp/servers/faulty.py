@@ -11,7 +11,8 @@ Standard library only. Its faults are chosen on the command line:
   --list-storm     sends notifications/tools/list_changed after every
                    tools/list
   --log FILE       appends what happens: `started PID`, `list`,
-                   `cancelled ID`, `env NAME=VALUE` for `--env` names
+                   `call TOOL`, `cancelled ID`, `env NAME=VALUE` for
+                   `--env` names
   --env NAME       reports variable NAME (set or `unset`) in the log at start
 
 Tools: echo {text}; hang (never answers); big {bytes} (a text result of
@@ -131,6 +132,7 @@ def main():
             if "--list-storm" in ARGS:
                 send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         elif method == "tools/call":
+            log(f"call {params.get('name')}")
             call(id_, params.get("name"), params.get("arguments") or {})
         elif method == "notifications/cancelled":
             log(f"cancelled {params.get('requestId')}")

@@ -15,12 +15,14 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cordis_abi::prelude::*;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientNotification, ClientRequest, ServerResult,
+};
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ServiceExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::content::map_result;
 use crate::line::{LineTransport, DROPPED_CODE};
@@ -218,6 +220,9 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                 .unwrap_or_else(|_| Err(format!("no answer within {} s while connecting", CONNECT_TIMEOUT.as_secs()))),
             _ = stop.changed() => return,
         };
+        // The processes of a server whose connection ended: stopped once
+        // the new state is published.
+        let mut ended: Option<ServerProcess> = None;
         let reason = match attempt {
             Ok((running, tools, mut process)) => {
                 let peer = running.peer().clone();
@@ -274,16 +279,12 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                         }
                     }
                 };
-                // The server's other processes (helpers it forked) end
-                // with it, and a hung one is stopped before a new start.
-                if let Some(process) = process.take() {
-                    process.stop().await;
-                }
                 {
                     let mut state = shared.lock();
                     state.peer = None;
                     state.lost = None;
                 }
+                ended = process.take();
                 if since.elapsed() >= Duration::from_millis(policy.max_delay_ms) {
                     failed = 0;
                 }
@@ -310,13 +311,19 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         if let Some((first, reason)) = told {
             let _ = first.send(Err(reason));
         }
+        // The server's other processes (helpers it forked) end with it,
+        // and a hung one is stopped before the next start.
+        let wake = tokio::time::Instant::now() + delay.unwrap_or_default();
+        if let Some(process) = ended.take() {
+            process.stop().await;
+        }
         // Down or given up: nothing more until the entry is disposed.
-        let Some(delay) = delay else {
+        if delay.is_none() {
             let _ = stop.changed().await;
             return;
-        };
+        }
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep_until(wake) => {}
             _ = stop.changed() => return,
         }
     }
@@ -409,7 +416,21 @@ struct Source {
     supervisor: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     /// The thread writing the server's stderr and the entry's notices.
     writer: crate::stderr::Writer,
+    /// The calls in flight, by call id: what cancels each (with a reason).
+    calls: Mutex<HashMap<String, oneshot::Sender<String>>>,
+    /// How many call tasks have not answered yet.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// How a call failed on the client's side.
+enum Failure {
+    Service(ServiceError),
+    /// Cancelled by the host (`cancel`, or the entry's disposal), why.
+    Cancelled(String),
+}
+
+/// How long sending `notifications/cancelled` may take.
+const CANCEL_SEND_LIMIT: Duration = Duration::from_millis(500);
 
 impl Source {
     fn list(&self, args: &Value) -> Result<Value, SourceError> {
@@ -456,20 +477,53 @@ impl Source {
         };
         let timeout = Duration::from_millis(self.shared.config.tool_call_timeout_ms);
         let label = self.shared.label();
+        let call_id = args.get("callId").and_then(Value::as_str).unwrap_or_default().to_string();
+        let (cancel, cancelled) = oneshot::channel::<String>();
+        let listed = {
+            let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Two calls under one id: the second cannot be cancelled by id.
+            !call_id.is_empty() && !calls.contains_key(&call_id) && calls.insert(call_id.clone(), cancel).is_none()
+        };
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new(raw.clone()).with_arguments(arguments)));
         let mut options = PeerRequestOptions::no_options();
         options.timeout = Some(timeout);
         // Not `block_on`: the host may call from inside a runtime of its own.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let in_flight = self.in_flight.clone();
+        in_flight.fetch_add(1, Ordering::AcqRel);
         self.handle.spawn(async move {
             let answer = match peer.send_request_with_option(request, options).await {
-                Ok(handle) => handle.await_response().await,
-                Err(e) => Err(e),
+                Ok(handle) => {
+                    let (id, peer) = (handle.id.clone(), handle.peer.clone());
+                    tokio::select! {
+                        answer = handle.await_response() => answer.map_err(Failure::Service),
+                        Ok(reason) = cancelled => {
+                            let notice = CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason.clone())));
+                            let _ = tokio::time::timeout(CANCEL_SEND_LIMIT, peer.send_notification(ClientNotification::CancelledNotification(notice))).await;
+                            Err(Failure::Cancelled(reason))
+                        }
+                    }
+                }
+                Err(e) => Err(Failure::Service(e)),
             };
+            in_flight.fetch_sub(1, Ordering::AcqRel);
             let _ = tx.send(answer);
         });
-        let Ok(answer) = rx.recv() else {
+        let answer = rx.recv();
+        if listed {
+            self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&call_id);
+        }
+        let Ok(answer) = answer else {
             return Ok(error_result(self.shared.unavailable(&State { phase: Phase::Closed, ..clone_state(&self.shared.lock()) })));
+        };
+        let answer = match answer {
+            Ok(answer) => Ok(answer),
+            Err(Failure::Service(e)) => Err(e),
+            Err(Failure::Cancelled(reason)) => {
+                return Ok(error_result(format!(
+                    "{label}: the call to {raw} was cancelled ({reason}); the MCP server was sent notifications/cancelled"
+                )))
+            }
         };
         let result = match answer {
             Ok(ServerResult::CallToolResult(result)) => result,
@@ -522,9 +576,32 @@ impl Source {
         }
     }
 
+    /// `cancel {"callId", "reason"}`: the call answers at once as
+    /// cancelled, and the server is sent `notifications/cancelled`.
+    fn cancel(&self, args: &Value) {
+        let id = args.get("callId").and_then(Value::as_str).unwrap_or_default();
+        let reason = args.get("reason").and_then(Value::as_str).unwrap_or("cancelled by cordis");
+        let cancel = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
+        if let Some(cancel) = cancel {
+            let _ = cancel.send(reason.to_string());
+        }
+    }
+
     fn close(&self) {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return;
+        }
+        // Calls in flight end now, each telling the server, before the
+        // connection closes.
+        let calls: Vec<oneshot::Sender<String>> =
+            self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().map(|(_, cancel)| cancel).collect();
+        let cancelled = !calls.is_empty();
+        for cancel in calls {
+            let _ = cancel.send("the entry was stopped".to_string());
+        }
+        let until = Instant::now() + CANCEL_SEND_LIMIT + Duration::from_millis(100);
+        while cancelled && self.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
         }
         self.shared.set_phase(Phase::Closed);
         let _ = self.stop.send(true);
@@ -570,11 +647,15 @@ impl ServiceProvider for Source {
         let answer = match method {
             "list" => self.list(&args),
             "call" => self.call(args),
+            "cancel" => {
+                self.cancel(&args);
+                Ok(json!({}))
+            }
             "close" => {
                 self.close();
                 Ok(json!({}))
             }
-            other => Err(SourceError(format!("the mcp-client tool source has no request `{other}` (requests: list, call, close)"))),
+            other => Err(SourceError(format!("the mcp-client tool source has no request `{other}` (requests: list, call, cancel, close)"))),
         };
         answer.map_err(|e| cordis_abi::sdk::ServiceError::new(e.0))
     }
@@ -614,7 +695,16 @@ pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
         supervisor.await;
     });
     let handle = runtime.handle().clone();
-    let source = Source { shared, runtime: Mutex::new(Some(runtime)), handle: handle.clone(), stop, supervisor: Mutex::new(Some(ended)), writer };
+    let source = Source {
+        shared,
+        runtime: Mutex::new(Some(runtime)),
+        handle: handle.clone(),
+        stop,
+        supervisor: Mutex::new(Some(ended)),
+        writer,
+        calls: Mutex::default(),
+        in_flight: Arc::default(),
+    };
     // Without failOnStartupError, `apply` waits for the first connection
     // at most STARTUP_WAIT: a server still starting then connects in the
     // background and its tools are registered when it answers.
