@@ -323,3 +323,77 @@ fn cordis_mcp_cancels_a_hung_call_when_its_client_leaves_and_exits_within_second
     logged(&log, "cancelled ");
     within(Duration::from_secs(5), "the server outlived cordis mcp", || processes(&marker).is_empty());
 }
+
+#[test]
+fn a_huge_result_reaches_the_model_cut_and_the_log_keeps_it_whole() {
+    use cordis_tests::sse_server::{End, Reply, SseServer};
+    use serde_json::{json, Value};
+    let scratch = Scratch::new();
+    let call = json!({"tool_calls": [{"index": 0, "id": "call_00_big", "type": "function",
+                                        "function": {"name": "mcp__f__big", "arguments": "{\"bytes\": 2000000}"}}]});
+    let first = Reply::Stream {
+        events: vec![
+            super::chunk(json!({"role": "assistant", "content": null}), Value::Null),
+            super::chunk(call, Value::Null),
+            super::chunk(json!({}), json!("tool_calls")),
+        ],
+        end: End::Done,
+    };
+    let second = Reply::Stream {
+        events: vec![super::chunk(json!({"role": "assistant", "content": "Read it."}), Value::Null), super::chunk(json!({}), json!("stop"))],
+        end: End::Done,
+    };
+    let model = SseServer::start(vec![first, second]);
+    let rows = row("f", &marker("huge"), "", "");
+    scratch.composition(&format!(
+        "{rows}- id: model\n  name: llm-openai\n  config:\n    baseUrl: {}\n    model: deepseek-v4-flash\n    provider: deepseek-official\n    contextWindow: 131072\n",
+        model.base_url
+    ));
+    let started = Instant::now();
+    let out = super::cordis(&scratch, &["run", "Dump it"], &[]);
+    let (stdout, stderr) = cordis_tests::text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(30), "the turn took {:?}", started.elapsed());
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let body = requests[1].body.to_string();
+    assert!(body.len() < 131_072 + 20_000, "the second request carried {} bytes", body.len());
+    assert!(
+        body.contains(
+            "[cordis cut this result: 131072 of its 2000000 bytes are shown, 1868928 bytes were cut; the session log keeps the whole result]"
+        ),
+        "the model is told what was cut"
+    );
+    let results = super::results(&super::events(&scratch.path().join(".cordis"), &super::session_id(&stdout)));
+    let big = super::result_of(&results, "mcp__f__big");
+    assert_eq!(big.2.len(), 2_000_000, "the log keeps the whole result");
+}
+
+#[test]
+fn structured_content_is_kept_in_the_log_and_in_its_export() {
+    let scratch = Scratch::new();
+    scratch.composition(&row("f", &marker("structured"), "", ""));
+    let script = scratch.path().join("turn.script.yml");
+    std::fs::write(
+        &script,
+        "model: faults\nprompt: structured\nsteps:\n  - text: Asking.\n    calls:\n      - name: mcp__f__structured\n        arguments: '{\"n\": 21}'\n  - text: Done.\n",
+    )
+    .unwrap();
+    let out = super::cordis(&scratch, &["run", "--script", &script.display().to_string()], &[]);
+    let (stdout, stderr) = cordis_tests::text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let id = super::session_id(&stdout);
+    let events = super::events(&scratch.path().join(".cordis"), &id);
+    let (_, result) = events.iter().find(|(kind, _)| kind == "tool/result").expect("a tool/result event");
+    let part = &result["message"]["content"][0];
+    assert_eq!(part["structuredContent"], serde_json::json!({"n": 21, "double": 42}), "{result}");
+    assert_eq!(part["content"][0]["text"], "n is 21");
+    // Read back from the stored log (the session replayed), not from memory.
+    let export = super::cordis(&scratch, &["session", "export", &id], &[]);
+    let (exported, stderr) = cordis_tests::text(&export);
+    assert!(export.status.success(), "{stderr}");
+    assert!(
+        exported.contains(r#""structuredContent":{"double":42,"n":21}"#) || exported.contains(r#""structuredContent":{"n":21,"double":42}"#),
+        "{exported}"
+    );
+}
