@@ -18,9 +18,16 @@
 //! tool's declared output schema. The server never writes to a session
 //! log: what it sends reaches the model only as a tool's result.
 //!
+//! A stdio server runs under a supervising process that ends its process
+//! group when the entry is disposed or the host ends, however it ends
+//! ([`process`]); its stdout is read by a line transport that tells every
+//! message it drops ([`line`]); its stderr is read, labelled and bounded
+//! ([`stderr`]).
+//!
 //! Modules: [`names`] (public tool names), [`content`] (results to text and
-//! value), `client` (the connection, its supervisor and the tool source;
-//! built with the default `client` feature).
+//! value), and with the default `client` feature `client` (the connection,
+//! its supervisor task and the tool source), [`process`], [`line`] and
+//! [`stderr`].
 
 pub mod content;
 pub mod names;
