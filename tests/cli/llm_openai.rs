@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use cordis_tests::dev::Dev;
 use cordis_tests::sse_server::{End, Reply, SseServer};
 use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, Scratch};
 use serde_json::{json, Value};
@@ -595,8 +596,6 @@ fn the_plugin_loads_through_the_composition_and_refuses_bad_config() {
 /// turns; the next turn uses the reloaded provider.
 #[test]
 fn the_provider_reloads_under_cordis_dev_between_turns() {
-    use std::io::{BufRead, BufReader, Write};
-
     let server = SseServer::start(vec![hello(), hello(), hello()]);
     let scratch = Scratch::new();
     let plugins = scratch.path().join("plugins");
@@ -613,31 +612,11 @@ fn the_provider_reloads_under_cordis_dev_between_turns() {
     };
     write_composition("model-a");
 
-    let mut child = Command::new(cordis_exe())
-        .arg("dev")
-        .current_dir(scratch.path())
-        .env("CORDIS_PLUGIN_PATH", plugin_dir())
-        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
-        .env("CORDIS_TEST_KEY", KEY)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let ready: Value = serde_json::from_str(&first).unwrap_or_else(|_| panic!("not ready: {first:?}"));
-    let id = ready["session"].as_str().unwrap().to_string();
-    let mut send = |line: &str| -> Value {
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        let mut answer = String::new();
-        stdout.read_line(&mut answer).unwrap();
-        serde_json::from_str(&answer).unwrap_or_else(|_| panic!("bad answer {answer:?} to {line}"))
-    };
+    let mut cmd = Dev::command(scratch.path(), &[], &[]);
+    cmd.env("CORDIS_TEST_KEY", KEY);
+    let mut dev = Dev::spawn(cmd).unwrap_or_else(|e| panic!("{e}"));
+    let id = dev.session.clone();
+    let mut send = |line: &str| -> Value { dev.send(line) };
     let status = send("status");
     let fiber = |status: &Value| status["entries"].as_array().unwrap().iter().find(|e| e["id"] == "model").unwrap()["fiber"].clone();
     let first_fiber = fiber(&status);
@@ -687,9 +666,7 @@ fn the_provider_reloads_under_cordis_dev_between_turns() {
     let models: Vec<Value> = requests.iter().map(|r| r.body["model"].clone()).collect();
     assert_eq!(models, [json!("model-a"), json!("model-b"), json!("model-b")]);
     assert_eq!(requests[2].body["messages"].as_array().unwrap().len(), 5);
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(dev);
 
     // The log: three completed turns, each answer from the provider it was asked.
     let events = log_events(&log_path(&scratch, &id));

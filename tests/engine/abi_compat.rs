@@ -21,27 +21,14 @@ use std::process::Command;
 
 use cordis_engine::tools::ToolCall;
 use cordis_session::log::Appender;
-use cordis_tests::{library as lib_path, repo_root, target_dir, text, Scratch};
+use cordis_tests::{build_side_workspace, library as lib_path, repo_root, target_dir, text, Scratch};
 use serde_json::{json, Value};
 
 /// Builds `tests/compat` (locked to its own Cargo.lock) into
-/// `target/compat`, once per test process; returns its `debug` folder.
+/// `target/compat`; returns its `debug` folder.
 fn compat_build() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let target = target_dir().parent().expect("target/<profile> has a parent").join("compat");
-            let out = Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "--locked", "--manifest-path"])
-                .arg(repo_root().join("tests/compat/Cargo.toml"))
-                .arg("--target-dir")
-                .arg(&target)
-                .output()
-                .expect("run cargo");
-            assert!(out.status.success(), "building tests/compat failed:\n{}", text(&out).1);
-            target.join("debug")
-        })
-        .clone()
+    let target = target_dir().parent().expect("target/<profile> has a parent").join("compat");
+    build_side_workspace(&repo_root().join("tests/compat/Cargo.toml"), &target, false, true)
 }
 
 /// Runs the 1.0 host on `library`: (exit code, the `abi` line, the rest).

@@ -6,13 +6,12 @@
 //! lands on a line of its own.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use cordis_session::store::read_file;
-use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, Rng, Scratch};
-use serde_json::Value;
+use cordis_tests::dev::Dev;
+use cordis_tests::{Rng, Scratch};
 
 struct Totals {
     kills: usize,
@@ -30,26 +29,15 @@ fn run_kills(kills: usize) -> Totals {
     let mut totals = Totals { kills: 0, acknowledged: 0, torn_cut: 0 };
     let mut injected_torn = false;
     for round in 0..kills {
-        let mut cmd = Command::new(cordis_exe());
-        cmd.arg("dev").current_dir(scratch.path()).env("CORDIS_PLUGIN_PATH", plugin_dir()).env_remove("RUST_LOG");
-        if let Some(id) = &session {
-            cmd.args(["--session", id]);
-        }
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let stderr = child.stderr.take().unwrap();
-        let warnings = std::thread::spawn(move || BufReader::new(stderr).lines().map_while(Result::ok).collect::<Vec<_>>());
-        let mut ready = String::new();
-        stdout.read_line(&mut ready).unwrap();
-        let ready: Value = serde_json::from_str(&ready).unwrap_or_else(|_| panic!("seed {seed} round {round}: not ready: {ready:?}"));
-        let id = ready["session"].as_str().unwrap().to_string();
+        let args: Vec<&str> = session.as_deref().map_or_else(Vec::new, |id| vec!["--session", id]);
+        let dev = Dev::spawn(Dev::command(scratch.path(), &[], &args)).unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}"));
+        let id = dev.session.clone();
         session.get_or_insert(id.clone());
 
         // Kill at a random point within the next ~60 ms of appends.
         let delay = Duration::from_micros(rng.next_u64() % 60_000);
-        acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("seed {seed} round {round}")));
-        let warnings = warnings.join().unwrap();
+        let (acked, warnings) = dev.calls_until_killed(delay, &format!("seed {seed} round {round}"));
+        acknowledged.extend(acked);
         totals.kills += 1;
         if injected_torn {
             assert!(

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, Rng, Scratch, StoreBackend};
+use cordis_tests::dev::Dev;
+use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, Rng, Scratch, StoreBackend};
 use serde_json::Value;
 
 fn store_fixture(part: &str) -> PathBuf {
@@ -227,24 +228,11 @@ fn runs_killed_mid_turn_lose_no_acknowledged_event() {
         let mut session: Option<String> = None;
         let mut acknowledged: Vec<String> = Vec::new();
         for round in 0..16 {
-            let mut cmd = Command::new(cordis_exe());
-            cmd.arg("dev")
-                .current_dir(scratch.path())
-                .env("CORDIS_PLUGIN_PATH", plugin_dir())
-                .env("XDG_CONFIG_HOME", scratch.path())
-                .env_remove("RUST_LOG");
-            if let Some(id) = &session {
-                cmd.args(["--session", id]);
-            }
-            let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-            let mut stdin = child.stdin.take().unwrap();
-            let mut stdout = BufReader::new(child.stdout.take().unwrap());
-            let mut ready = String::new();
-            stdout.read_line(&mut ready).unwrap();
-            let ready: Value = serde_json::from_str(&ready).unwrap_or_else(|_| panic!("{compression} round {round}: not ready: {ready:?}"));
-            session.get_or_insert(ready["session"].as_str().unwrap().to_string());
+            let args: Vec<&str> = session.as_deref().map_or_else(Vec::new, |id| vec!["--session", id]);
+            let dev = Dev::spawn(Dev::command(scratch.path(), &[], &args)).unwrap_or_else(|e| panic!("{compression} round {round}: {e}"));
+            session.get_or_insert(dev.session.clone());
             let delay = Duration::from_micros(5_000 + rng.next_u64() % 60_000);
-            acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("{compression} round {round}")));
+            acknowledged.extend(dev.calls_until_killed(delay, &format!("{compression} round {round}")).0);
 
             // Nothing is on disk before a session's first append: a process
             // killed before any call leaves no session to continue.
@@ -282,27 +270,11 @@ fn watch_follows_file_stores_within_a_second() {
         } else {
             scratch.composition("- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n");
         }
-        let mut dev = Command::new(cordis_exe())
-            .arg("dev")
-            .current_dir(scratch.path())
-            .env("CORDIS_PLUGIN_PATH", plugin_dir())
-            .env("XDG_CONFIG_HOME", scratch.path())
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = dev.stdin.take().unwrap();
-        let mut stdout = BufReader::new(dev.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let id = serde_json::from_str::<Value>(&line).unwrap()["session"].as_str().unwrap().to_string();
+        let mut dev = Dev::start(scratch.path(), &[]);
+        let id = dev.session.clone();
         let mut call = |content: &str| {
-            writeln!(stdin, r#"call todo_write {{"todos": [{{"content": "{content}", "status": "pending"}}]}}"#).unwrap();
-            let mut answer = String::new();
-            stdout.read_line(&mut answer).unwrap();
-            assert!(answer.contains("\"isError\":false"), "{answer}");
+            let answer = dev.call("todo_write", &format!(r#"{{"todos": [{{"content": "{content}", "status": "pending"}}]}}"#));
+            assert_eq!(answer["isError"], false, "{answer}");
         };
         call("first");
         let mut watch = Command::new(cordis_exe())
@@ -335,9 +307,7 @@ fn watch_follows_file_stores_within_a_second() {
             wait_for(&content, Duration::from_secs(1));
         }
         let _ = watch.kill();
-        let _ = dev.kill();
         let _ = watch.wait();
-        let _ = dev.wait();
     }
 }
 

@@ -4,11 +4,12 @@
 //! directories sharing one database.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Output, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, todo_call, PgServer, Rng, Scratch};
+use cordis_tests::dev::Dev;
+use cordis_tests::{cordis_exe, plugin_dir, repo_root, text, todo_call, PgServer, Rng, Scratch};
 use serde_json::Value;
 
 const URL_VAR: &str = "CORDIS_TEST_PG_URL";
@@ -67,28 +68,12 @@ impl HostDir {
         stdout
     }
 
-    /// Starts `cordis dev` (on `session`), waits until it is ready; returns
-    /// the child, its stdin and stdout, and the session id.
-    fn dev(&self, session: Option<&str>) -> (Child, std::process::ChildStdin, BufReader<std::process::ChildStdout>, String) {
-        let mut cmd = self.command(&["dev"]);
-        if let Some(id) = session {
-            cmd.args(["--session", id]);
-        }
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut ready = String::new();
-        stdout.read_line(&mut ready).unwrap();
-        let parsed: Value = match serde_json::from_str(&ready) {
-            Ok(v) => v,
-            Err(_) => {
-                let mut err = String::new();
-                let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err);
-                panic!("cordis dev is not ready: {ready:?} {err}");
-            }
-        };
-        let id = parsed["session"].as_str().unwrap().to_string();
-        (child, stdin, stdout, id)
+    /// Starts `cordis dev` (on `session`) and waits until it is ready.
+    fn dev(&self, session: Option<&str>) -> Dev {
+        let args: Vec<&str> = session.map_or_else(Vec::new, |id| vec!["--session", id]);
+        let mut cmd = Dev::command(self.scratch.path(), &[], &args);
+        cmd.env(URL_VAR, &self.url);
+        Dev::spawn(cmd).unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
@@ -196,19 +181,17 @@ fn hosts_share_sessions_one_writer_at_a_time() {
     assert_eq!(hosts[2].export(&ids[0]).lines().filter(|l| l.contains("\"type\":\"turn/end\"")).count(), 4);
 
     // A second writer on a live session is refused, naming the holder.
-    let (mut child, mut stdin, mut stdout, id) = hosts[0].dev(Some(&ids[1]));
-    assert_eq!(id, ids[1]);
-    writeln!(stdin, "{}", todo_call("held by host 0")).unwrap();
-    let mut answer = String::new();
-    stdout.read_line(&mut answer).unwrap();
+    let mut holder = hosts[0].dev(Some(&ids[1]));
+    assert_eq!(holder.session, ids[1]);
+    assert_eq!(holder.send(&todo_call("held by host 0"))["isError"], false);
     let script = repo_root().join("examples/plan-and-ship.script.yml").display().to_string();
     let out = hosts[2].cordis(&["run", "--script", &script, "--session", &ids[1], "mine now"]);
     let (_, stderr) = text(&out);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("is being written by cordis@") && stderr.contains(&format!("pid {}", child.id())), "{stderr}");
+    assert!(stderr.contains("is being written by cordis@") && stderr.contains(&format!("pid {}", holder.child.id())), "{stderr}");
     // The holder dies: its lock goes with its connection.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    holder.child.kill().unwrap();
+    holder.child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let out = hosts[2].cordis(&["run", "--script", &script, "--session", &ids[1], "mine now"]);
@@ -232,10 +215,10 @@ fn writers_killed_mid_turn_lose_no_acknowledged_event() {
     for round in 0..kills {
         // Each round runs on the other host, resuming where the last left off.
         let host = &hosts[round % 2];
-        let (mut child, mut stdin, mut stdout, id) = host.dev(session.as_deref());
-        session.get_or_insert(id);
+        let dev = host.dev(session.as_deref());
+        session.get_or_insert(dev.session.clone());
         let delay = Duration::from_micros(5_000 + rng.next_u64() % 60_000);
-        acknowledged.extend(calls_until_killed(&mut child, &mut stdin, &mut stdout, delay, &format!("round {round}")));
+        acknowledged.extend(dev.calls_until_killed(delay, &format!("round {round}")).0);
         let written = written_todos(&hosts[(round + 1) % 2].export(session.as_deref().unwrap()));
         for content in &acknowledged {
             assert!(written.contains(content), "round {round}: acknowledged {content:?} is missing");
@@ -252,10 +235,9 @@ fn watch_shows_a_plan_written_elsewhere_within_a_second() {
     let server = PgServer::start();
     let writer = HostDir::new(&server);
     let watcher = HostDir::new(&server);
-    let (mut child, mut stdin, mut stdout, id) = writer.dev(None);
-    writeln!(stdin, "{}", todo_call("first")).unwrap();
-    let mut answer = String::new();
-    stdout.read_line(&mut answer).unwrap();
+    let mut dev = writer.dev(None);
+    let id = dev.session.clone();
+    dev.send(&todo_call("first"));
 
     let mut watch = watcher.command(&["session", "watch", &id]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -281,36 +263,27 @@ fn watch_shows_a_plan_written_elsewhere_within_a_second() {
     wait_for("first", Duration::from_secs(10));
     for i in 0..5 {
         let content = format!("written elsewhere {i}");
-        writeln!(stdin, "{}", todo_call(&content)).unwrap();
-        let mut answer = String::new();
-        stdout.read_line(&mut answer).unwrap();
+        dev.send(&todo_call(&content));
         let took = wait_for(&content, Duration::from_secs(1));
         eprintln!("watch redrew after {took:?}");
     }
     let _ = watch.kill();
-    let _ = child.kill();
     let _ = watch.wait();
-    let _ = child.wait();
 }
 
 #[test]
 fn a_writer_carries_on_after_the_server_restarts() {
     let server = PgServer::start();
     let host = HostDir::new(&server);
-    let (mut child, mut stdin, mut stdout, id) = host.dev(None);
-    let mut call = |content: &str| -> Value {
-        writeln!(stdin, "{}", todo_call(content)).unwrap();
-        let mut answer = String::new();
-        stdout.read_line(&mut answer).unwrap();
-        serde_json::from_str(&answer).unwrap()
-    };
+    let mut dev = host.dev(None);
+    let id = dev.session.clone();
+    let mut call = |content: &str| -> Value { dev.send(&todo_call(content)) };
     assert_eq!(call("before")["isError"], false);
     server.restart();
     let after = call("after the restart");
     assert_eq!(after["isError"], false, "{after}");
     assert_eq!(call("and on")["isError"], false);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(dev);
     let written = written_todos(&host.export(&id));
     for content in ["before", "after the restart", "and on"] {
         assert!(written.contains(content), "{content} is missing");

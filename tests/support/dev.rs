@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::{cordis_exe, plugin_dir};
 
 /// A running `cordis dev`, driven through its console; killed on drop.
+/// Every suite that runs `cordis dev` starts it through this driver.
 pub struct Dev {
     /// The process.
     pub child: Child,
@@ -20,6 +21,9 @@ pub struct Dev {
     /// The console's answers: one JSON value per line.
     pub stdout: BufReader<ChildStdout>,
     stderr: Arc<Mutex<Vec<String>>>,
+    /// The thread draining stderr into `stderr`; it ends at the process's
+    /// exit.
+    drain: Option<std::thread::JoinHandle<()>>,
     /// The id of the session the console's turns and calls go to.
     pub session: String,
 }
@@ -32,35 +36,77 @@ impl Dev {
 
     /// [`Dev::start`] with more arguments after `dev`.
     pub fn start_with(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Dev {
-        let mut cmd = Command::new(cordis_exe());
-        cmd.arg("dev")
-            .args(args)
-            .current_dir(dir)
-            .env("CORDIS_PLUGIN_PATH", plugin_dir())
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut cmd = Dev::command(dir, &[], args);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("start cordis dev");
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        Dev::spawn(cmd).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The command that runs `cordis GLOBAL... dev ARGS...` in `dir`: the
+    /// compiled plugins on the plugin path, the user patch layer looked
+    /// for in `dir/.config` (so none applies), no `RUST_LOG`. Add
+    /// environment variables to it, then [`Dev::spawn`] it.
+    pub fn command(dir: &Path, global: &[&str], args: &[&str]) -> Command {
+        let mut cmd = Command::new(cordis_exe());
+        cmd.args(global)
+            .arg("dev")
+            .args(args)
+            .current_dir(dir)
+            .env("CORDIS_PLUGIN_PATH", plugin_dir())
+            .env("XDG_CONFIG_HOME", dir.join(".config"))
+            .env_remove("RUST_LOG");
+        cmd
+    }
+
+    /// Spawns `cmd` (a `cordis dev` from [`Dev::command`], or one set up by
+    /// hand) with its stdio piped and waits for the console's ready line.
+    ///
+    /// # Errors
+    /// What the process printed when it exits or answers something else
+    /// than the ready line.
+    pub fn spawn(mut cmd: Command) -> Result<Dev, String> {
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start cordis dev");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let sink = stderr.clone();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
+        let err = child.stderr.take().expect("piped stderr");
+        let drain = std::thread::spawn(move || {
             for line in BufReader::new(err).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
+                sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(line);
             }
         });
         let mut first = String::new();
-        stdout.read_line(&mut first).unwrap();
-        let ready: Value = serde_json::from_str(&first).unwrap_or_else(|_| panic!("not ready: {first:?} {:?}", stderr.lock().unwrap()));
-        assert_eq!(ready["ready"], true);
-        let session = ready["session"].as_str().unwrap().to_string();
-        Dev { child, stdin, stdout, stderr, session }
+        let _ = stdout.read_line(&mut first);
+        let ready = serde_json::from_str::<Value>(&first).ok().filter(|r| r["ready"] == true);
+        let Some(ready) = ready else {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = drain.join();
+            let err = stderr.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("\n");
+            return Err(format!("cordis dev is not ready: {first:?}; stderr:\n{err}"));
+        };
+        let session = ready["session"].as_str().expect("the ready line names the session").to_string();
+        Ok(Dev { child, stdin, stdout, stderr, drain: Some(drain), session })
+    }
+
+    /// Waits for the process to exit (after a kill, or the end of its
+    /// input) and returns every line it wrote to stderr.
+    pub fn finish(mut self) -> Vec<String> {
+        let _ = self.child.wait();
+        if let Some(drain) = self.drain.take() {
+            let _ = drain.join();
+        }
+        self.stderr()
+    }
+
+    /// Sends `todo_write` calls until the process is killed `delay` from
+    /// now (see [`crate::calls_until_killed`]); returns the acknowledged
+    /// contents and the stderr lines.
+    pub fn calls_until_killed(mut self, delay: Duration, label: &str) -> (Vec<String>, Vec<String>) {
+        let acknowledged = crate::calls_until_killed(&mut self.child, &mut self.stdin, &mut self.stdout, delay, label);
+        (acknowledged, self.finish())
     }
 
     /// Sends one console command and reads its answer.
@@ -100,7 +146,7 @@ impl Dev {
 
     /// Every line the host wrote to stderr so far.
     pub fn stderr(&self) -> Vec<String> {
-        self.stderr.lock().unwrap().clone()
+        self.stderr.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Polls `done` every 50 ms until it holds; fails after 30 s saying

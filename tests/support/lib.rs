@@ -43,37 +43,59 @@ pub fn library(name: &str) -> PathBuf {
     newest.unwrap_or_else(|| panic!("{file} is not built; run `cargo build --workspace` first (looked in {})", target_dir().display()))
 }
 
+/// A cargo project the product's workspace does not build (the fixture
+/// plugins, the ABI compatibility builds, the plugin template), built here
+/// once per test process and profile.
+///
+/// `manifest` is the project's `Cargo.toml`; `target` the folder its
+/// artifacts go to; `release` picks the profile; `locked` builds from the
+/// project's own committed `Cargo.lock`, else the workspace's `Cargo.lock`
+/// is copied in so that the project uses the product's dependency
+/// versions. Returns `target/debug` or `target/release`. Cargo's own lock
+/// serializes concurrent test processes.
+///
+/// # Panics
+/// When cargo cannot run or the build fails (with cargo's output).
+pub fn build_side_workspace(manifest: &Path, target: &Path, release: bool, locked: bool) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let out = target.join(if release { "release" } else { "debug" });
+    let key = (manifest.to_path_buf(), out.clone());
+    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if built.contains(&key) {
+        return out;
+    }
+    let project = manifest.parent().expect("a manifest has a folder");
+    if !locked {
+        std::fs::copy(repo_root().join("Cargo.lock"), project.join("Cargo.lock")).expect("copy Cargo.lock");
+    }
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.args(["build", "--quiet"]);
+    if locked {
+        cargo.arg("--locked");
+    }
+    cargo.arg("--manifest-path").arg(manifest).arg("--target-dir").arg(target);
+    if release {
+        cargo.arg("--release");
+    }
+    let done = cargo.output().expect("run cargo");
+    assert!(done.status.success(), "building {} failed:\n{}", project.display(), text(&done).1);
+    built.push(key);
+    out
+}
+
 /// The test-fixture plugin library `name` (`fixture-decoy` →
 /// `libfixture_decoy.so`). The fixtures are a cargo workspace of their own
 /// (`tests/fixtures/plugins`), so that no build of the product puts decoys
-/// and broken libraries beside the real plugins: they are built here, once
-/// per process, with the profile of `target` (`target/debug` → dev,
-/// `target/release` → release) into `target/../fixture-plugins`, cargo's
-/// own lock serializing concurrent test processes.
+/// and broken libraries beside the real plugins: they are built with the
+/// profile of `target` (`target/debug` → dev, `target/release` → release)
+/// into `target/../fixture-plugins` by [`build_side_workspace`].
 ///
 /// # Panics
-/// When cargo cannot run or the build fails (with its output), or the
-/// library is not one of the fixtures.
+/// When the build fails, or the library is not one of the fixtures.
 pub fn fixture_library(name: &str, target: &Path) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let root = target.parent().expect("target/<profile> has a parent").join("fixture-plugins");
     let release = target.file_name().is_some_and(|n| n == "release");
-    let out = root.join(if release { "release" } else { "debug" });
-    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !built.contains(&out) {
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "--quiet", "--locked", "--manifest-path"])
-            .arg(repo_root().join("tests/fixtures/plugins/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&root);
-        if release {
-            cargo.arg("--release");
-        }
-        let done = cargo.output().expect("run cargo to build the fixture plugins");
-        assert!(done.status.success(), "building the fixture plugins failed:\n{}", text(&done).1);
-        built.push(out.clone());
-    }
+    let out = build_side_workspace(&repo_root().join("tests/fixtures/plugins/Cargo.toml"), &root, release, true);
     let file = cordis_engine::loader::resolve::library_file_name(name);
     let path = out.join(&file);
     assert!(path.is_file(), "{} is not a fixture plugin (no {})", name, path.display());
@@ -121,13 +143,15 @@ pub fn cordis_exe() -> PathBuf {
     assert!(exe.is_file(), "{} is not built; run `cargo build --workspace` first", exe.display());
     let built = std::fs::metadata(&exe).and_then(|m| m.modified()).expect("the binary has an mtime");
     for dir in [
-        "crates/abi/src",
-        "crates/composition/src",
-        "crates/session/src",
-        "crates/engine/src",
-        "crates/mcp/src",
-        "crates/web/src",
-        "crates/cordis/src",
+        "abi/src",
+        "host/sync/src",
+        "host/expr/src",
+        "host/composition/src",
+        "host/session/src",
+        "host/engine/src",
+        "host/mcp/src",
+        "host/web/src",
+        "host/cordis/src",
     ] {
         if let Some(newer) = newest_file(&repo_root().join(dir)).filter(|(t, _)| *t > built) {
             panic!("{} is older than {}; run `cargo build --workspace` first", exe.display(), newer.1.display());
@@ -232,17 +256,7 @@ pub fn text(output: &Output) -> (String, String) {
 /// # Panics
 /// When cargo cannot run or the build fails (with cargo's output).
 pub fn build_outside(project: &Path) -> PathBuf {
-    std::fs::copy(repo_root().join("Cargo.lock"), project.join("Cargo.lock")).expect("copy Cargo.lock");
-    let target = target_dir().join("outside-builds");
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--manifest-path"])
-        .arg(project.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("run cargo");
-    assert!(out.status.success(), "building {} failed:\n{}", project.display(), text(&out).1);
-    target.join("debug")
+    build_side_workspace(&project.join("Cargo.toml"), &target_dir().join("outside-builds"), false, false)
 }
 
 /// The TypeScript harness's published session-store backend, the peer the

@@ -11,10 +11,10 @@
 mod browser;
 mod http;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use cordis_tests::{cordis_exe, plugin_dir, Scratch};
@@ -205,53 +205,23 @@ impl Drop for Web {
 
 /// A `cordis dev` console in another process, writing one session.
 pub struct Dev {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    console: cordis_tests::dev::Dev,
+    /// The session it writes.
     pub id: String,
 }
 
 impl Dev {
     /// Starts `cordis dev` in `scratch` on a new session.
     pub fn start(scratch: &Scratch, env: &[(&str, &str)]) -> Dev {
-        let mut cmd = Command::new(cordis_exe());
-        cmd.arg("dev")
-            .current_dir(scratch.path())
-            .env("CORDIS_PLUGIN_PATH", plugin_dir())
-            .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn cordis dev");
-        let stdin = child.stdin.take().expect("stdin");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut ready = String::new();
-        stdout.read_line(&mut ready).expect("read cordis dev");
-        let parsed: Value = serde_json::from_str(&ready).unwrap_or_else(|e| panic!("cordis dev is not ready ({e}): {ready:?}"));
-        let id = parsed["session"].as_str().expect("the ready line names the session").to_string();
-        Dev { child, stdin, stdout, id }
+        let console = cordis_tests::dev::Dev::start(scratch.path(), env);
+        Dev { id: console.session.clone(), console }
     }
 
     /// One todo_write call with `todos`; its answer.
     pub fn write(&mut self, todos: &Value) -> Value {
-        writeln!(self.stdin, "call todo_write {}", todo_args(todos)).expect("write to cordis dev");
-        self.stdin.flush().expect("flush");
-        let mut answer = String::new();
-        self.stdout.read_line(&mut answer).expect("read cordis dev");
-        let answer: Value = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer:?}"));
+        let answer = self.console.send(&format!("call todo_write {}", todo_args(todos)));
         assert_eq!(answer["isError"], false, "{answer}");
         answer
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

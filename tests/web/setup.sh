@@ -11,9 +11,9 @@
 #                       its dependencies in requirements.txt. Playwright is
 #                       pointed at the system browser; it never downloads one.
 #
-# It does nothing when everything is there (a stamp records the pinned
-# file's hash), and holds a lock so parallel tests install once. Any failure
-# is fatal: the tests do not skip.
+# It does nothing when everything is there (tests/setup/venv.sh keeps a
+# stamp of the pinned file's hash), and holds a lock so parallel tests
+# install once. Any failure is fatal: the tests do not skip.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 dest="${1:-$here/../../target/web-peers}"
@@ -33,13 +33,4 @@ if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi 'wenquanyi\|no
 fi
 /usr/bin/chromium --version >/dev/null
 
-want="$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)"
-if [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$want" ] && [ -x "$dest/python/bin/python" ]; then
-  exit 0
-fi
-rm -f "$dest/.stamp"
-rm -rf "$dest/python"
-python3 -m venv "$dest/python"
-PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$dest/python/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$here/requirements.txt" >&2
-"$dest/python/bin/python" -c 'import playwright.sync_api' >&2
-echo "$want" > "$dest/.stamp"
+PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 bash "$here/../setup/venv.sh" "$here/requirements.txt" "$dest/python" playwright.sync_api

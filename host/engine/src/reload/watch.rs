@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use notify::{RecursiveMode, Watcher};
 
-use super::{canonical_even_if_gone as canonical, targets, wait_until_complete, Awaited, DevHost, Outcome};
+use super::libraries::{canonical_even_if_gone as canonical, targets, wait_until_complete};
+use super::{Awaited, DevHost, Outcome};
 
 /// Starts watching the composition and every loaded library; changes are
 /// handled on a background thread until the process exits.
