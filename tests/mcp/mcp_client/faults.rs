@@ -397,3 +397,56 @@ fn structured_content_is_kept_in_the_log_and_in_its_export() {
         "{exported}"
     );
 }
+
+/// `tests/mcp/servers/http_refusing.py`, killed on drop.
+struct Refusing {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Refusing {
+    fn start(log: &std::path::Path, extra: &[&str]) -> Refusing {
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
+            .arg(repo_root().join("tests/mcp/servers/http_refusing.py"))
+            .arg(log)
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start http_refusing.py");
+        let mut url = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+        Refusing { child, url: url.trim().to_string() }
+    }
+}
+
+impl Drop for Refusing {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn http_401_and_403_are_one_auth_error_naming_the_header_and_not_retried() {
+    for (extra, status) in [(&[][..], "HTTP 401"), (&["--forbid"][..], "HTTP 403")] {
+        let scratch = Scratch::new();
+        let log = scratch.path().join("requests.log");
+        let server = Refusing::start(&log, extra);
+        scratch.composition(&format!(
+            "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: {}\n    headers:\n      Authorization: Bearer not-the-token\n    reconnect:\n      initialDelayMs: 100\n",
+            server.url
+        ));
+        let mut dev = dev(&scratch);
+        dev.wait_until("the refusal is not in status", |dev| dev_status(dev, "remote").0 == "error");
+        let (_, text) = dev_status(&mut dev, "remote");
+        assert!(text.contains(&format!("the server refused the credentials ({status}")), "{text}");
+        assert!(text.contains("the `Authorization` header was sent and refused; not retrying until the entry's config changes"), "{text}");
+        assert!(!text.contains("not-the-token"), "the header's value is never shown: {text}");
+        let requests = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+        let before = requests();
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(requests(), before, "no retry loop ({before} requests, then more)");
+        assert!(before <= 3, "{before} requests for one attempt");
+    }
+}

@@ -96,6 +96,11 @@ enum Phase {
     GaveUp {
         reason: String,
     },
+    /// The server refused the credentials (HTTP 401 or 403): no retry
+    /// until the entry's config changes (which applies the entry again).
+    Refused {
+        reason: String,
+    },
     Closed,
 }
 
@@ -167,6 +172,7 @@ impl Shared {
                 format!("{label}: {reason}; reconnecting in {} ms (attempt {attempt} of {})", delay.as_millis(), self.config.reconnect.max_attempts)
             }
             Phase::Down { reason } => format!("{label}: {reason}; reconnecting is off, so its tools fail until the entry is reloaded"),
+            Phase::Refused { reason } => format!("{label}: {reason}; not retrying until the entry's config changes"),
             Phase::GaveUp { reason } => format!(
                 "{label}: {reason}; gave up after {} failed attempts in a row, tools withdrawn until the entry is reloaded",
                 self.config.reconnect.max_attempts
@@ -187,6 +193,7 @@ impl Shared {
                 self.config.reconnect.max_attempts
             ),
             Phase::Down { reason } => format!("{label}: the MCP server is down: {reason}; reconnecting is off, so reload the entry"),
+            Phase::Refused { reason } => format!("{label}: {reason}; fix the credentials in the entry's config"),
             Phase::GaveUp { reason } => format!("{label}: the MCP server is down: {reason}; gave up reconnecting, so reload the entry"),
             Phase::Closed => format!("{label}: the entry was stopped"),
         }
@@ -295,7 +302,10 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         // The state is set before the first attempt's outcome is handed to
         // `apply`, so the entry's first status already says what follows.
         let told = first.take().map(|first| (first, reason.clone()));
-        let (phase, delay) = if !policy.enabled {
+        let (phase, delay) = if let Some(refused) = auth_refusal(&shared.config, &reason) {
+            shared.set_tools(Vec::new());
+            (Phase::Refused { reason: refused }, None)
+        } else if !policy.enabled {
             (Phase::Down { reason }, None)
         } else {
             failed += 1;
@@ -372,7 +382,13 @@ async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<Serv
             }
             let transport =
                 StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers));
-            (handler.serve(transport).await.map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?, None)
+            (
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("the MCP handshake with {url} failed: {}", without_type_name(&with_causes(&e))))?,
+                None,
+            )
         }
     };
     match list_tools(shared, running.peer()).await {
@@ -385,6 +401,51 @@ async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<Serv
             Err(e)
         }
     }
+}
+
+/// When `reason` (why a connection attempt failed) is the server refusing
+/// the credentials, what to say: the status, the challenge, and which
+/// header was sent.
+fn auth_refusal(config: &Config, reason: &str) -> Option<String> {
+    let status = if reason.contains(AUTH_REQUIRED) {
+        "HTTP 401"
+    } else if reason.contains(SCOPE_REFUSED) {
+        "HTTP 403"
+    } else {
+        return None;
+    };
+    // The challenge, when rmcp's message carries it.
+    let challenge = reason.split_once(CHALLENGE).map(|(_, c)| c.split(';').next().unwrap_or(c).trim()).filter(|c| !c.is_empty());
+    let header = config.headers.keys().find(|name| name.eq_ignore_ascii_case("authorization")).or_else(|| config.headers.keys().next());
+    let sent = match header {
+        Some(name) => format!("the `{name}` header was sent and refused"),
+        None => "no header is configured (`headers`, e.g. `Authorization`)".to_string(),
+    };
+    let challenge = challenge.map(|c| format!(", WWW-Authenticate: {c}")).unwrap_or_default();
+    Some(format!("the server refused the credentials ({status}{challenge}); {sent}"))
+}
+
+/// How rmcp says a server answered 401.
+const AUTH_REQUIRED: &str = "Auth required";
+/// How rmcp says a server answered 403.
+const SCOPE_REFUSED: &str = "Insufficient scope";
+/// What precedes the `WWW-Authenticate` challenge in rmcp's message.
+const CHALLENGE: &str = "authorization required:";
+
+/// An error with its causes, each after `: ` (rmcp's `Display` of a
+/// failed handshake leaves the transport's cause out).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(inner) = cause {
+        let more = inner.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = inner.source();
+    }
+    text
 }
 
 /// The server's whole tool list, under public names.
@@ -451,7 +512,7 @@ impl Source {
         let level = match state.phase {
             Phase::Connecting | Phase::Connected | Phase::Closed => "info",
             Phase::Retrying { .. } => "warn",
-            Phase::Down { .. } | Phase::GaveUp { .. } => "error",
+            Phase::Down { .. } | Phase::GaveUp { .. } | Phase::Refused { .. } => "error",
         };
         Ok(json!({"generation": state.generation, "tools": tools, "status": self.shared.status(&state), "statusLevel": level}))
     }
@@ -628,10 +689,15 @@ fn clone_state(state: &State) -> State {
 /// An rmcp error without the transport's Rust type name, which its
 /// `Display` puts in front of the cause.
 fn short_error(e: &ServiceError) -> String {
-    let text = e.to_string();
-    match text.split_once("] error: ") {
-        Some((_, cause)) if text.contains("Transport [") => format!("transport error: {cause}"),
-        _ => text,
+    without_type_name(&e.to_string())
+}
+
+/// `text` with rmcp's `Transport [TYPE] error: ` written `transport
+/// error: `.
+fn without_type_name(text: &str) -> String {
+    match (text.find("Transport ["), text.find("] error: ")) {
+        (Some(start), Some(end)) if start < end => format!("{}transport error: {}", &text[..start], &text[end + "] error: ".len()..]),
+        _ => text.to_string(),
     }
 }
 
