@@ -398,7 +398,7 @@ fn structured_content_is_kept_in_the_log_and_in_its_export() {
     );
 }
 
-/// `tests/mcp/servers/http_refusing.py`, killed on drop.
+/// A fake HTTP server of `tests/mcp/servers/`, killed on drop.
 struct Refusing {
     child: std::process::Child,
     url: String,
@@ -406,9 +406,13 @@ struct Refusing {
 
 impl Refusing {
     fn start(log: &std::path::Path, extra: &[&str]) -> Refusing {
+        Refusing::script("http_refusing.py", log, extra)
+    }
+
+    fn script(name: &str, log: &std::path::Path, extra: &[&str]) -> Refusing {
         use std::io::BufRead;
         let mut child = Command::new("python3")
-            .arg(repo_root().join("tests/mcp/servers/http_refusing.py"))
+            .arg(repo_root().join("tests/mcp/servers").join(name))
             .arg(log)
             .args(extra)
             .stdout(std::process::Stdio::piped())
@@ -449,4 +453,33 @@ fn http_401_and_403_are_one_auth_error_naming_the_header_and_not_retried() {
         assert_eq!(requests(), before, "no retry loop ({before} requests, then more)");
         assert!(before <= 3, "{before} requests for one attempt");
     }
+}
+
+#[test]
+fn a_lost_http_session_fails_the_call_at_once_and_a_new_session_serves_the_next() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("sessions.log");
+    let server = Refusing::script("http_forgetful.py", &log, &[]);
+    scratch.composition(&format!(
+        "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: {}\n    reconnect:\n      initialDelayMs: 100\n",
+        server.url
+    ));
+    let mut dev = dev(&scratch);
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 2 tools");
+    assert_eq!(dev.call("mcp__remote__forget", "{}")["text"], "forgotten");
+    let start = Instant::now();
+    let lost = dev.call("mcp__remote__echo", r#"{"text": "lost"}"#);
+    let took = start.elapsed();
+    let text = lost["text"].as_str().unwrap_or_default();
+    assert!(
+        lost["isError"] == true && text.contains("the server no longer knows this MCP session (Bad Request: No valid session ID provided)"),
+        "{lost}"
+    );
+    assert!(took < Duration::from_secs(3), "the call failed after {took:?}");
+    let sessions = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    within(Duration::from_secs(10), "no new session was initialised", || sessions() == 2);
+    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 2 tools");
+    assert_eq!(dev.call("mcp__remote__echo", r#"{"text": "back"}"#)["text"], "back");
+    assert_eq!(sessions(), 2, "one new session");
+    eprintln!("the call under a lost session failed after {took:?}");
 }

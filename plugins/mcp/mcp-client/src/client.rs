@@ -223,7 +223,7 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         let (tx, mut rx) = mpsc::unbounded_channel();
         let (lost_tx, mut lost_rx) = mpsc::unbounded_channel::<String>();
         let attempt = tokio::select! {
-            attempt = tokio::time::timeout(CONNECT_TIMEOUT, connect(&shared, Handler { list_changed: tx })) => attempt
+            attempt = tokio::time::timeout(CONNECT_TIMEOUT, connect(&shared, Handler { list_changed: tx }, lost_tx.clone())) => attempt
                 .unwrap_or_else(|_| Err(format!("no answer within {} s while connecting", CONNECT_TIMEOUT.as_secs()))),
             _ = stop.changed() => return,
         };
@@ -343,7 +343,11 @@ type Running = RunningService<RoleClient, Handler>;
 
 /// One connection attempt: start or reach the server, `initialize`, list
 /// the tools. A stdio server's processes come with it.
-async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<ServerTool>, Option<ServerProcess>), String> {
+async fn connect(
+    shared: &Shared,
+    handler: Handler,
+    lost: mpsc::UnboundedSender<String>,
+) -> Result<(Running, Vec<ServerTool>, Option<ServerProcess>), String> {
     let config = &shared.config;
     let (running, process) = match config.transport {
         Transport::Stdio => {
@@ -380,8 +384,10 @@ async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<Serv
                     http::HeaderValue::from_str(value).map_err(|_| format!("headers: the value of `{name}` is not valid in an HTTP header"))?;
                 headers.insert(header, value);
             }
-            let transport =
-                StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers));
+            let transport = crate::session::SessionWatch::new(
+                StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers)),
+                lost,
+            );
             (
                 handler
                     .serve(transport)
@@ -601,7 +607,7 @@ impl Source {
                     timeout.as_millis()
                 )))
             }
-            Err(ServiceError::McpError(e)) if e.code.0 == DROPPED_CODE => {
+            Err(ServiceError::McpError(e)) if e.code.0 == DROPPED_CODE || e.code.0 == crate::session::SESSION_LOST_CODE => {
                 return Ok(error_result(format!("{label}: the call to {raw} failed: {}", e.message)));
             }
             Err(ServiceError::McpError(e)) => {

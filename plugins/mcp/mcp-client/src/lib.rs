@@ -39,6 +39,8 @@ pub mod line;
 #[cfg(feature = "client")]
 pub mod process;
 #[cfg(feature = "client")]
+pub mod session;
+#[cfg(feature = "client")]
 pub mod stderr;
 
 use std::collections::BTreeMap;

@@ -54,11 +54,67 @@ pub struct LineTransport<R, W> {
     line: Vec<u8>,
     /// Set while the rest of an oversized line is skipped.
     oversized: Option<Oversized>,
-    /// Requests sent and not yet answered, by id (their method, for
-    /// messages).
-    pending: Arc<Mutex<BTreeMap<String, (RequestId, String)>>>,
+    /// Requests sent and not yet answered.
+    pending: Pending,
     /// Answers made up for dropped lines, delivered before reading more.
     made_up: VecDeque<RxJsonRpcMessage<RoleClient>>,
+}
+
+/// The requests sent and not yet answered, by id (as JSON text), with
+/// their method.
+#[derive(Debug, Clone, Default)]
+pub struct Pending {
+    requests: Arc<Mutex<BTreeMap<String, (RequestId, String)>>>,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (RequestId, String)>> {
+        self.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes a message sent: a request now waits; a cancelled one no
+    /// longer does.
+    pub fn sent(&self, message: &Value) {
+        if let (Some(id), Some(method)) = (message.get("id"), message.get("method").and_then(Value::as_str)) {
+            if let Ok(request) = serde_json::from_value::<RequestId>(id.clone()) {
+                self.lock().insert(id.to_string(), (request, method.to_string()));
+            }
+        }
+        if message.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            if let Some(id) = message.pointer("/params/requestId") {
+                self.lock().remove(&id.to_string());
+            }
+        }
+    }
+
+    /// Notes a message received: an answer ends the wait of its request.
+    pub fn answered(&self, message: &Value) {
+        if message.get("method").is_none() {
+            if let Some(id) = message.get("id") {
+                self.lock().remove(&id.to_string());
+            }
+        }
+    }
+
+    /// Whether a request with this id waits.
+    pub fn waits_for(&self, id: &Value) -> bool {
+        self.lock().contains_key(&id.to_string())
+    }
+
+    /// Takes the request with this id, if it waits.
+    fn take(&self, id: &Value) -> Option<(RequestId, String)> {
+        self.lock().remove(&id.to_string())
+    }
+
+    /// Takes every request waiting.
+    pub fn take_all(&self) -> Vec<(RequestId, String)> {
+        std::mem::take(&mut *self.lock()).into_values().collect()
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
 }
 
 /// What is kept of a line over the limit while its rest is skipped.
@@ -103,7 +159,7 @@ impl<R: AsyncRead + Unpin + Send, W: AsyncWrite + Unpin + Send + 'static> LineTr
             notices,
             line: Vec::new(),
             oversized: None,
-            pending: Arc::default(),
+            pending: Pending::default(),
             made_up: VecDeque::new(),
         }
     }
@@ -161,15 +217,12 @@ impl<R: AsyncRead + Unpin + Send, W: AsyncWrite + Unpin + Send + 'static> LineTr
     /// Logs a dropped line and answers the request it was for.
     fn dropped(&mut self, what: Dropped, id: Option<Value>) {
         let reason = what.describe(self.max);
-        let waiting: Vec<(RequestId, String)> = {
-            let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            match id.as_ref().map(Value::to_string) {
-                Some(key) => pending.remove(&key).into_iter().collect(),
-                // An answer whose id cannot be read: any waiting request
-                // may have been its subject.
-                None if matches!(what, Dropped::TooLong { .. } | Dropped::NotUtf8 { .. }) => std::mem::take(&mut *pending).into_values().collect(),
-                None => Vec::new(),
-            }
+        let waiting: Vec<(RequestId, String)> = match &id {
+            Some(id) => self.pending.take(id).into_iter().collect(),
+            // An answer whose id cannot be read: any waiting request may
+            // have been its subject.
+            None if matches!(what, Dropped::TooLong { .. } | Dropped::NotUtf8 { .. }) => self.pending.take_all(),
+            None => Vec::new(),
         };
         let told = match waiting.as_slice() {
             [] => String::new(),
@@ -221,13 +274,10 @@ impl<R: AsyncRead + Unpin + Send, W: AsyncWrite + Unpin + Send + 'static> LineTr
         };
         let id = value.get("id").cloned();
         let answer = value.get("method").is_none();
+        let seen = value.clone();
         match serde_json::from_value::<RxJsonRpcMessage<RoleClient>>(value) {
             Ok(message) => {
-                if answer {
-                    if let Some(id) = &id {
-                        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id.to_string());
-                    }
-                }
+                self.pending.answered(&seen);
                 Some(message)
             }
             // A notification the SDK does not know is not worth a word.
@@ -333,16 +383,7 @@ where
         let pending = self.pending.clone();
         async move {
             let value = serde_json::to_value(&item).map_err(std::io::Error::other)?;
-            if let (Some(id), Some(method)) = (value.get("id"), value.get("method").and_then(Value::as_str)) {
-                if let Ok(request) = serde_json::from_value::<RequestId>(id.clone()) {
-                    pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.to_string(), (request, method.to_string()));
-                }
-            }
-            if value.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
-                if let Some(id) = value.pointer("/params/requestId") {
-                    pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id.to_string());
-                }
-            }
+            pending.sent(&value);
             let mut line = serde_json::to_vec(&value).map_err(std::io::Error::other)?;
             line.push(b'\n');
             let mut write = write.lock().await;
@@ -402,7 +443,7 @@ mod tests {
         let (server_in, _keep) = tokio::io::duplex(1024);
         let mut transport = LineTransport::new(&input[..], server_in, 200, "mcp-client(t)".into(), None);
         for (id, method) in [(1, "tools/call"), (2, "tools/call"), (3, "tools/list")] {
-            transport.pending.lock().unwrap().insert(id.to_string(), (RequestId::Number(id), method.to_string()));
+            transport.pending.sent(&json!({"jsonrpc": "2.0", "id": id, "method": method}));
         }
         let first = transport.receive().await.unwrap().into_error().unwrap();
         assert_eq!(first.1, Some(RequestId::Number(1)));
@@ -413,6 +454,6 @@ mod tests {
         let third = transport.receive().await.unwrap();
         assert!(third.into_response().is_some());
         assert!(transport.receive().await.is_none());
-        assert!(transport.pending.lock().unwrap().is_empty());
+        assert!(transport.pending.is_empty());
     }
 }
