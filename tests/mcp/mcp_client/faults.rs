@@ -483,3 +483,37 @@ fn a_lost_http_session_fails_the_call_at_once_and_a_new_session_serves_the_next(
     assert_eq!(sessions(), 2, "one new session");
     eprintln!("the call under a lost session failed after {took:?}");
 }
+
+#[test]
+fn status_check_and_config_hide_header_and_env_values_unless_asked() {
+    let scratch = Scratch::new();
+    let stdio = row("local", &marker("secrets"), "", "    env:\n      DB_PASSWORD: !!js process.env.DB_PASSWORD\n");
+    scratch.composition(&format!(
+        "{stdio}- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: http://127.0.0.1:9/mcp\n    headers:\n      Authorization: !!js '`Bearer ${{process.env.TOOLS_TOKEN}}`'\n    reconnect:\n      initialDelayMs: 20000\n"
+    ));
+    let secrets = [("DB_PASSWORD", "pw-SECRET-1"), ("TOOLS_TOKEN", "tok-SECRET-2")];
+    let config_home = scratch.path().join(".config").display().to_string();
+    let mut env: Vec<(&str, &str)> = secrets.to_vec();
+    env.push(("XDG_CONFIG_HOME", &config_home));
+    let mut dev = Dev::start(scratch.path(), &env);
+    connected(&mut dev, "local");
+    let status = dev.send("status");
+    assert!(!status.to_string().contains("SECRET"), "{status}");
+    let entry = |status: &serde_json::Value, id: &str| status["entries"].as_array().unwrap().iter().find(|e| e["id"] == id).cloned().unwrap();
+    assert_eq!(entry(&status, "local")["config"]["env"]["DB_PASSWORD"], "(hidden)", "{status}");
+    assert_eq!(entry(&status, "remote")["config"]["headers"]["Authorization"], "(hidden)", "{status}");
+    assert_eq!(entry(&status, "remote")["config"]["url"], "http://127.0.0.1:9/mcp", "only secrets are hidden");
+    let shown = dev.send("status --show-values");
+    assert_eq!(entry(&shown, "local")["config"]["env"]["DB_PASSWORD"], "pw-SECRET-1");
+    assert_eq!(entry(&shown, "remote")["config"]["headers"]["Authorization"], "Bearer tok-SECRET-2");
+    drop(dev);
+
+    for args in [&["check", "--json"][..], &["config"][..]] {
+        let out = super::cordis(&scratch, args, &secrets);
+        let (stdout, stderr) = cordis_tests::text(&out);
+        assert!(!stdout.contains("SECRET") && !stderr.contains("SECRET"), "{args:?}:\n{stdout}\n{stderr}");
+    }
+    let out = super::cordis(&scratch, &["config", "--show-values"], &secrets);
+    let (stdout, _) = cordis_tests::text(&out);
+    assert!(stdout.contains("pw-SECRET-1") && stdout.contains("tok-SECRET-2"), "{stdout}");
+}

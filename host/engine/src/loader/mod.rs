@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod compaction;
 pub mod library;
 pub mod persistence;
+pub mod redact;
 pub mod resolve;
 
 use std::collections::{BTreeMap, HashMap};

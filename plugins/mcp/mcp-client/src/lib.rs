@@ -22,12 +22,14 @@
 //! group when the entry is disposed or the host ends, however it ends
 //! ([`process`]); its stdout is read by a line transport that tells every
 //! message it drops ([`line`]); its stderr is read, labelled and bounded
-//! ([`stderr`]).
+//! ([`stderr`]). Over Streamable HTTP a lost session is noticed
+//! ([`session`]). `headers` and `env` are marked `writeOnly` in the config
+//! schema, so the host hides their values where it shows a config.
 //!
 //! Modules: [`names`] (public tool names), [`content`] (results to text and
 //! value), and with the default `client` feature `client` (the connection,
-//! its supervisor task and the tool source), [`process`], [`line`] and
-//! [`stderr`].
+//! its supervisor task and the tool source), [`process`], [`line`],
+//! [`stderr`] and [`session`].
 
 pub mod content;
 pub mod names;
@@ -102,6 +104,7 @@ pub struct Config {
     pub args: Vec<String>,
     /// stdio: variables set for the server. It inherits only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, LC_CTYPE, TMPDIR and TZ from cordis's environment, plus the names in `inheritEnv`. Take secrets from the environment with `!!js process.env.NAME`, never write them here.
     #[serde(default)]
+    #[schemars(extend("writeOnly" = true))]
     pub env: BTreeMap<String, String>,
     /// stdio: names of cordis's environment variables passed on to the server as they are; one that is not set is an error when the entry starts.
     #[serde(default)]
@@ -115,6 +118,7 @@ pub struct Config {
     pub url: Option<String>,
     /// streamable-http: headers sent with every request (`Authorization: !!js '`Bearer ${process.env.TOKEN}`'`). Their values are never shown.
     #[serde(default)]
+    #[schemars(extend("writeOnly" = true))]
     pub headers: BTreeMap<String, String>,
     /// How long one tool call may take, in milliseconds (default 60000); then it is cancelled on the server and answered as timed out.
     #[serde(default = "default_timeout")]
