@@ -110,7 +110,7 @@ impl Follow {
         for listed in tools {
             let tool = ForwardedTool::new(listed.clone(), self.source.clone(), Arc::downgrade(&self.registry), self.owner.entry.clone());
             let boxed: ToolBox = Tool_TO::from_value(tool, TD_Opaque);
-            match self.registry.register(boxed, self.owner.clone()) {
+            match self.registry.register_source_tool(boxed, self.owner.clone()) {
                 Ok(done) => registered.push(done),
                 Err(e) => {
                     for (name, token) in registered.drain(..) {

@@ -63,6 +63,12 @@ pub struct ToolResult {
     /// callers only pass it on; see [`ToolResult::value`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<RawJson>,
+    /// Whether the session log keeps `value` with the result: true for
+    /// the tools of a tool source (`tools.dynamic`: an MCP tool's
+    /// `structuredContent`, which nothing else records), false for a
+    /// plugin's own tools, whose value the log's events already hold.
+    #[serde(skip)]
+    pub value_in_log: bool,
 }
 
 impl ToolResult {
@@ -84,7 +90,7 @@ impl ToolResult {
 
     /// An error result with text `Error: <message>`.
     pub fn error(message: impl std::fmt::Display) -> ToolResult {
-        ToolResult { is_error: true, text: format!("Error: {message}"), value: None }
+        ToolResult { is_error: true, text: format!("Error: {message}"), value: None, value_in_log: false }
     }
 }
 
@@ -107,6 +113,8 @@ pub struct RegisteredTool {
     pub owner: Owner,
     token: u64,
     tool: ToolBox,
+    /// A tool source's tool: its values are kept in the log.
+    from_source: bool,
     /// The parameter schema, compiled at the first call.
     checker: std::sync::OnceLock<Result<cordis_abi::schema::Checker, String>>,
 }
@@ -225,6 +233,19 @@ impl ToolRegistry {
     /// # Errors
     /// [`RegisterError`] on a duplicate name, a bad name or a bad schema.
     pub fn register(&self, tool: ToolBox, owner: Owner) -> Result<(String, u64), RegisterError> {
+        self.register_as(tool, owner, false)
+    }
+
+    /// [`ToolRegistry::register`] for a tool of a tool source
+    /// (`tools.dynamic`), whose structured values the session log keeps.
+    ///
+    /// # Errors
+    /// As [`ToolRegistry::register`].
+    pub fn register_source_tool(&self, tool: ToolBox, owner: Owner) -> Result<(String, u64), RegisterError> {
+        self.register_as(tool, owner, true)
+    }
+
+    fn register_as(&self, tool: ToolBox, owner: Owner, from_source: bool) -> Result<(String, u64), RegisterError> {
         let name = tool.name().to_string();
         if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
             return Err(RegisterError::BadName(name));
@@ -241,7 +262,7 @@ impl ToolRegistry {
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let output = serde_json::from_str::<Value>(tool.output_schema().as_str()).ok().filter(Value::is_object);
         let schema = ToolSchema { name: name.clone(), description, parameters, output };
-        tools.insert(name.clone(), Arc::new(RegisteredTool { schema, owner, token, tool, checker: std::sync::OnceLock::new() }));
+        tools.insert(name.clone(), Arc::new(RegisteredTool { schema, owner, token, tool, from_source, checker: std::sync::OnceLock::new() }));
         Ok((name, token))
     }
 
@@ -348,7 +369,7 @@ impl ToolRegistry {
         let outcome = tool.tool.execute_tokens(call.arguments.into(), tokens.as_slice().into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
         drop(tokens);
         let value = outcome.value.as_ref().into_option().map(|v| RawJson::from_plugin(v.as_str()));
-        ToolResult { is_error: outcome.is_error, text: outcome.text.into(), value }
+        ToolResult { is_error: outcome.is_error, text: outcome.text.into(), value, value_in_log: tool.from_source }
     }
 }
 

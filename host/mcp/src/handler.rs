@@ -381,7 +381,7 @@ mod tests {
     use cordis_session::json::RawJson;
 
     fn with_value(value: Option<RawJson>) -> CallToolResult {
-        call_result(&ToolResult { is_error: false, text: "done".into(), value })
+        call_result(&ToolResult { is_error: false, text: "done".into(), value, value_in_log: false })
     }
 
     #[test]

@@ -375,10 +375,14 @@ pub fn cut_off(call: &ToolCallRequest, at_limit: bool) -> Option<ToolResult> {
 fn result_event(turn: u64, step: u32, call: &ToolCallRequest, result: &ToolResult) -> serde_json::Value {
     let mut part =
         json!({"type": "tool-result", "toolCallId": call.id, "content": [{"type": "text", "text": result.text}], "isError": result.is_error});
-    // The structured value (an MCP tool's `structuredContent`) is kept
-    // with the text, so an export or a replay of the log has it.
-    if let Ok(Some(value)) = result.parsed_value() {
-        part["structuredContent"] = value;
+    // The structured value of a tool source's tool (an MCP tool's
+    // `structuredContent`) is kept with the text, so an export or a
+    // replay of the log has it; a plugin's own tools record theirs in
+    // their events, and their results stay as the harness writes them.
+    if result.value_in_log {
+        if let Ok(Some(value)) = result.parsed_value() {
+            part["structuredContent"] = value;
+        }
     }
     json!({"turn": turn, "step": step, "message": {
         "source": {"kind": "tool", "callId": call.id},
