@@ -100,9 +100,15 @@ pub mod capabilities {
     ///   same generation when it did not);
     /// - `call` `{"name", "callId", "arguments": OBJECT}`: `{"isError",
     ///   "text", "value"?}` (a value is a JSON object);
+    /// - `cancel` `{"callId", "reason"}`: the host no longer waits for
+    ///   that call (Ctrl-C, a reload, an MCP client that left); the source
+    ///   answers it at once with an error result saying it was cancelled
+    ///   and why, and answers `{}` (an unknown `callId` is no error). A
+    ///   source without `cancel` answers it with an error, which the host
+    ///   ignores: that call then runs to its end;
     /// - `close` `{}`: the entry is being disposed; the source stops its
-    ///   work, wakes a waiting `list`, and answers every later `call` with
-    ///   an error.
+    ///   work (calls in flight included), wakes a waiting `list`, and
+    ///   answers every later `call` with an error.
     ///
     /// The request is `{}`. The host registers the first generation before
     /// it answers `{"tools": N}` (a name already taken fails the

@@ -157,14 +157,30 @@ fn config_shows_values_and_the_layer_of_each_key() {
     let layers = scratch.path().join(".config/cordis");
     std::fs::create_dir_all(&layers).unwrap();
     std::fs::write(layers.join("cordis.patch.yml"), "- id: nudge\n  disabled: !!js process.env.QUIET === '1'\n").unwrap();
-    let out = Command::new(cordis_exe())
-        .arg("config")
-        .current_dir(scratch.path())
-        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
-        .env("PARALLEL", "yes")
-        .env("QUIET", "1")
-        .output()
-        .unwrap();
+    let config = |args: &[&str]| {
+        Command::new(cordis_exe())
+            .arg("config")
+            .args(args)
+            .current_dir(scratch.path())
+            .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+            .env("PARALLEL", "yes")
+            .env("QUIET", "1")
+            .output()
+            .unwrap()
+    };
+    // What reads process.env may be a secret: its value is shown only when
+    // asked for.
+    let out = config(&[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(
+            "    allowParallelInProgress: !!js \"process.env.PARALLEL === 'yes'\"  # now: hidden, it reads process.env (`cordis config --show-values` shows it)\n"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("    maxNudges: !!js \"1 + 1\"  # now: 2\n"), "{stdout}");
+    let out = config(&["--show-values"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("    allowParallelInProgress: !!js \"process.env.PARALLEL === 'yes'\"  # now: true\n"), "{stdout}");

@@ -21,6 +21,8 @@ use serde_json::{json, Value};
 
 use super::{http_server, peers};
 
+mod faults;
+
 /// `(python, server.py, node, server.mjs)`.
 fn servers() -> (PathBuf, PathBuf, PathBuf) {
     let (python, node) = peers();
@@ -34,7 +36,7 @@ fn server_rows(ts_timeout_ms: u64) -> String {
     let (python, py, mjs) = servers();
     format!(
         "- id: py\n  name: '@deepseek-ai/dsh-mcp-client'\n  config:\n    serverName: py\n    transport: stdio\n    command: {}\n    args: [{}]\n    cwd: notes\n    env:\n      GREETING: hello\n\
-         - id: ts\n  name: mcp-client\n  config:\n    serverName: ts\n    transport: stdio\n    command: node\n    args: [{}]\n    toolCallTimeoutMs: {ts_timeout_ms}\n    reconnect:\n      initialDelayMs: 200\n\
+         - id: ts\n  name: mcp-client\n  config:\n    serverName: ts\n    transport: stdio\n    command: node\n    args: [{}]\n    inheritEnv: [PEER_LOG]\n    toolCallTimeoutMs: {ts_timeout_ms}\n    reconnect:\n      initialDelayMs: 200\n\
          - id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: false\n",
         python.display(),
         py.display(),
@@ -146,25 +148,30 @@ fn python_and_typescript_servers_serve_a_scripted_turn_with_todo_write() {
     }
 
     let steps = format!(
-        "  - text: Using the servers and planning in one step.\n    calls:\n{}{}{}{}{}{}{}{}{}  - text: Done.\n",
+        "  - text: Using the servers and planning in one step.\n    calls:\n{}{}{}{}{}{}{}{}{}{}  - text: Done.\n",
         call("mcp__py__add", r#"{"a": 2, "b": 40}"#),
         call("mcp__py__echo", r#"{"text": "héllo"}"#),
         call("mcp__py__read_note", r#"{"name": "plan.txt"}"#),
         call("mcp__py__env", r#"{"name": "GREETING"}"#),
         call("mcp__py__env", r#"{"name": "MY_API_KEY"}"#),
+        call("mcp__py__env", r#"{"name": "DATABASE_URL"}"#),
         call("mcp__ts__mixed", "{}"),
         call("mcp__ts__lie", "{}"),
         call("mcp__ts__fail", "{}"),
         call("todo_write", r#"{"todos": [{"content": "use the MCP tools", "status": "in_progress"}]}"#),
     );
     let script = script(&scratch, &steps);
-    let out = cordis(&scratch, &["run", "--script", &script], &[("MY_API_KEY", "sk-never-passed-on")]);
+    let out = cordis(
+        &scratch,
+        &["run", "--script", &script],
+        &[("MY_API_KEY", "sk-never-passed-on"), ("DATABASE_URL", "postgres://app:pw-never-passed-on@db/app")],
+    );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let events = events(&scratch.path().join(".cordis"), &session_id(&stdout));
     assert_only_known_types(&events);
     let results = results(&events);
-    assert_eq!(results.len(), 9, "{results:#?}");
+    assert_eq!(results.len(), 10, "{results:#?}");
 
     let add = result_of(&results, "mcp__py__add");
     assert!(!add.1 && add.2.contains("42"), "{add:?}");
@@ -173,6 +180,7 @@ fn python_and_typescript_servers_serve_a_scripted_turn_with_todo_write() {
     let envs: Vec<&(String, bool, String)> = results.iter().filter(|(n, _, _)| n == "mcp__py__env").collect();
     assert_eq!(envs[0].2, "set: hello", "config env reaches the server");
     assert_eq!(envs[1].2, "unset", "credential-shaped variables are not passed on");
+    assert_eq!(envs[2].2, "unset", "only the allow-listed variables are passed on");
     assert_eq!(
         result_of(&results, "mcp__ts__mixed").2,
         "before\n[an image (image/png, 12 bytes of base64) that is not shown to the model]\nResource link: notes (file:///notes.md)\n\
@@ -187,7 +195,7 @@ fn python_and_typescript_servers_serve_a_scripted_turn_with_todo_write() {
     assert_eq!(events.iter().filter(|(k, _)| k == "todo/write").count(), 1);
     assert!(!std::fs::read_to_string(scratch.path().join(".cordis/sessions").join(format!("{}.jsonl", session_id(&stdout))))
         .unwrap()
-        .contains("sk-never"));
+        .contains("never-passed-on"));
 }
 
 #[test]
@@ -427,7 +435,7 @@ fn under_dev_the_connection_state_is_in_status_and_a_reload_reconnects_cleanly()
     let (_, _, mjs) = servers();
     let row = |name: &str, delay: u64| {
         format!(
-            "- id: ts\n  name: mcp-client\n  config:\n    serverName: {name}\n    transport: stdio\n    command: node\n    args: [{}]\n    reconnect:\n      initialDelayMs: {delay}\n",
+            "- id: ts\n  name: mcp-client\n  config:\n    serverName: {name}\n    transport: stdio\n    command: node\n    args: [{}]\n    inheritEnv: [PEER_LOG]\n    reconnect:\n      initialDelayMs: {delay}\n",
             mjs.display()
         )
     };

@@ -20,8 +20,19 @@ use crate::composition::{js_source, Composition, Entry, EntryKind};
 use crate::source::{Role, Source};
 use crate::yaml::is_js_tag;
 
-/// The composed tree of `composition` as YAML text.
+/// The composed tree of `composition` as YAML text, the current value of
+/// a `!!js` expression that reads `process.env` hidden (see
+/// [`composed_yaml_with`]).
 pub fn composed_yaml(composition: &Composition) -> String {
+    composed_yaml_with(composition, false)
+}
+
+/// The composed tree of `composition` as YAML text. The current value of a
+/// `!!js` expression is written in a comment after it, except, unless
+/// `show_values`, for an expression that reads `process.env`: that is
+/// where secrets come from (a token in a header, a password in a
+/// variable), so its value is shown only when asked for.
+pub fn composed_yaml_with(composition: &Composition, show_values: bool) -> String {
     let mut out = String::new();
     out.push_str(&format!("# composed from {}", composition.file));
     let layers: Vec<String> = composition
@@ -38,7 +49,7 @@ pub fn composed_yaml(composition: &Composition) -> String {
         out.push_str("[]\n");
         return out;
     }
-    list(&mut out, &composition.entries, 0, Some(composition.root()), composition.root().dir.as_path());
+    list(&mut out, &composition.entries, 0, Some(composition.root()), composition.root().dir.as_path(), show_values);
     out
 }
 
@@ -52,7 +63,7 @@ fn describe(source: &Source) -> String {
 /// Writes `entries` as a block list; `context` is the file of the row
 /// that holds the list (a `# from` comment precedes every run of rows from
 /// another file).
-fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc<Source>>, root_dir: &Path) {
+fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc<Source>>, root_dir: &Path, show: bool) {
     let pad = " ".repeat(indent);
     let mut current: Option<Arc<Source>> = context.cloned();
     for entry in entries {
@@ -119,7 +130,7 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
                     head.insert(k, v);
                 }
             }
-            block(&mut text, &Yaml::Mapping(head), indent + 2);
+            block(&mut text, &Yaml::Mapping(head), indent + 2, show);
             out.push_str(&pad);
             out.push_str("- ");
             out.push_str(text.get(indent + 2..).unwrap_or_default());
@@ -130,7 +141,7 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
                 out.push_str(&format!("{pad}  config: []\n"));
             } else {
                 out.push_str(&format!("{pad}  config:\n"));
-                list(out, &entry.children, indent + 4, Some(source), root_dir);
+                list(out, &entry.children, indent + 4, Some(source), root_dir, show);
             }
         } else if row.is_empty() {
             out.push_str(&format!("{pad}- {{}}\n"));
@@ -140,7 +151,7 @@ fn list(out: &mut String, entries: &[Entry], indent: usize, context: Option<&Arc
                 let at = set_by.iter().find(|(k, _)| *k == key).map(|(_, at)| at.clone());
                 one.insert(key, value);
                 let mut part = String::new();
-                block(&mut part, &Yaml::Mapping(one), indent + 2);
+                block(&mut part, &Yaml::Mapping(one), indent + 2, show);
                 if let Some(at) = at {
                     // On the key's own line (the first), joined to the
                     // comment there already.
@@ -194,13 +205,17 @@ fn scalar(v: &Yaml) -> Option<String> {
 /// (`  # now: 2`), evaluated as the host would for this run with what
 /// `cordis config` has: the environment and the platform, but no running
 /// services (an expression that reads `ctx` says it is known only once the
-/// host runs). Empty for any other value.
-fn value_now(v: &Yaml) -> String {
+/// host runs). An expression that reads `process.env` is not evaluated
+/// unless `show`. Empty for any other value.
+fn value_now(v: &Yaml, show: bool) -> String {
     let Yaml::Tagged(t) = v else { return String::new() };
     if !is_js_tag(&t.tag) {
         return String::new();
     }
     let Some(source) = js_source(v) else { return String::new() };
+    if !show && source.contains("process.env") {
+        return "  # now: hidden, it reads process.env (`cordis config --show-values` shows it)".into();
+    }
     let text = match crate::expr::evaluate(&source, &serde_json::Map::new()) {
         Ok(Some(value)) => value.to_string(),
         Ok(None) => "undefined (a key with this value is left out)".into(),
@@ -246,17 +261,17 @@ fn string(s: &str) -> String {
 
 /// Writes a collection with items as block YAML, every line indented by
 /// `indent` spaces.
-fn block(out: &mut String, v: &Yaml, indent: usize) {
+fn block(out: &mut String, v: &Yaml, indent: usize, show: bool) {
     let pad = " ".repeat(indent);
     match v {
         Yaml::Mapping(map) => {
             for (k, val) in map {
                 let key = scalar(k).unwrap_or_else(|| "\"?\"".into());
                 match scalar(val) {
-                    Some(s) => out.push_str(&format!("{pad}{key}: {s}{}\n", value_now(val))),
+                    Some(s) => out.push_str(&format!("{pad}{key}: {s}{}\n", value_now(val, show))),
                     None => {
                         out.push_str(&format!("{pad}{key}:\n"));
-                        block(out, val, indent + 2);
+                        block(out, val, indent + 2, show);
                     }
                 }
             }
@@ -264,10 +279,10 @@ fn block(out: &mut String, v: &Yaml, indent: usize) {
         Yaml::Sequence(items) => {
             for item in items {
                 match scalar(item) {
-                    Some(s) => out.push_str(&format!("{pad}- {s}{}\n", value_now(item))),
+                    Some(s) => out.push_str(&format!("{pad}- {s}{}\n", value_now(item, show))),
                     None => {
                         let mut inner = String::new();
-                        block(&mut inner, item, indent + 2);
+                        block(&mut inner, item, indent + 2, show);
                         out.push_str(&pad);
                         out.push_str("- ");
                         out.push_str(inner.get(indent + 2..).unwrap_or_default());

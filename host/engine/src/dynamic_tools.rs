@@ -16,7 +16,7 @@
 //! the fiber (under the gate) can stop the follower without waiting on it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use abi_stable::sabi_trait::TD_Opaque;
@@ -108,9 +108,9 @@ impl Follow {
             self.registry.unregister(&name, token);
         }
         for listed in tools {
-            let tool = ForwardedTool::new(listed.clone(), self.source.clone());
+            let tool = ForwardedTool::new(listed.clone(), self.source.clone(), Arc::downgrade(&self.registry), self.owner.entry.clone());
             let boxed: ToolBox = Tool_TO::from_value(tool, TD_Opaque);
-            match self.registry.register(boxed, self.owner.clone()) {
+            match self.registry.register_source_tool(boxed, self.owner.clone()) {
                 Ok(done) => registered.push(done),
                 Err(e) => {
                     for (name, token) in registered.drain(..) {
@@ -215,16 +215,32 @@ struct ForwardedTool {
     output: String,
     source: Arc<ServiceBox>,
     checker: OnceLock<Result<Checker, String>>,
+    /// Where its calls are listed as cancellable.
+    registry: Weak<ToolRegistry>,
+    entry: String,
 }
 
 impl ForwardedTool {
-    fn new(listed: Listed, source: Arc<ServiceBox>) -> ForwardedTool {
+    fn new(listed: Listed, source: Arc<ServiceBox>, registry: Weak<ToolRegistry>, entry: String) -> ForwardedTool {
         let parameters = listed.parameters.to_string();
         let output = listed.output_schema.as_ref().filter(|s| s.is_object()).map(Value::to_string).unwrap_or_default();
-        ForwardedTool { listed, parameters, output, source, checker: OnceLock::new() }
+        ForwardedTool { listed, parameters, output, source, checker: OnceLock::new(), registry, entry }
     }
 
     fn forward(&self, arguments: &str, call_id: &str) -> ToolOutcome {
+        // Cancelling the call (Ctrl-C, a reload, a client that left) sends
+        // the source `cancel`, which answers the call at once.
+        let registry = self.registry.upgrade();
+        let source = self.source.clone();
+        let id = call_id.to_string();
+        let _cancellable = registry.as_ref().map(|registry| {
+            registry.cancellable_call(&self.entry, call_id, move |reason| {
+                let request = serde_json::json!({"callId": id, "reason": reason}).to_string();
+                // A source older than `cancel` refuses it; its call then
+                // runs to its end.
+                let _ = source.call("cancel".into(), request.as_str().into());
+            })
+        });
         match self.forward_inner(arguments, call_id) {
             Ok(outcome) => outcome,
             Err(message) => ToolOutcome { is_error: true, text: format!("Error: {message}").into(), value: ROption::RNone },

@@ -13,7 +13,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
@@ -28,7 +29,7 @@ use serde_json::Value;
 
 use cordis_session::Owner;
 use cordis_session::{Appender, Session};
-use cordis_sync::RwLockExt;
+use cordis_sync::{LockExt, RwLockExt};
 
 /// The largest argument text a tool call may carry, in bytes (1 MiB). Larger
 /// calls are rejected before any plugin code runs.
@@ -62,6 +63,12 @@ pub struct ToolResult {
     /// callers only pass it on; see [`ToolResult::value`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<RawJson>,
+    /// Whether the session log keeps `value` with the result: true for
+    /// the tools of a tool source (`tools.dynamic`: an MCP tool's
+    /// `structuredContent`, which nothing else records), false for a
+    /// plugin's own tools, whose value the log's events already hold.
+    #[serde(skip)]
+    pub value_in_log: bool,
 }
 
 impl ToolResult {
@@ -83,7 +90,7 @@ impl ToolResult {
 
     /// An error result with text `Error: <message>`.
     pub fn error(message: impl std::fmt::Display) -> ToolResult {
-        ToolResult { is_error: true, text: format!("Error: {message}"), value: None }
+        ToolResult { is_error: true, text: format!("Error: {message}"), value: None, value_in_log: false }
     }
 }
 
@@ -106,6 +113,8 @@ pub struct RegisteredTool {
     pub owner: Owner,
     token: u64,
     tool: ToolBox,
+    /// A tool source's tool: its values are kept in the log.
+    from_source: bool,
     /// The parameter schema, compiled at the first call.
     checker: std::sync::OnceLock<Result<cordis_abi::schema::Checker, String>>,
 }
@@ -154,6 +163,30 @@ pub struct ToolRegistry {
     /// The last status each entry's tool source reported (`tools.dynamic`),
     /// by entry id, with the token of the source that reported it.
     sources: RwLock<BTreeMap<String, (u64, SourceStatus)>>,
+    /// The calls in flight that can be cancelled, by token.
+    cancellable: Mutex<BTreeMap<u64, Arc<Cancellable>>>,
+}
+
+/// A call in flight that can be cancelled: a call to a tool of a tool
+/// source (`tools.dynamic`), which passes the cancellation on to the
+/// source (`cancel`), which answers the call at once.
+struct Cancellable {
+    entry: String,
+    call_id: String,
+    cancel: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+/// Keeps a call listed as cancellable until it is dropped (the call has
+/// returned).
+pub struct CancellableCall<'a> {
+    registry: &'a ToolRegistry,
+    token: u64,
+}
+
+impl Drop for CancellableCall<'_> {
+    fn drop(&mut self) {
+        self.registry.cancellable.lock_or_recover().remove(&self.token);
+    }
 }
 
 /// What a tool source (`tools.dynamic`) last said of itself: its `status`
@@ -200,6 +233,19 @@ impl ToolRegistry {
     /// # Errors
     /// [`RegisterError`] on a duplicate name, a bad name or a bad schema.
     pub fn register(&self, tool: ToolBox, owner: Owner) -> Result<(String, u64), RegisterError> {
+        self.register_as(tool, owner, false)
+    }
+
+    /// [`ToolRegistry::register`] for a tool of a tool source
+    /// (`tools.dynamic`), whose structured values the session log keeps.
+    ///
+    /// # Errors
+    /// As [`ToolRegistry::register`].
+    pub fn register_source_tool(&self, tool: ToolBox, owner: Owner) -> Result<(String, u64), RegisterError> {
+        self.register_as(tool, owner, true)
+    }
+
+    fn register_as(&self, tool: ToolBox, owner: Owner, from_source: bool) -> Result<(String, u64), RegisterError> {
         let name = tool.name().to_string();
         if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
             return Err(RegisterError::BadName(name));
@@ -216,7 +262,7 @@ impl ToolRegistry {
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let output = serde_json::from_str::<Value>(tool.output_schema().as_str()).ok().filter(Value::is_object);
         let schema = ToolSchema { name: name.clone(), description, parameters, output };
-        tools.insert(name.clone(), Arc::new(RegisteredTool { schema, owner, token, tool, checker: std::sync::OnceLock::new() }));
+        tools.insert(name.clone(), Arc::new(RegisteredTool { schema, owner, token, tool, from_source, checker: std::sync::OnceLock::new() }));
         Ok((name, token))
     }
 
@@ -242,6 +288,47 @@ impl ToolRegistry {
     /// have finished. Used while fibers are swapped.
     pub fn exclusive(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
         self.gate.write_or_recover()
+    }
+
+    /// [`ToolRegistry::exclusive`] for a swap of `entries`: their calls in
+    /// flight that can be cancelled are cancelled at once; the other
+    /// entries' calls get `grace` to finish, and those that can be
+    /// cancelled are cancelled then. Only calls that cannot be cancelled
+    /// (a plugin's own tool) are waited for to the end.
+    pub fn exclusive_for(&self, entries: &[String], grace: Duration) -> RwLockWriteGuard<'_, ()> {
+        self.cancel_calls(|entry, _| entries.iter().any(|e| e == entry), "its entry is being reloaded");
+        let start = Instant::now();
+        loop {
+            match self.gate.try_write() {
+                Ok(guard) => return guard,
+                Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) if start.elapsed() >= grace => break,
+                Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        self.cancel_calls(|_, _| true, "cordis is reloading");
+        self.exclusive()
+    }
+
+    /// Lists a call of entry `entry` as cancellable by `cancel` (given the
+    /// reason) until the guard is dropped.
+    pub fn cancellable_call(&self, entry: &str, call_id: &str, cancel: impl Fn(&str) + Send + Sync + 'static) -> CancellableCall<'_> {
+        let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let call = Cancellable { entry: entry.to_string(), call_id: call_id.to_string(), cancel: Box::new(cancel) };
+        self.cancellable.lock_or_recover().insert(token, Arc::new(call));
+        CancellableCall { registry: self, token }
+    }
+
+    /// Cancels the calls in flight, among those that can be cancelled,
+    /// for which `which(entry, call_id)` holds, telling them `reason`;
+    /// returns how many were asked. Each such call returns promptly with
+    /// an error result saying it was cancelled and why.
+    pub fn cancel_calls(&self, which: impl Fn(&str, &str) -> bool, reason: &str) -> usize {
+        let chosen: Vec<Arc<Cancellable>> = self.cancellable.lock_or_recover().values().filter(|c| which(&c.entry, &c.call_id)).cloned().collect();
+        for call in &chosen {
+            (call.cancel)(reason);
+        }
+        chosen.len()
     }
 
     /// Executes one call. `session` is the calling agent's session, if an
@@ -282,7 +369,7 @@ impl ToolRegistry {
         let outcome = tool.tool.execute_tokens(call.arguments.into(), tokens.as_slice().into(), ExecContext_TO::from_ptr(&scope, TD_Opaque));
         drop(tokens);
         let value = outcome.value.as_ref().into_option().map(|v| RawJson::from_plugin(v.as_str()));
-        ToolResult { is_error: outcome.is_error, text: outcome.text.into(), value }
+        ToolResult { is_error: outcome.is_error, text: outcome.text.into(), value, value_in_log: tool.from_source }
     }
 }
 

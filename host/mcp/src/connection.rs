@@ -58,6 +58,8 @@ pub struct Connection {
     client: OnceLock<ClientName>,
     /// Held for each whole call and by [`Connection::close`].
     turn: Mutex<TurnState>,
+    /// The id of the call running now, for [`Connection::cancel_call`].
+    current: Mutex<Option<String>>,
 }
 
 /// What one recorded call produced.
@@ -79,6 +81,18 @@ impl Connection {
             session: OnceLock::new(),
             client: OnceLock::new(),
             turn: Mutex::new(TurnState::default()),
+            current: Mutex::new(None),
+        }
+    }
+
+    /// Cancels the call running now, if it can be cancelled (a call to a
+    /// tool source's tool, such as an MCP server's): it returns at once
+    /// with an error result giving `reason`. Used when the client cancels
+    /// the request or goes away.
+    pub fn cancel_call(&self, reason: &str) {
+        let current = self.current.lock_or_recover().clone();
+        if let Some(id) = current {
+            self.shared.tools.cancel_calls(|_, call| call == id, reason);
         }
     }
 
@@ -163,15 +177,20 @@ impl Connection {
             }}),
             Appender::Host,
         )?;
-        let result = call_tool(&session, &self.shared.tools, turn, step, &call, &mut seen)?;
+        *self.current.lock_or_recover() = Some(call.id.clone());
+        let result = call_tool(&session, &self.shared.tools, turn, step, &call, &mut seen);
+        *self.current.lock_or_recover() = None;
+        let result = result?;
         session.append_value("step/end", &json!({"turn": turn, "step": step}), Appender::Host)?;
         Ok(CallOutcome { result, appended: seen.kinds })
     }
 
-    /// Ends the connection: waits for a call in flight, ends the turn it
+    /// Ends the connection: cancels a call in flight that can be cancelled
+    /// and waits for it, ends the turn it
     /// opened (`turn/end`, reason `completed`), and releases a `--session`
     /// session for the next connection. Idempotent.
     pub fn close(&self) {
+        self.cancel_call("the MCP connection closed");
         let mut state = self.lock();
         if state.closed {
             return;

@@ -275,11 +275,22 @@ impl ServerHandler for Handler {
         if context.ct.is_cancelled() {
             return Err(cancelled());
         }
+        // The client cancelling the request, or leaving (which cancels
+        // every request of the connection), cancels the call itself when
+        // it can be cancelled (a tool source's): it returns at once.
+        let watched = self.conn.clone();
+        let cancelled = context.ct.clone();
+        let watch = tokio::spawn(async move {
+            cancelled.cancelled().await;
+            watched.cancel_call("the MCP client cancelled the request or went away");
+        });
         let outcome = blocking(move || {
             let _turn = turn;
             conn.call(&name, &arguments)
         })
-        .await?;
+        .await;
+        watch.abort();
+        let outcome = outcome?;
         if let Some(session) = self.session_id() {
             let projections = &self.shared.projections;
             let targets = self.shared.hub.affected(&session, &outcome.appended, |key, kind| projections.get(key).is_some_and(|p| p.folds(kind)));
@@ -370,7 +381,7 @@ mod tests {
     use cordis_session::json::RawJson;
 
     fn with_value(value: Option<RawJson>) -> CallToolResult {
-        call_result(&ToolResult { is_error: false, text: "done".into(), value })
+        call_result(&ToolResult { is_error: false, text: "done".into(), value, value_in_log: false })
     }
 
     #[test]

@@ -221,14 +221,25 @@ pub async fn serve_lines(
     let (to_protocol, protocol_in) = tokio::io::duplex(64 * 1024);
     let (protocol_out, from_protocol) = tokio::io::duplex(64 * 1024);
     let arrivals = Arc::new(order::Arrivals::default());
-    let input = tokio::spawn(stdio::pump_input(input, to_protocol, lines.clone(), arrivals.clone()));
+    let mut input = tokio::spawn(stdio::pump_input(input, to_protocol, lines.clone(), arrivals.clone()));
     let output = tokio::spawn(stdio::pump_output(from_protocol, lines, arrivals.clone()));
     let handler = Handler::new(shared.clone()).with_arrivals(arrivals);
     let connection = handler.connection();
     let served = handler.serve((protocol_in, protocol_out)).await;
     let result = match served {
         Ok(running) => {
-            let _ = running.waiting().await;
+            let waiting = running.waiting();
+            tokio::pin!(waiting);
+            tokio::select! {
+                _ = &mut waiting => {}
+                // The client left (its input ended): rmcp lets handlers
+                // finish for a while before cancelling them, so a call in
+                // flight that can be cancelled is cancelled now.
+                _ = &mut input => {
+                    connection.cancel_call("the MCP client went away");
+                    let _ = waiting.await;
+                }
+            }
             Ok(())
         }
         Err(e) => Err(McpError::Transport(format!("the MCP client's opening failed: {e}"))),

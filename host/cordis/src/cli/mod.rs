@@ -103,6 +103,10 @@ pub enum Command {
     Config {
         /// The composition (overrides --composition).
         file: Option<PathBuf>,
+        /// Also show the current value of `!!js` expressions that read
+        /// `process.env` (hidden by default: secrets come from there).
+        #[arg(long)]
+        show_values: bool,
     },
     /// List the tools the composition registers, with their JSON Schemas.
     Tools {
@@ -331,7 +335,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match &cli.command {
         Command::Check { file, json } => commands::check::run(&cli, &composition(file), *json),
         Command::Plugins { json } => commands::plugins::run(&cli, *json),
-        Command::Config { file } => commands::config::run(&cli, &composition(file)),
+        Command::Config { file, show_values } => commands::config::run(&cli, &composition(file), *show_values),
         Command::Tools { json } => commands::tools::run(&cli, *json),
         Command::Dev { file, session, memory_budget, settle_ms } => {
             commands::dev::run(&cli, file.as_deref(), session.as_deref(), *memory_budget, Duration::from_millis(*settle_ms))

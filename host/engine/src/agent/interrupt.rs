@@ -77,3 +77,45 @@ impl Drop for Armed {
         self.idle.store(true, Ordering::SeqCst);
     }
 }
+
+/// While a turn runs, cancels the calls in flight that can be cancelled
+/// (a tool source's, such as an MCP server's) as soon as the interrupt is
+/// set, so that Ctrl-C does not wait for a hung call; stopped when
+/// dropped.
+pub(crate) struct CancelOnInterrupt {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CancelOnInterrupt {
+    /// Starts watching `interrupt` for the calls of `tools`. Without a
+    /// thread (none could be started) calls are not cancelled, only
+    /// waited for.
+    pub(crate) fn start(interrupt: Interrupt, tools: Arc<crate::tools::ToolRegistry>) -> CancelOnInterrupt {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("interrupt-calls".into())
+            .spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if interrupt.is_set() {
+                        tools.cancel_calls(|_, _| true, "interrupted (Ctrl-C)");
+                        return;
+                    }
+                    std::thread::park_timeout(std::time::Duration::from_millis(50));
+                }
+            })
+            .ok();
+        CancelOnInterrupt { done, thread }
+    }
+}
+
+impl Drop for CancelOnInterrupt {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}

@@ -10,6 +10,7 @@
 pub mod compaction;
 pub mod interrupt;
 pub mod model;
+pub mod results;
 pub mod scripted;
 pub mod service_model;
 pub mod stream;
@@ -165,7 +166,9 @@ impl<'m> Agent<'m> {
         }
         let turn = self.session.next_turn();
         self.append(obs, "turn/start", json!({"turn": turn}))?;
+        let watch = self.interrupt.clone().map(|interrupt| interrupt::CancelOnInterrupt::start(interrupt, self.tools.clone()));
         let result = self.turn_body(turn, prompt, obs);
+        drop(watch);
         let reason = match &result {
             Ok(_) => json!({"kind": "completed"}),
             Err(TurnError::Interrupted) => json!({"kind": "interrupted"}),
@@ -219,7 +222,9 @@ impl<'m> Agent<'m> {
             self.append(obs, "step/start", json!({"turn": turn, "step": step}))?;
             let mut overflows = 0;
             let answer = loop {
-                let messages = self.session.with_events(derive_messages);
+                let mut messages = self.session.with_events(derive_messages);
+                // The log keeps each result whole; the model gets a bounded part.
+                results::bound_results(&mut messages, results::result_cap(self.model.context_window()));
                 let mut sink = LogSink { session: &self.session, obs: &mut *obs, turn, step, interrupt: self.interrupt.as_ref(), refused: None };
                 let result = self.model.next_step(&ModelRequest::step(&messages, &schemas), &mut sink);
                 let refused = sink.refused.take();
@@ -368,9 +373,20 @@ pub fn cut_off(call: &ToolCallRequest, at_limit: bool) -> Option<ToolResult> {
 
 /// The `tool/result` event's data for `result`.
 fn result_event(turn: u64, step: u32, call: &ToolCallRequest, result: &ToolResult) -> serde_json::Value {
+    let mut part =
+        json!({"type": "tool-result", "toolCallId": call.id, "content": [{"type": "text", "text": result.text}], "isError": result.is_error});
+    // The structured value of a tool source's tool (an MCP tool's
+    // `structuredContent`) is kept with the text, so an export or a
+    // replay of the log has it; a plugin's own tools record theirs in
+    // their events, and their results stay as the harness writes them.
+    if result.value_in_log {
+        if let Ok(Some(value)) = result.parsed_value() {
+            part["structuredContent"] = value;
+        }
+    }
     json!({"turn": turn, "step": step, "message": {
         "source": {"kind": "tool", "callId": call.id},
-        "content": [{"type": "tool-result", "toolCallId": call.id, "content": [{"type": "text", "text": result.text}], "isError": result.is_error}],
+        "content": [part],
         "role": "user",
         "id": new_id(),
     }})

@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod compaction;
 pub mod library;
 pub mod persistence;
+pub mod redact;
 pub mod resolve;
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,6 +32,10 @@ pub use resolve::{PluginPath, ResolveError, Target};
 use crate::context::{Fiber, FiberContext, RealmKey, Services};
 use cordis_sync::LockExt;
 use positions::Step;
+
+/// How long a swap lets the calls in flight of entries it does not swap
+/// finish before it cancels those that can be cancelled.
+const SWAP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What became of one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -622,7 +627,8 @@ impl Loader {
     }
 
     /// Swaps live entries for new versions, atomically for tool calls: calls
-    /// in flight finish first, calls arriving meanwhile wait. Entries that
+    /// in flight finish first (or are cancelled, see
+    /// [`crate::tools::ToolRegistry::exclusive_for`]), calls arriving meanwhile wait. Entries that
     /// inject a service one of the swapped entries provides (and, in turn,
     /// their own dependents) are stopped first and started again after,
     /// against the new provider (or left waiting when it no longer provides
@@ -635,9 +641,12 @@ impl Loader {
     /// # Errors
     /// The first failure, naming the entry; nothing changed.
     pub fn swap(&self, new: Vec<(Entry, Prepared)>, remove: &[String]) -> Result<Vec<String>, SwapFailure> {
-        let _calls = self.services.tools.exclusive();
-        let mut active = self.active.lock_or_recover();
         let swapping: Vec<String> = new.iter().map(|(e, _)| e.id.clone()).chain(remove.iter().cloned()).collect();
+        // Calls that can be cancelled (a tool source's) are, so that a
+        // hung server does not hold the swap: the swapped entries' at once,
+        // the others' after SWAP_GRACE.
+        let _calls = self.services.tools.exclusive_for(&swapping, SWAP_GRACE);
+        let mut active = self.active.lock_or_recover();
         // Everything the swapped fibers provide, then everything that uses it.
         let mut provided: Vec<(RealmKey, String)> = Vec::new();
         for id in &swapping {

@@ -7,7 +7,7 @@
 //! | `call NAME [ARGS]` | runs tool NAME with the raw argument text ARGS (`{}` when left out) as the dev session's agent (opening a turn if none is open): `{"isError","text","value"}` |
 //! | `plan` | every projection's state for the dev session: `{"todos": ...}` |
 //! | `tools` | `[{"name","description"}]` |
-//! | `status` | `{"reloads", "restarts", "entries": [{"id","plugin","fiber","library","abi","config","status"?,"heldBack"?}], "waiting": [ids], "notRunning": [{"id","name","reason"}]}` |
+//! | `status [--show-values]` | `{"reloads", "restarts", "entries": [{"id","plugin","fiber","library","abi","config","status"?,"heldBack"?}], "waiting": [ids], "notRunning": [{"id","name","reason"}]}`; config values the plugin's schema marks `writeOnly` (secrets) read `(hidden)` unless `--show-values` |
 //! | `end` | ends the open turn: `{"ended": N}` |
 //! | `turn PROMPT` | runs one agent turn for PROMPT with the composition's `model` service (the provider as it is now, after any reload): `{"turn", "reason": "completed", "steps", "toolCalls", "toolErrors", "text", "provider", "model"}`, or `{"turn", "reason": "error" \| "interrupted", "error"}` |
 //! | `compact` | compacts the dev session's history now with the composition's `model` service and `compaction-basic` entry: `{"compacted": {"compactionId", "range": [FIRST, LAST], "replaced", "replacedTokens", "summaryTokens", "carried": [PLUGIN]}}`, `{"compacted": null}` when there is nothing to replace, or `{"error"}` |
@@ -138,7 +138,10 @@ pub fn run(dev: &Arc<DevHost>, session: &Arc<Session>, mut input: Input<'_>, mut
 fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, interrupt: &Interrupt) -> Value {
     let (command, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
     // A word after a command that takes none is a mistake, not a detail.
-    if matches!(command, "plan" | "tools" | "status" | "end" | "help") && !rest.trim().is_empty() {
+    if matches!(command, "plan" | "tools" | "status" | "end" | "help")
+        && !rest.trim().is_empty()
+        && !(command == "status" && rest.trim() == "--show-values")
+    {
         return json!({"error": format!("`{command}` takes no arguments, and got `{}` (try `help`)", rest.trim())});
     }
     match command {
@@ -204,7 +207,7 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
         "tools" => {
             Value::Array(dev.host.services.tools.schemas().into_iter().map(|s| json!({"name": s.name, "description": s.description})).collect())
         }
-        "status" => dev.status(),
+        "status" => dev.status_with(rest.trim() == "--show-values"),
         "end" => match session.open_turn() {
             Some(t) => match session.append_value("turn/end", &json!({"turn": t, "reason": {"kind": "completed"}}), Appender::Host) {
                 Ok(_) => json!({"ended": t}),
@@ -214,7 +217,7 @@ fn answer(dev: &DevHost, session: &Arc<Session>, line: &str, step: &mut u32, int
         },
         "turn" => model_turn(dev, session, rest.trim(), interrupt),
         "compact" => compact(dev, session),
-        "help" => json!({"commands": ["call NAME [ARGS]", "turn PROMPT", "compact", "plan", "tools", "status", "end", "help"]}),
+        "help" => json!({"commands": ["call NAME [ARGS]", "turn PROMPT", "compact", "plan", "tools", "status [--show-values]", "end", "help"]}),
         other => json!({"error": format!("unknown command `{other}` (try `help`)")}),
     }
 }

@@ -455,7 +455,17 @@ impl DevHost {
     /// The reload count is read before the entries: it is bumped only once
     /// a swap is done, so a count of n comes with entries at least as new as
     /// the nth reload, never with the ones it replaced.
+    ///
+    /// Config values the plugin marks secret (`writeOnly` in its config
+    /// schema, such as mcp-client's `headers` and `env`) are hidden; see
+    /// [`DevHost::status_with`].
     pub fn status(&self) -> Value {
+        self.status_with(false)
+    }
+
+    /// [`DevHost::status`], with the secret config values shown when
+    /// `show_values` (the console's `status --show-values`).
+    pub fn status_with(&self, show_values: bool) -> Value {
         let reloads = self.reloads();
         let loader = &self.host.loader;
         let tools = &self.host.services.tools;
@@ -476,7 +486,7 @@ impl DevHost {
                         "fiber": a.fiber.owner().fiber,
                         "library": a.library.source.display().to_string(),
                         "abi": a.library.abi.to_string(),
-                        "config": a.config,
+                        "config": if show_values { a.config.clone() } else { crate::loader::redact::redact(&a.config, &a.picked.config_schema) },
                     });
                     // What its tool source last said (an MCP connection's state).
                     if let Some(status) = tools.source_status(&id) {

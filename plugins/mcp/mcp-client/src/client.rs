@@ -15,29 +15,44 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use cordis_abi::prelude::*;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientNotification, ClientRequest, ServerResult,
+};
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ServiceExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::content::map_result;
+use crate::line::{LineTransport, DROPPED_CODE};
 use crate::names::public_name;
+use crate::process::ServerProcess;
+use crate::stderr::Sink;
 use crate::{Config, Transport};
 
 /// How long the first connection (start, `initialize`, every page of
 /// `tools/list`) may take: the SDKs' default request timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The longest closing the connection may take: rmcp waits 3 s for a
-/// stdio server to exit once its stdin is closed, 3 s more after SIGTERM,
-/// then kills it.
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(8);
+/// The longest the service may take to end once cancelled (its transport
+/// closed); a stdio server's processes are then stopped by
+/// [`ServerProcess::stop`], bounded on its own.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The longest a disposal waits for the supervisor task (the service's
+/// end, then the server's processes: see [`crate::process`]).
+const CLOSE_LIMIT: Duration = Duration::from_secs(8);
 
 /// The longest `apply` waits for the first connection when the entry may
 /// start without it (`failOnStartupError: false`).
 const STARTUP_WAIT: Duration = Duration::from_secs(10);
+
+/// The shortest time between two `tools/list` requests made for
+/// `notifications/tools/list_changed`: the notifications that arrive
+/// meanwhile are answered by one list, so a storm of them costs at most
+/// four lists a second.
+const LIST_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The longest a `list` from the host waits for a change.
 const MAX_WAIT: Duration = Duration::from_millis(1000);
@@ -81,6 +96,11 @@ enum Phase {
     GaveUp {
         reason: String,
     },
+    /// The server refused the credentials (HTTP 401 or 403): no retry
+    /// until the entry's config changes (which applies the entry again).
+    Refused {
+        reason: String,
+    },
     Closed,
 }
 
@@ -98,6 +118,8 @@ struct State {
 
 struct Shared {
     config: Config,
+    /// Where the server's stderr and the entry's notices go.
+    notices: Sink,
     state: Mutex<State>,
     changed: Condvar,
     closed: AtomicBool,
@@ -106,6 +128,12 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes a line of the entry's own to the host's stderr, through the
+    /// writer thread (so it never blocks the runtime).
+    fn notice(&self, text: String) {
+        self.notices.notice(text);
     }
 
     fn label(&self) -> String {
@@ -144,6 +172,7 @@ impl Shared {
                 format!("{label}: {reason}; reconnecting in {} ms (attempt {attempt} of {})", delay.as_millis(), self.config.reconnect.max_attempts)
             }
             Phase::Down { reason } => format!("{label}: {reason}; reconnecting is off, so its tools fail until the entry is reloaded"),
+            Phase::Refused { reason } => format!("{label}: {reason}; not retrying until the entry's config changes"),
             Phase::GaveUp { reason } => format!(
                 "{label}: {reason}; gave up after {} failed attempts in a row, tools withdrawn until the entry is reloaded",
                 self.config.reconnect.max_attempts
@@ -164,6 +193,7 @@ impl Shared {
                 self.config.reconnect.max_attempts
             ),
             Phase::Down { reason } => format!("{label}: the MCP server is down: {reason}; reconnecting is off, so reload the entry"),
+            Phase::Refused { reason } => format!("{label}: {reason}; fix the credentials in the entry's config"),
             Phase::GaveUp { reason } => format!("{label}: the MCP server is down: {reason}; gave up reconnecting, so reload the entry"),
             Phase::Closed => format!("{label}: the entry was stopped"),
         }
@@ -193,12 +223,15 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         let (tx, mut rx) = mpsc::unbounded_channel();
         let (lost_tx, mut lost_rx) = mpsc::unbounded_channel::<String>();
         let attempt = tokio::select! {
-            attempt = tokio::time::timeout(CONNECT_TIMEOUT, connect(&shared, Handler { list_changed: tx })) => attempt
+            attempt = tokio::time::timeout(CONNECT_TIMEOUT, connect(&shared, Handler { list_changed: tx }, lost_tx.clone())) => attempt
                 .unwrap_or_else(|_| Err(format!("no answer within {} s while connecting", CONNECT_TIMEOUT.as_secs()))),
             _ = stop.changed() => return,
         };
+        // The processes of a server whose connection ended: stopped once
+        // the new state is published.
+        let mut ended: Option<ServerProcess> = None;
         let reason = match attempt {
-            Ok((running, tools)) => {
+            Ok((running, tools, mut process)) => {
                 let peer = running.peer().clone();
                 shared.set_tools(tools);
                 {
@@ -211,6 +244,7 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                     let _ = first.send(Ok(()));
                 }
                 let since = Instant::now();
+                let mut listed_at = Instant::now();
                 let mut cancel = Some(running.cancellation_token());
                 let quit = running.waiting();
                 tokio::pin!(quit);
@@ -226,19 +260,28 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                             let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
                             break format!("the connection was lost: {why}");
                         }
-                        Some(()) = rx.recv() => match list_tools(&shared, &peer).await {
-                            Ok(tools) => shared.set_tools(tools),
-                            // The previous generation stays registered.
-                            Err(e) => eprintln!("{}: the tool list changed, and listing it failed: {e}", shared.label()),
-                        },
+                        Some(()) = rx.recv() => {
+                            tokio::time::sleep(LIST_INTERVAL.saturating_sub(listed_at.elapsed())).await;
+                            while rx.try_recv().is_ok() {}
+                            listed_at = Instant::now();
+                            match list_tools(&shared, &peer).await {
+                                Ok(tools) => shared.set_tools(tools),
+                                // The previous generation stays registered.
+                                Err(e) => shared.notice(format!("{}: the tool list changed, and listing it failed: {e}", shared.label())),
+                            }
+                        }
                         _ = stop.changed() => {
                             // Close the connection the way the protocol
-                            // says (stdin closed, then SIGTERM, then
-                            // SIGKILL) and wait until the child is reaped.
+                            // says (stdin closed, then SIGTERM to the
+                            // server's group, then SIGKILL) and wait until
+                            // its processes are reaped.
                             if let Some(cancel) = cancel.take() {
                                 cancel.cancel();
                             }
                             let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
+                            if let Some(process) = process.take() {
+                                process.stop().await;
+                            }
                             return;
                         }
                     }
@@ -248,6 +291,7 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                     state.peer = None;
                     state.lost = None;
                 }
+                ended = process.take();
                 if since.elapsed() >= Duration::from_millis(policy.max_delay_ms) {
                     failed = 0;
                 }
@@ -258,7 +302,10 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         // The state is set before the first attempt's outcome is handed to
         // `apply`, so the entry's first status already says what follows.
         let told = first.take().map(|first| (first, reason.clone()));
-        let (phase, delay) = if !policy.enabled {
+        let (phase, delay) = if let Some(refused) = auth_refusal(&shared.config, &reason) {
+            shared.set_tools(Vec::new());
+            (Phase::Refused { reason: refused }, None)
+        } else if !policy.enabled {
             (Phase::Down { reason }, None)
         } else {
             failed += 1;
@@ -274,13 +321,19 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         if let Some((first, reason)) = told {
             let _ = first.send(Err(reason));
         }
+        // The server's other processes (helpers it forked) end with it,
+        // and a hung one is stopped before the next start.
+        let wake = tokio::time::Instant::now() + delay.unwrap_or_default();
+        if let Some(process) = ended.take() {
+            process.stop().await;
+        }
         // Down or given up: nothing more until the entry is disposed.
-        let Some(delay) = delay else {
+        if delay.is_none() {
             let _ = stop.changed().await;
             return;
-        };
+        }
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep_until(wake) => {}
             _ = stop.changed() => return,
         }
     }
@@ -289,26 +342,34 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
 type Running = RunningService<RoleClient, Handler>;
 
 /// One connection attempt: start or reach the server, `initialize`, list
-/// the tools.
-async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<ServerTool>), String> {
+/// the tools. A stdio server's processes come with it.
+async fn connect(
+    shared: &Shared,
+    handler: Handler,
+    lost: mpsc::UnboundedSender<String>,
+) -> Result<(Running, Vec<ServerTool>, Option<ServerProcess>), String> {
     let config = &shared.config;
-    let running = match config.transport {
+    let (running, process) = match config.transport {
         Transport::Stdio => {
             let program = config.command.clone().unwrap_or_default();
             let mut command = tokio::process::Command::new(&program);
-            command.args(&config.args).env_clear().envs(scrubbed_env()).envs(&config.env);
+            command.args(&config.args).env_clear().envs(config.server_env()?);
             if !config.cwd.is_empty() {
                 if !std::path::Path::new(&config.cwd).is_dir() {
                     return Err(format!("cwd `{}` is not a folder (it is taken relative to where cordis runs)", config.cwd));
                 }
                 command.current_dir(&config.cwd);
             }
-            die_with_parent(&mut command);
-            let (transport, _) = TokioChildProcess::builder(command)
-                .stderr(std::process::Stdio::inherit())
-                .spawn()
-                .map_err(|e| format!("cannot start `{program}`: {e}"))?;
-            handler.serve(transport).await.map_err(|e| format!("the MCP handshake with `{program}` failed: {e}"))?
+            let (process, pipes) = ServerProcess::spawn(command).map_err(|e| format!("cannot start `{program}`: {e}"))?;
+            tokio::spawn(crate::stderr::forward(shared.label(), pipes.stderr, shared.notices.clone()));
+            let transport = LineTransport::new(pipes.stdout, pipes.stdin, config.max_message_bytes, shared.label(), Some(shared.notices.clone()));
+            match handler.serve(transport).await {
+                Ok(running) => (running, Some(process)),
+                Err(e) => {
+                    process.stop().await;
+                    return Err(format!("the MCP handshake with `{program}` failed: {e}"));
+                }
+            }
         }
         Transport::StreamableHttp => {
             // reqwest is built without a TLS provider of its own: use ring's
@@ -323,36 +384,74 @@ async fn connect(shared: &Shared, handler: Handler) -> Result<(Running, Vec<Serv
                     http::HeaderValue::from_str(value).map_err(|_| format!("headers: the value of `{name}` is not valid in an HTTP header"))?;
                 headers.insert(header, value);
             }
-            let transport =
-                StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers));
-            handler.serve(transport).await.map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?
+            let transport = crate::session::SessionWatch::new(
+                StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers)),
+                lost,
+            );
+            (
+                handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("the MCP handshake with {url} failed: {}", without_type_name(&with_causes(&e))))?,
+                None,
+            )
         }
     };
-    let tools = list_tools(shared, running.peer()).await?;
-    Ok((running, tools))
+    match list_tools(shared, running.peer()).await {
+        Ok(tools) => Ok((running, tools, process)),
+        Err(e) => {
+            running.cancellation_token().cancel();
+            if let Some(process) = process {
+                process.stop().await;
+            }
+            Err(e)
+        }
+    }
 }
 
-/// Makes the server receive SIGKILL when the thread that starts it (the
-/// entry's runtime thread) ends, which also happens when this process
-/// exits or is killed however it ends: no server outlives its host. A
-/// disposal closes the connection and reaps the server before that.
-fn die_with_parent(command: &mut tokio::process::Command) {
-    // SAFETY: the closure runs in the child between fork and exec and only
-    // makes async-signal-safe calls (prctl, getppid, _exit).
-    #[cfg(target_os = "linux")]
-    unsafe {
-        let parent = std::process::id() as libc::pid_t;
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have ended before the call above took effect.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
+/// When `reason` (why a connection attempt failed) is the server refusing
+/// the credentials, what to say: the status, the challenge, and which
+/// header was sent.
+fn auth_refusal(config: &Config, reason: &str) -> Option<String> {
+    let status = if reason.contains(AUTH_REQUIRED) {
+        "HTTP 401"
+    } else if reason.contains(SCOPE_REFUSED) {
+        "HTTP 403"
+    } else {
+        return None;
+    };
+    // The challenge, when rmcp's message carries it.
+    let challenge = reason.split_once(CHALLENGE).map(|(_, c)| c.split(';').next().unwrap_or(c).trim()).filter(|c| !c.is_empty());
+    let header = config.headers.keys().find(|name| name.eq_ignore_ascii_case("authorization")).or_else(|| config.headers.keys().next());
+    let sent = match header {
+        Some(name) => format!("the `{name}` header was sent and refused"),
+        None => "no header is configured (`headers`, e.g. `Authorization`)".to_string(),
+    };
+    let challenge = challenge.map(|c| format!(", WWW-Authenticate: {c}")).unwrap_or_default();
+    Some(format!("the server refused the credentials ({status}{challenge}); {sent}"))
+}
+
+/// How rmcp says a server answered 401.
+const AUTH_REQUIRED: &str = "Auth required";
+/// How rmcp says a server answered 403.
+const SCOPE_REFUSED: &str = "Insufficient scope";
+/// What precedes the `WWW-Authenticate` challenge in rmcp's message.
+const CHALLENGE: &str = "authorization required:";
+
+/// An error with its causes, each after `: ` (rmcp's `Display` of a
+/// failed handshake leaves the transport's cause out).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(inner) = cause {
+        let more = inner.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = inner.source();
     }
+    text
 }
 
 /// The server's whole tool list, under public names.
@@ -373,18 +472,6 @@ async fn list_tools(shared: &Shared, peer: &Peer<RoleClient>) -> Result<Vec<Serv
     Ok(tools)
 }
 
-/// This process's environment without the names that look like
-/// credentials (containing KEY, PASSWORD, SECRET or TOKEN, in any case),
-/// as the harness passes it to the servers it starts.
-fn scrubbed_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    std::env::vars_os()
-        .filter(|(name, _)| {
-            let name = name.to_string_lossy().to_ascii_uppercase();
-            !["KEY", "PASSWORD", "SECRET", "TOKEN"].iter().any(|word| name.contains(word))
-        })
-        .collect()
-}
-
 /// The tool source the host follows.
 struct Source {
     shared: Arc<Shared>,
@@ -394,7 +481,23 @@ struct Source {
     /// Disconnected when the supervisor has ended (its connection closed
     /// and its server reaped).
     supervisor: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    /// The thread writing the server's stderr and the entry's notices.
+    writer: crate::stderr::Writer,
+    /// The calls in flight, by call id: what cancels each (with a reason).
+    calls: Mutex<HashMap<String, oneshot::Sender<String>>>,
+    /// How many call tasks have not answered yet.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// How a call failed on the client's side.
+enum Failure {
+    Service(ServiceError),
+    /// Cancelled by the host (`cancel`, or the entry's disposal), why.
+    Cancelled(String),
+}
+
+/// How long sending `notifications/cancelled` may take.
+const CANCEL_SEND_LIMIT: Duration = Duration::from_millis(500);
 
 impl Source {
     fn list(&self, args: &Value) -> Result<Value, SourceError> {
@@ -415,7 +518,7 @@ impl Source {
         let level = match state.phase {
             Phase::Connecting | Phase::Connected | Phase::Closed => "info",
             Phase::Retrying { .. } => "warn",
-            Phase::Down { .. } | Phase::GaveUp { .. } => "error",
+            Phase::Down { .. } | Phase::GaveUp { .. } | Phase::Refused { .. } => "error",
         };
         Ok(json!({"generation": state.generation, "tools": tools, "status": self.shared.status(&state), "statusLevel": level}))
     }
@@ -441,20 +544,53 @@ impl Source {
         };
         let timeout = Duration::from_millis(self.shared.config.tool_call_timeout_ms);
         let label = self.shared.label();
+        let call_id = args.get("callId").and_then(Value::as_str).unwrap_or_default().to_string();
+        let (cancel, cancelled) = oneshot::channel::<String>();
+        let listed = {
+            let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Two calls under one id: the second cannot be cancelled by id.
+            !call_id.is_empty() && !calls.contains_key(&call_id) && calls.insert(call_id.clone(), cancel).is_none()
+        };
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new(raw.clone()).with_arguments(arguments)));
         let mut options = PeerRequestOptions::no_options();
         options.timeout = Some(timeout);
         // Not `block_on`: the host may call from inside a runtime of its own.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let in_flight = self.in_flight.clone();
+        in_flight.fetch_add(1, Ordering::AcqRel);
         self.handle.spawn(async move {
             let answer = match peer.send_request_with_option(request, options).await {
-                Ok(handle) => handle.await_response().await,
-                Err(e) => Err(e),
+                Ok(handle) => {
+                    let (id, peer) = (handle.id.clone(), handle.peer.clone());
+                    tokio::select! {
+                        answer = handle.await_response() => answer.map_err(Failure::Service),
+                        Ok(reason) = cancelled => {
+                            let notice = CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason.clone())));
+                            let _ = tokio::time::timeout(CANCEL_SEND_LIMIT, peer.send_notification(ClientNotification::CancelledNotification(notice))).await;
+                            Err(Failure::Cancelled(reason))
+                        }
+                    }
+                }
+                Err(e) => Err(Failure::Service(e)),
             };
+            in_flight.fetch_sub(1, Ordering::AcqRel);
             let _ = tx.send(answer);
         });
-        let Ok(answer) = rx.recv() else {
+        let answer = rx.recv();
+        if listed {
+            self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&call_id);
+        }
+        let Ok(answer) = answer else {
             return Ok(error_result(self.shared.unavailable(&State { phase: Phase::Closed, ..clone_state(&self.shared.lock()) })));
+        };
+        let answer = match answer {
+            Ok(answer) => Ok(answer),
+            Err(Failure::Service(e)) => Err(e),
+            Err(Failure::Cancelled(reason)) => {
+                return Ok(error_result(format!(
+                    "{label}: the call to {raw} was cancelled ({reason}); the MCP server was sent notifications/cancelled"
+                )))
+            }
         };
         let result = match answer {
             Ok(ServerResult::CallToolResult(result)) => result,
@@ -470,6 +606,9 @@ impl Source {
                     "{label}: the MCP server did not answer {raw} within {} ms (toolCallTimeoutMs); the call was cancelled",
                     timeout.as_millis()
                 )))
+            }
+            Err(ServiceError::McpError(e)) if e.code.0 == DROPPED_CODE || e.code.0 == crate::session::SESSION_LOST_CODE => {
+                return Ok(error_result(format!("{label}: the call to {raw} failed: {}", e.message)));
             }
             Err(ServiceError::McpError(e)) => {
                 return Ok(error_result(format!("{label}: the MCP server refused the call to {raw}: {} (code {})", e.message, e.code.0)));
@@ -504,9 +643,32 @@ impl Source {
         }
     }
 
+    /// `cancel {"callId", "reason"}`: the call answers at once as
+    /// cancelled, and the server is sent `notifications/cancelled`.
+    fn cancel(&self, args: &Value) {
+        let id = args.get("callId").and_then(Value::as_str).unwrap_or_default();
+        let reason = args.get("reason").and_then(Value::as_str).unwrap_or("cancelled by cordis");
+        let cancel = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
+        if let Some(cancel) = cancel {
+            let _ = cancel.send(reason.to_string());
+        }
+    }
+
     fn close(&self) {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return;
+        }
+        // Calls in flight end now, each telling the server, before the
+        // connection closes.
+        let calls: Vec<oneshot::Sender<String>> =
+            self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drain().map(|(_, cancel)| cancel).collect();
+        let cancelled = !calls.is_empty();
+        for cancel in calls {
+            let _ = cancel.send("the entry was stopped".to_string());
+        }
+        let until = Instant::now() + CANCEL_SEND_LIMIT + Duration::from_millis(100);
+        while cancelled && self.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
         }
         self.shared.set_phase(Phase::Closed);
         let _ = self.stop.send(true);
@@ -514,14 +676,15 @@ impl Source {
         self.shared.changed.notify_all();
         let supervisor = self.supervisor.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(ended) = supervisor {
-            let _ = ended.recv_timeout(SHUTDOWN_TIMEOUT + Duration::from_secs(1));
+            let _ = ended.recv_timeout(CLOSE_LIMIT);
         }
         let runtime = self.runtime.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(runtime) = runtime {
             // The supervisor has closed its connection; this ends what is
             // left (a connection attempt cut short is killed on drop).
-            runtime.shutdown_timeout(Duration::from_secs(5));
+            runtime.shutdown_timeout(Duration::from_secs(1));
         }
+        self.writer.stop(Duration::from_secs(1));
     }
 }
 
@@ -532,10 +695,15 @@ fn clone_state(state: &State) -> State {
 /// An rmcp error without the transport's Rust type name, which its
 /// `Display` puts in front of the cause.
 fn short_error(e: &ServiceError) -> String {
-    let text = e.to_string();
-    match text.split_once("] error: ") {
-        Some((_, cause)) if text.contains("Transport [") => format!("transport error: {cause}"),
-        _ => text,
+    without_type_name(&e.to_string())
+}
+
+/// `text` with rmcp's `Transport [TYPE] error: ` written `transport
+/// error: `.
+fn without_type_name(text: &str) -> String {
+    match (text.find("Transport ["), text.find("] error: ")) {
+        (Some(start), Some(end)) if start < end => format!("{}transport error: {}", &text[..start], &text[end + "] error: ".len()..]),
+        _ => text.to_string(),
     }
 }
 
@@ -551,11 +719,15 @@ impl ServiceProvider for Source {
         let answer = match method {
             "list" => self.list(&args),
             "call" => self.call(args),
+            "cancel" => {
+                self.cancel(&args);
+                Ok(json!({}))
+            }
             "close" => {
                 self.close();
                 Ok(json!({}))
             }
-            other => Err(SourceError(format!("the mcp-client tool source has no request `{other}` (requests: list, call, close)"))),
+            other => Err(SourceError(format!("the mcp-client tool source has no request `{other}` (requests: list, call, cancel, close)"))),
         };
         answer.map_err(|e| cordis_abi::sdk::ServiceError::new(e.0))
     }
@@ -578,8 +750,10 @@ pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
         .enable_all()
         .build()
         .map_err(|e| PluginError::new(format!("{label}: cannot start its runtime: {e}")))?;
+    let (notices, writer) = Sink::start(&config.server_name).map_err(|e| PluginError::new(format!("{label}: cannot start its log writer: {e}")))?;
     let shared = Arc::new(Shared {
         config,
+        notices,
         state: Mutex::new(State { changes: 0, generation: 0, tools: Vec::new(), phase: Phase::Connecting, peer: None, lost: None }),
         changed: Condvar::new(),
         closed: AtomicBool::new(false),
@@ -593,7 +767,16 @@ pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
         supervisor.await;
     });
     let handle = runtime.handle().clone();
-    let source = Source { shared, runtime: Mutex::new(Some(runtime)), handle: handle.clone(), stop, supervisor: Mutex::new(Some(ended)) };
+    let source = Source {
+        shared,
+        runtime: Mutex::new(Some(runtime)),
+        handle: handle.clone(),
+        stop,
+        supervisor: Mutex::new(Some(ended)),
+        writer,
+        calls: Mutex::default(),
+        in_flight: Arc::default(),
+    };
     // Without failOnStartupError, `apply` waits for the first connection
     // at most STARTUP_WAIT: a server still starting then connects in the
     // background and its tools are registered when it answers.

@@ -18,15 +18,32 @@
 //! tool's declared output schema. The server never writes to a session
 //! log: what it sends reaches the model only as a tool's result.
 //!
+//! A stdio server runs under a supervising process that ends its process
+//! group when the entry is disposed or the host ends, however it ends
+//! ([`process`]); its stdout is read by a line transport that tells every
+//! message it drops ([`line`]); its stderr is read, labelled and bounded
+//! ([`stderr`]). Over Streamable HTTP a lost session is noticed
+//! ([`session`]). `headers` and `env` are marked `writeOnly` in the config
+//! schema, so the host hides their values where it shows a config.
+//!
 //! Modules: [`names`] (public tool names), [`content`] (results to text and
-//! value), `client` (the connection, its supervisor and the tool source;
-//! built with the default `client` feature).
+//! value), and with the default `client` feature `client` (the connection,
+//! its supervisor task and the tool source), [`process`], [`line`],
+//! [`stderr`] and [`session`].
 
 pub mod content;
 pub mod names;
 
 #[cfg(feature = "client")]
 mod client;
+#[cfg(feature = "client")]
+pub mod line;
+#[cfg(feature = "client")]
+pub mod process;
+#[cfg(feature = "client")]
+pub mod session;
+#[cfg(feature = "client")]
+pub mod stderr;
 
 use std::collections::BTreeMap;
 
@@ -40,6 +57,16 @@ pub const PACKAGE: &str = "@deepseek-ai/dsh-mcp-client";
 
 /// The default `toolCallTimeoutMs`: one minute.
 pub const DEFAULT_TOOL_CALL_TIMEOUT_MS: u64 = 60_000;
+
+/// The default `maxMessageBytes`: 16 MiB, the limit of rmcp's own stdio
+/// transport and of its Streamable HTTP client's events.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The variables of cordis's environment a stdio server inherits by
+/// default, as the official MCP SDKs pass them: the user, the shell, the
+/// terminal, the locale and where temporary files go. Nothing else reaches
+/// a server unless the entry's `env` or `inheritEnv` names it.
+pub const INHERITED_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ"];
 
 /// The longest delay the harness's timers accept (2^31 - 1 ms), the upper
 /// bound of every duration in the config.
@@ -75,9 +102,13 @@ pub struct Config {
     /// stdio: its arguments, passed as they are (no shell).
     #[serde(default)]
     pub args: Vec<String>,
-    /// stdio: variables set for the server on top of this process's environment, from which names containing KEY, PASSWORD, SECRET or TOKEN are removed. Take secrets from the environment with `!!js process.env.NAME`, never write them here.
+    /// stdio: variables set for the server. It inherits only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, LC_CTYPE, TMPDIR and TZ from cordis's environment, plus the names in `inheritEnv`. Take secrets from the environment with `!!js process.env.NAME`, never write them here.
     #[serde(default)]
+    #[schemars(extend("writeOnly" = true))]
     pub env: BTreeMap<String, String>,
+    /// stdio: names of cordis's environment variables passed on to the server as they are; one that is not set is an error when the entry starts.
+    #[serde(default)]
+    pub inherit_env: Vec<String>,
     /// stdio: the folder to start it in, relative to where cordis runs; empty for that folder.
     #[serde(default)]
     pub cwd: String,
@@ -87,11 +118,16 @@ pub struct Config {
     pub url: Option<String>,
     /// streamable-http: headers sent with every request (`Authorization: !!js '`Bearer ${process.env.TOKEN}`'`). Their values are never shown.
     #[serde(default)]
+    #[schemars(extend("writeOnly" = true))]
     pub headers: BTreeMap<String, String>,
     /// How long one tool call may take, in milliseconds (default 60000); then it is cancelled on the server and answered as timed out.
     #[serde(default = "default_timeout")]
     #[schemars(range(min = 1, max = 2_147_483_647))]
     pub tool_call_timeout_ms: u64,
+    /// stdio: the largest message (one line) the server may send, in bytes (default 16777216). A longer line is dropped, logged, and the request it answered fails at once naming this limit.
+    #[serde(default = "default_max_message")]
+    #[schemars(range(min = 1))]
+    pub max_message_bytes: u64,
     /// Fail the entry when the first connection or tool listing fails (default false: the entry loads with no tools and keeps trying).
     #[serde(default)]
     pub fail_on_startup_error: bool,
@@ -102,6 +138,10 @@ pub struct Config {
 
 fn default_timeout() -> u64 {
     DEFAULT_TOOL_CALL_TIMEOUT_MS
+}
+
+fn default_max_message() -> u64 {
+    DEFAULT_MAX_MESSAGE_BYTES
 }
 
 /// The reconnect policy: delays double from `initialDelayMs` up to
@@ -169,6 +209,9 @@ impl Config {
                     return Err(format!("mcp-client({name}): transport stdio needs `command`, the program that runs the server"));
                 }
                 misplaced(&[("url", self.url.is_some()), ("headers", !self.headers.is_empty())], "streamable-http")?;
+                if let Some(var) = self.inherit_env.iter().find(|n| n.is_empty() || n.contains('=') || n.contains('\0')) {
+                    return Err(format!("mcp-client({name}): `inheritEnv` holds {var:?}, which is not a variable name"));
+                }
             }
             Transport::StreamableHttp => {
                 let Some(url) = &self.url else {
@@ -183,6 +226,7 @@ impl Config {
                         ("args", !self.args.is_empty()),
                         ("env", !self.env.is_empty()),
                         ("cwd", !self.cwd.is_empty()),
+                        ("inheritEnv", !self.inherit_env.is_empty()),
                     ],
                     "stdio",
                 )?;
@@ -195,6 +239,27 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The environment of a stdio server: the [`INHERITED_ENV`] variables
+    /// that are set, the `inheritEnv` ones, then `env`.
+    ///
+    /// # Errors
+    /// When a name in `inheritEnv` is not set (or not UTF-8), naming the
+    /// server and the variable.
+    pub fn server_env(&self) -> Result<Vec<(String, String)>, String> {
+        let mut vars: Vec<(String, String)> =
+            INHERITED_ENV.iter().filter_map(|name| std::env::var(name).ok().map(|value| ((*name).to_string(), value))).collect();
+        for name in &self.inherit_env {
+            match std::env::var(name) {
+                Ok(value) => vars.push((name.clone(), value)),
+                Err(_) => {
+                    return Err(format!("mcp-client({}): `inheritEnv` names {name}, which is not set in cordis's environment", self.server_name))
+                }
+            }
+        }
+        vars.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(vars)
     }
 
     fn transport_name(&self) -> &'static str {
@@ -217,6 +282,10 @@ impl Plugin for McpClient {
 
     fn apply(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
         config.check().map_err(PluginError::new)?;
+        if config.transport == Transport::Stdio {
+            // A variable it names that is not set fails the entry now.
+            config.server_env().map_err(PluginError::new)?;
+        }
         start(ctx, config)
     }
 }
