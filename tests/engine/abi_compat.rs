@@ -97,7 +97,7 @@ fn every_entry_point_of_a_1_0_plugin_works_in_this_host() {
     let export = text(&scratch.cordis(&["session", "export", &session])).0;
     let events: Vec<Value> = export.lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
     let counts: Vec<u64> = events.iter().filter(|e| e["type"] == "tally/count").map(|e| e["data"]["words"].as_u64().unwrap()).collect();
-    let last_step = events.iter().filter(|e| e["type"] == "step/start").filter_map(|e| e["data"]["step"].as_u64()).last().unwrap();
+    let last_step = events.iter().filter(|e| e["type"] == "step/start").filter_map(|e| e["data"]["step"].as_u64()).next_back().unwrap();
     // The hook got the turn and the step apart: 100 × turn + step.
     assert_eq!(counts, [3, 100 + last_step], "{events:?}");
     // Replayed, every event passes the validator, and the projection folds
