@@ -13,7 +13,7 @@ use cordis_tests::sse_server::{End, Reply, SseServer};
 use cordis_tests::{repo_root, text, Scratch, StoreBackend};
 use serde_json::{json, Value};
 
-const SUMMARY: &str = "## Goal\n- a long job of ten steps\n## Open work\n- the steps after the last one done";
+pub(crate) const SUMMARY: &str = "## Goal\n- a long job of ten steps\n## Open work\n- the steps after the last one done";
 
 /// Tool-todo and a compaction entry that compacts at half the window,
 /// keeping a tenth; `store` adds a persistence entry, `extra` more entries.
@@ -27,7 +27,7 @@ fn composition(store: &str, extra: &str) -> String {
 
 /// A scripted turn of `steps` todo_write calls with long contents, then a
 /// final answer; the model's window is `window` tokens.
-fn long_script(steps: usize, window: u64, summaries: &[&str]) -> String {
+pub(crate) fn long_script(steps: usize, window: u64, summaries: &[&str]) -> String {
     let mut out = format!("model: long\ncontextWindow: {window}\nsummaries:\n");
     for s in summaries {
         out.push_str(&format!("  - {}\n", serde_json::to_string(s).unwrap()));

@@ -153,13 +153,17 @@ impl<'m> Agent<'m> {
         Ok(event)
     }
 
-    /// Runs one turn for `prompt`. A turn left open by a crash is first
-    /// closed with reason `interrupted`.
+    /// Runs one turn for `prompt`. A compaction a crash cut short is first
+    /// closed ([`compaction::close_cut_short`]), then a turn left open by a
+    /// crash is closed with reason `interrupted`.
     ///
     /// # Errors
     /// [`TurnError`]; the turn is then closed with reason `error` when the
     /// log still accepts events.
     pub fn run_turn(&mut self, prompt: &str, obs: &mut dyn TurnObserver) -> Result<TurnSummary, TurnError> {
+        if let Some(cut) = compaction::close_cut_short(&self.session, obs)? {
+            obs.on_notice(&cut.describe());
+        }
         if self.session.open_turn().is_some() {
             self.close_open_turn(json!({"kind": "interrupted"}), obs)?;
         }
@@ -213,6 +217,7 @@ impl<'m> Agent<'m> {
                     Ok(Some(outcome)) => obs.on_notice(&outcome.describe()),
                     Ok(None) => {}
                     Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),
+                    Err(CompactionError::Interrupted) => return Err(TurnError::Interrupted),
                     Err(e) => obs.on_notice(&format!("compaction: {e}")),
                 }
             }
@@ -232,13 +237,16 @@ impl<'m> Agent<'m> {
                         if let (Some(compactor), ModelError::Failed(text)) = (self.compaction.clone(), &e) {
                             if context_overflow(text) && overflows < compactor.overflow_retries(&*self.model) {
                                 overflows += 1;
-                                match compactor.compact_now(&self.session, &mut *self.model, &schemas, obs) {
+                                let interrupt = self.interrupt.clone();
+                                let interrupted = move || interrupt.as_ref().is_some_and(Interrupt::is_set);
+                                match compactor.compact_now(&self.session, &mut *self.model, &schemas, &interrupted, obs) {
                                     Ok(Some(outcome)) => {
                                         obs.on_notice(&format!("the request was too long for the model's context; {}", outcome.describe()));
                                         continue;
                                     }
                                     Ok(None) => {}
                                     Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),
+                                    Err(CompactionError::Interrupted) => return Err(TurnError::Interrupted),
                                     Err(c) => obs.on_notice(&format!("compaction after a context overflow: {c}")),
                                 }
                             }

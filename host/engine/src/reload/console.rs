@@ -229,7 +229,7 @@ fn compact(dev: &DevHost, session: &Arc<Session>) -> Value {
         Ok(None) => return json!({"error": "no entry provides a `model` service to summarize with (add llm-openai to the composition)"}),
         Err(e) => return json!({"error": e.to_string()}),
     };
-    match compactor.compact_now(session, &mut model, &dev.host.services.tools.schemas(), &mut Quiet) {
+    match compactor.compact_now(session, &mut model, &dev.host.services.tools.schemas(), &|| false, &mut Quiet) {
         Ok(Some(o)) => json!({"compacted": {
             "compactionId": o.compaction_id,
             "range": [o.range.0, o.range.1],

@@ -31,6 +31,7 @@
 //! their JSON / 4)`. The estimate is a heuristic, not a tokenizer.
 
 pub mod config;
+pub mod recover;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -38,12 +39,13 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 pub use config::{CompactionConfig, Resolved, Retain};
+pub use recover::{close_cut_short, CutShort, CUT_SHORT};
 
-use super::{Model, ModelRequest, NoSink, Purpose, TurnObserver};
+use super::{Model, ModelError, ModelRequest, Purpose, StepSink, TurnObserver};
 use crate::tools::ToolSchema;
 use cordis_session::event::core;
 use cordis_session::event::SurfaceOp;
-use cordis_session::{surface_nodes, well_formed_history, AppendError, Appender, Event, Message, Session};
+use cordis_session::{surface_nodes, unended_compaction, well_formed_history, AppendError, Appender, Event, Message, Session};
 use cordis_sync::LockExt;
 
 /// The tags around a summary in the message that replaces the history it
@@ -104,6 +106,10 @@ pub enum CompactionError {
         /// The threshold, in tokens.
         threshold: u64,
     },
+    /// Ctrl-C stopped the summary request; the compaction was closed as
+    /// interrupted and the history left as it was.
+    #[error("interrupted (Ctrl-C) while the summary was requested; the history is left as it was")]
+    Interrupted,
     /// The compaction's config breaks a rule.
     #[error("{0}")]
     Config(String),
@@ -165,12 +171,28 @@ pub struct Compactor {
     config: CompactionConfig,
     /// Models already warned about (no context window), by `provider/model`.
     warned: Mutex<HashSet<String>>,
+    /// The sessions this compactor is compacting now, by id: a
+    /// `compaction/start` without an end in any other session was cut
+    /// short.
+    compacting: Mutex<HashSet<String>>,
+}
+
+/// Marks a session as being compacted by this process until dropped.
+struct Compacting<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    id: String,
+}
+
+impl Drop for Compacting<'_> {
+    fn drop(&mut self) {
+        self.set.lock_or_recover().remove(&self.id);
+    }
 }
 
 impl Compactor {
     /// A compactor with `config` (already checked).
     pub fn new(config: CompactionConfig) -> Compactor {
-        Compactor { config, warned: Mutex::new(HashSet::new()) }
+        Compactor { config, warned: Mutex::new(HashSet::new()), compacting: Mutex::new(HashSet::new()) }
     }
 
     /// The config.
@@ -223,7 +245,7 @@ impl Compactor {
             if interrupted() {
                 break;
             }
-            match self.bracket(session, model, tools, &policy, retain, obs) {
+            match self.bracket(session, model, tools, &policy, retain, interrupted, obs) {
                 Ok(Some(outcome)) => {
                     let after = outcome.request_tokens.1;
                     let first = done.get_or_insert_with(|| outcome.clone());
@@ -263,10 +285,11 @@ impl Compactor {
         session: &Arc<Session>,
         model: &mut dyn Model,
         tools: &[ToolSchema],
+        interrupted: &dyn Fn() -> bool,
         obs: &mut dyn TurnObserver,
     ) -> Result<Option<Outcome>, CompactionError> {
         let policy = self.policy(model)?;
-        self.until_summarized(session, model, tools, &policy, obs)
+        self.until_summarized(session, model, tools, &policy, interrupted, obs)
     }
 
     /// Compacts everything but the newest entry, trying again after a
@@ -277,12 +300,13 @@ impl Compactor {
         model: &mut dyn Model,
         tools: &[ToolSchema],
         policy: &Resolved,
+        interrupted: &dyn Fn() -> bool,
         obs: &mut dyn TurnObserver,
     ) -> Result<Option<Outcome>, CompactionError> {
         let tries = policy.compaction_retries.saturating_add(1);
         let mut last = String::new();
         for _ in 0..tries {
-            match self.bracket(session, model, tools, policy, 0, obs) {
+            match self.bracket(session, model, tools, policy, 0, interrupted, obs) {
                 Err(CompactionError::Summary { last: why, .. }) => last = why,
                 other => return other,
             }
@@ -295,7 +319,10 @@ impl Compactor {
     }
 
     /// One compaction, bracketed by `compaction/start` and `compaction/end`
-    /// in the log, keeping at least `retain` tokens of recent history.
+    /// in the log, keeping at least `retain` tokens of recent history. A
+    /// compaction of the session that another process cut short is closed
+    /// first ([`close_cut_short`]).
+    #[allow(clippy::too_many_arguments)]
     fn bracket(
         &self,
         session: &Arc<Session>,
@@ -303,10 +330,19 @@ impl Compactor {
         tools: &[ToolSchema],
         policy: &Resolved,
         retain: u64,
+        interrupted: &dyn Fn() -> bool,
         obs: &mut dyn TurnObserver,
     ) -> Result<Option<Outcome>, CompactionError> {
-        if let Some(open) = session.with_events(unmatched_start) {
-            return Err(CompactionError::Busy(open));
+        let _compacting = {
+            let mut set = self.compacting.lock_or_recover();
+            if !set.insert(session.id().to_string()) {
+                let open = session.with_events(|events| unended_compaction(events).map_or(0, |e| e.seq));
+                return Err(CompactionError::Busy(open));
+            }
+            Compacting { set: &self.compacting, id: session.id().to_string() }
+        };
+        if let Some(cut) = close_cut_short(session, obs)? {
+            obs.on_notice(&cut.describe());
         }
         let (nodes, before) = session.with_events(|events| (surface_nodes(events), request_tokens(events, tools)));
         let Some(keep_from) = keep_from(&nodes, retain) else { return Ok(None) };
@@ -332,10 +368,17 @@ impl Compactor {
         let lifecycle = json!({"compactionId": compaction_id, "turn": turn});
         let start = append(session, obs, core::COMPACTION_START, &lifecycle)?;
 
-        let summary = summarize(model, &messages, tools, policy.max_tokens, replaced_tokens.saturating_sub(carried_tokens));
+        let summary = summarize(model, &messages, policy.max_tokens, replaced_tokens.saturating_sub(carried_tokens), interrupted);
         let (text, usage, summary_tokens) = match summary {
             Ok(s) => s,
-            Err(last) => {
+            Err(Failed::Interrupted) => {
+                let mut end = lifecycle.clone();
+                end["error"] =
+                    json!({"message": "interrupted (Ctrl-C) while the summary was requested; the history is as it was", "kind": "interrupted"});
+                append(session, obs, core::COMPACTION_END, &end)?;
+                return Err(CompactionError::Interrupted);
+            }
+            Err(Failed::Unusable(last)) => {
                 let mut end = lifecycle.clone();
                 end["error"] = json!({"message": last});
                 append(session, obs, core::COMPACTION_END, &end)?;
@@ -387,36 +430,70 @@ impl Compactor {
     }
 }
 
-fn append(session: &Arc<Session>, obs: &mut dyn TurnObserver, kind: &str, data: &Value) -> Result<Event, AppendError> {
+pub(crate) fn append(session: &Arc<Session>, obs: &mut dyn TurnObserver, kind: &str, data: &Value) -> Result<Event, AppendError> {
     let event = session.append_value(kind, data, Appender::Host)?;
     obs.on_event(session, &event);
     Ok(event)
 }
 
+/// Why a summary request gave no summary.
+enum Failed {
+    /// Ctrl-C stopped it.
+    Interrupted,
+    /// The model failed, or its answer is not a usable summary; why.
+    Unusable(String),
+}
+
+/// The sink of a summary request: records nothing, and stops the request
+/// on Ctrl-C.
+struct SummarySink<'a> {
+    interrupted: &'a dyn Fn() -> bool,
+}
+
+impl StepSink for SummarySink<'_> {
+    fn chunk(&mut self, _chunk: Value) -> Result<(), ModelError> {
+        Ok(())
+    }
+    fn notice(&mut self, _text: &str) {}
+    fn interrupted(&self) -> bool {
+        (self.interrupted)()
+    }
+}
+
 /// Asks the model for a summary of `messages` (the region and the request
-/// for it): the text, the provider's usage, and the framed message's
-/// estimated tokens.
+/// for it), with no tools offered: the text, the provider's usage, and the
+/// framed message's estimated tokens.
 fn summarize(
     model: &mut dyn Model,
     messages: &[Message],
-    tools: &[ToolSchema],
     max_tokens: u32,
     replaced: u64,
-) -> Result<(String, Option<Value>, u64), String> {
-    let request = ModelRequest { messages, tools, purpose: Purpose::Compaction, max_tokens: Some(max_tokens) };
-    let answer = model.next_step(&request, &mut NoSink).map_err(|e| e.to_string())?;
+    interrupted: &dyn Fn() -> bool,
+) -> Result<(String, Option<Value>, u64), Failed> {
+    let request = ModelRequest { messages, tools: &[], purpose: Purpose::Compaction, max_tokens: Some(max_tokens) };
+    let answer = match model.next_step(&request, &mut SummarySink { interrupted }) {
+        Ok(answer) => answer,
+        Err(ModelError::Interrupted) => return Err(Failed::Interrupted),
+        Err(e) if interrupted() => {
+            tracing::debug!("the summary request failed after Ctrl-C: {e}");
+            return Err(Failed::Interrupted);
+        }
+        Err(e) => return Err(Failed::Unusable(e.to_string())),
+    };
     if answer.finish.as_deref() == Some("length") {
-        return Err(format!("the summary was cut off at maxTokens ({max_tokens})"));
+        return Err(Failed::Unusable(format!("the summary was cut off at maxTokens ({max_tokens})")));
     }
     let text = answer.text.trim().to_string();
     if text.is_empty() {
-        return Err("the model gave no summary text".into());
+        let why =
+            if answer.reasoning.trim().is_empty() { "the model gave no summary text" } else { "the model gave reasoning only, no summary text" };
+        return Err(Failed::Unusable(why.into()));
     }
     let tokens = message_tokens(&framed(&text));
     if tokens >= replaced {
-        return Err(format!(
+        return Err(Failed::Unusable(format!(
             "the summary (~{tokens} tokens) is not smaller than what it replaces, less what is carried over after it (~{replaced} tokens)"
-        ));
+        )));
     }
     Ok((text, answer.usage, tokens))
 }
@@ -427,10 +504,10 @@ fn framed(text: &str) -> Message {
 }
 
 /// What one projection's plugin carries over a compaction.
-struct Contribution {
+pub(crate) struct Contribution {
     plugin: String,
     entry: String,
-    projection: String,
+    pub(crate) projection: String,
     blocks: Vec<Value>,
     /// The event its state stands on (the last one it folded).
     source: Option<u64>,
@@ -439,7 +516,7 @@ struct Contribution {
 
 /// Asks each projection's plugin what the model must still see of its
 /// state after the compaction (the standing plan).
-fn contributions(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Vec<Contribution> {
+pub(crate) fn contributions(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Vec<Contribution> {
     let mut out = Vec::new();
     for (projection, state) in session.states() {
         let blocks = match projection.compaction_context(&state) {
@@ -469,7 +546,7 @@ fn contributions(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Vec<Cont
 
 /// Appends the contributions as user-side messages naming their plugin,
 /// each citing the event its state stands on.
-fn carry_over(
+pub(crate) fn carry_over(
     session: &Arc<Session>,
     carried: Vec<Contribution>,
     compaction_id: &str,
@@ -489,18 +566,6 @@ fn carry_over(
         plugins.push(c.plugin);
     }
     Ok(plugins)
-}
-
-/// The seq of a `compaction/start` with no `compaction/end` after it.
-fn unmatched_start(events: &[Event]) -> Option<u64> {
-    for e in events.iter().rev() {
-        match e.kind.as_str() {
-            core::COMPACTION_END => return None,
-            core::COMPACTION_START => return Some(e.seq),
-            _ => {}
-        }
-    }
-    None
 }
 
 /// Where the kept tail starts: the first node from the end at which the
