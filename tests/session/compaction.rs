@@ -524,3 +524,61 @@ fn compaction_by_hand_in_the_dev_console() {
     let history = derive_messages(&events);
     assert!(matches!(&history[0], Message::User { text } if text.contains(summary)), "{history:?}");
 }
+
+/// The llm-openai entry of a mock provider at `base_url`, with a context
+/// window of `window` tokens and `extra` config lines.
+fn mock_model(base_url: &str, window: u64, extra: &str) -> String {
+    format!(
+        "- id: model\n  name: llm-openai\n  config:\n    baseUrl: {base_url}\n    model: deepseek-v4-flash\n    apiKeyEnv: CORDIS_TEST_KEY\n    contextWindow: {window}\n{extra}"
+    )
+}
+
+#[test]
+fn one_ctrl_c_stops_a_pending_summary_within_a_second() {
+    use std::time::{Duration, Instant};
+    let server = SseServer::start(vec![Reply::Silent(Duration::from_secs(60))]);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 100_000, &[]);
+    scratch.composition(&composition("", &mock_model(&server.base_url, 2400, "")));
+    let mut child = scratch
+        .command(&["run", "--session", &id, "carry on"])
+        .env("CORDIS_TEST_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let requests = server.wait_for_requests(1);
+    assert!(requests[0].body["messages"].to_string().contains("checkpoint"), "the pending request is the summary's");
+    // The request is on its way; the provider holds it.
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = Instant::now();
+    let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(signalled.elapsed() < Duration::from_secs(10), "cordis run still waits on the summary 10 s after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = signalled.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    eprintln!("one Ctrl-C ended the turn {took:?} after the signal; exit {:?}", status.code());
+    assert!(took < Duration::from_secs(1), "one Ctrl-C stops the summary request within a second, took {took:?}");
+    // `run` says an interrupted turn by exit 130; the log below shows the
+    // turn was closed by the process, not cut off.
+    assert_eq!(status.code(), Some(130), "{stdout}{stderr}");
+    assert_eq!(server.requests().len(), 1, "nothing is sent after Ctrl-C");
+    let (_, events) = exported(&scratch, None, &id);
+    let ends = of_kind(&events, "compaction/end");
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(data(ends[0])["error"]["kind"], "interrupted", "the compaction is recorded as interrupted");
+    let turn_end = events.iter().rev().find(|e| e.kind == "turn/end").unwrap();
+    assert_eq!(data(turn_end)["turn"], 2);
+    assert_eq!(data(turn_end)["reason"]["kind"], "interrupted");
+    assert!(of_kind(&events, "step/start").iter().all(|e| data(e)["turn"] != 2), "no step of the interrupted turn was sent");
+    let (shown, _) = run(&scratch, &["session", "show", &id]);
+    assert!(!shown.contains("problem:"), "{shown}");
+}
