@@ -246,7 +246,7 @@ fn a_plan_cleared_by_a_new_turn_is_not_brought_back() {
     // finds no plan (turn/start cleared it) and carries none.
     std::fs::write(
         scratch.path().join("small.script.yml"),
-        "model: long\ncontextWindow: 1500\nsummaries: [\"earlier: six steps of a long job\"]\nsteps:\n  - text: Nothing left to do.\n",
+        "model: long\ncontextWindow: 1500\nsummaries: [\"## Goal\\n- earlier: six steps of a long job\"]\nsteps:\n  - text: Nothing left to do.\n",
     )
     .unwrap();
     run(&scratch, &["run", "--session", &id, "--script", "small.script.yml", "anything else?"]);
@@ -581,4 +581,182 @@ fn one_ctrl_c_stops_a_pending_summary_within_a_second() {
     assert!(of_kind(&events, "step/start").iter().all(|e| data(e)["turn"] != 2), "no step of the interrupted turn was sent");
     let (shown, _) = run(&scratch, &["session", "show", &id]);
     assert!(!shown.contains("problem:"), "{shown}");
+}
+
+/// One streamed answer of the mock provider: `delta`, then `finish`.
+fn answer(delta: Value, finish: &str) -> Reply {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            .to_string()
+    };
+    Reply::Stream { events: vec![chunk(delta, Value::Null), chunk(json!({}), json!(finish))], end: End::Done }
+}
+
+/// A step that calls todo_write once.
+fn todo_step(n: usize) -> Reply {
+    let args = json!({"todos": [{"content": format!("mock step {n}"), "status": "in_progress"}]}).to_string();
+    answer(
+        json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_{n}"), "type": "function", "function": {"name": "todo_write", "arguments": args}}]}),
+        "tool_calls",
+    )
+}
+
+/// Whether a request the mock received asks for a summary.
+fn is_summary(body: &Value) -> bool {
+    body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m["content"].as_str().unwrap_or_default().contains("write a checkpoint"))
+}
+
+/// A long scripted session (no compaction: a wide window), continued by
+/// one turn against the mock provider with `model_extra` config lines and
+/// a compaction entry with `retries` retries; the run's output and what
+/// the provider received.
+fn continue_with_mock(replies: Vec<Reply>, model_extra: &str, compaction_extra: &str) -> (String, Vec<Value>, Vec<Event>, SseServer) {
+    let server = SseServer::start(replies);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 100_000, &[]);
+    let entries = composition("", &mock_model(&server.base_url, 2400, model_extra)).replace("    compactionRetries: 1\n", compaction_extra);
+    scratch.composition(&entries);
+    let started = std::time::Instant::now();
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "the turn took {:?}", started.elapsed());
+    let (stdout, stderr) = text(&out);
+    let said = format!("{stdout}{stderr}");
+    assert!(out.status.success(), "{said}");
+    let (_, events) = exported(&scratch, None, &id);
+    let bodies = server.requests().into_iter().map(|r| r.body).collect();
+    (said, bodies, events, server)
+}
+
+#[test]
+fn a_failing_summarizer_costs_at_most_its_retries_plus_one_per_turn() {
+    let reasoning_only = answer(json!({"role": "assistant", "reasoning_content": "Let me think about what to keep..."}), "stop");
+    let chatty =
+        answer(json!({"role": "assistant", "content": "Sure! Continuing with the next item: I'll now call todo_write for step 10."}), "stop");
+    let cut_off = answer(json!({"role": "assistant", "content": "## Goal\n- a long job of ten steps, with"}), "length");
+    let replies = vec![
+        reasoning_only,
+        chatty,
+        cut_off,
+        todo_step(1),
+        todo_step(2),
+        todo_step(3),
+        answer(json!({"role": "assistant", "content": "Done."}), "stop"),
+    ];
+    let (said, bodies, events, _server) = continue_with_mock(replies, "", "    compactionRetries: 2\n");
+    let summaries: Vec<&Value> = bodies.iter().filter(|b| is_summary(b)).collect();
+    eprintln!("a failing summarizer: {} summary requests in a turn of {} requests", summaries.len(), bodies.len());
+    // 0 successful compactions + compactionRetries (2) + 1.
+    assert_eq!(summaries.len(), 3, "{said}");
+    assert_eq!(bodies.len(), 7, "every step after the failures went out without another summary request");
+    for body in &summaries {
+        assert!(body.get("tools").is_none(), "a summary request offers no tools: {body}");
+        assert!(body.get("reasoning_effort").is_none() && body.get("thinking").is_none(), "{body}");
+        assert_eq!(body["max_tokens"], 512, "maxTokens as configured");
+    }
+    assert!(bodies.iter().filter(|b| !is_summary(b)).all(|b| b["tools"].is_array()), "the steps still offer the tools");
+    // Each failure is recorded with its reason; the history stays.
+    let errors: Vec<String> =
+        of_kind(&events, "compaction/end").iter().map(|e| data(e)["error"]["message"].as_str().unwrap_or_default().to_string()).collect();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert!(errors[0].contains("reasoning only"), "{errors:?}");
+    assert!(errors[1].contains("not a checkpoint"), "{errors:?}");
+    assert!(errors[2].contains("cut off at maxTokens (512)"), "{errors:?}");
+    assert!(of_kind(&events, "compaction/summary").is_empty());
+    assert!(events.iter().all(|e| !matches!(e.surface_op, Some(cordis_session::event::SurfaceOp::Replace { .. }))));
+    // Said once, with the real reason.
+    assert_eq!(said.matches("no more compaction in this turn").count(), 1, "{said}");
+    assert!(said.contains("3 summary requests of this turn failed"), "{said}");
+}
+
+#[test]
+fn fixed_parts_that_leave_no_room_are_named_once_and_nothing_is_summarized() {
+    let system = "You are a careful agent. ".repeat(240);
+    let extra = format!("    systemPrompt: {}\n", serde_json::to_string(&system).unwrap());
+    let replies = vec![todo_step(1), todo_step(2), todo_step(3), answer(json!({"role": "assistant", "content": "Done."}), "stop")];
+    let (said, bodies, events, _server) = continue_with_mock(replies, &extra, "    compactionRetries: 1\n");
+    assert_eq!(bodies.iter().filter(|b| is_summary(b)).count(), 0, "no summary request: it could not help");
+    assert_eq!(bodies.len(), 4);
+    assert!(of_kind(&events, "compaction/start").is_empty());
+    assert_eq!(said.matches("fixed parts of the request alone reach the limit").count(), 1, "said once per turn: {said}");
+    assert!(said.contains("system prompt ~1500 tokens") && said.contains("tool schemas ~") && said.contains("carried plan ~"), "{said}");
+}
+
+#[test]
+fn the_threshold_counts_the_reserved_output() {
+    // A window of 100000 tokens at a threshold of 0.9 would wait for
+    // 90000; with 99000 reserved for the answer the request must stay
+    // under 1000, which the long history passes.
+    let replies =
+        vec![answer(json!({"role": "assistant", "content": SUMMARY}), "stop"), answer(json!({"role": "assistant", "content": "Done."}), "stop")];
+    let server = SseServer::start(replies);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 1_000_000, &[]);
+    let entries = composition("", &mock_model(&server.base_url, 100_000, "    maxTokens: 99000\n"))
+        .replace("thresholdRatio: 0.5", "thresholdRatio: 0.9")
+        .replace("retainRatio: 0.1", "retainTokens: 200");
+    scratch.composition(&entries);
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}{}", text(&out).0, text(&out).1);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(is_summary(&requests[0].body), "compacted before the step: {}", requests[0].body);
+    assert_eq!(requests[0].body["max_tokens"], 512);
+    assert_eq!(requests[1].body["max_tokens"], 99000);
+    let (_, events) = exported(&scratch, None, &id);
+    assert_eq!(of_kind(&events, "compaction/summary").len(), 1);
+}
+
+#[test]
+fn a_deepseek_summary_request_does_not_think() {
+    let replies =
+        vec![answer(json!({"role": "assistant", "content": SUMMARY}), "stop"), answer(json!({"role": "assistant", "content": "Done."}), "stop")];
+    let server = SseServer::start(replies);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 1_000_000, &[]);
+    let model = format!(
+        "- id: model\n  name: '@deepseek-ai/dsh-llm-deepseek'\n  config:\n    baseURL: {}\n    apiKeyEnv: CORDIS_TEST_KEY\n    reasoningEffort: high\n    models:\n      - id: deepseek-v4-flash\n        contextWindow: 2400\n        maxTokens: 200\n",
+        server.base_url.trim_end_matches("/v1")
+    );
+    scratch.composition(&composition("", &model));
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}{}", text(&out).0, text(&out).1);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let (summary, step) = (&requests[0].body, &requests[1].body);
+    assert!(is_summary(summary), "{summary}");
+    assert_eq!(summary["thinking"], json!({"type": "disabled"}), "{summary}");
+    assert!(summary.get("reasoning_effort").is_none() && summary.get("tools").is_none(), "{summary}");
+    assert_eq!(summary["max_tokens"], 512);
+    assert_eq!((step["reasoning_effort"].clone(), step["thinking"].clone()), (json!("high"), json!({"type": "enabled"})), "the steps keep thinking");
+}
+
+#[test]
+fn a_compaction_that_cannot_get_under_the_limit_is_not_repeated_each_step() {
+    // The kept tail alone (retainTokens 1100) and the tool schemas stay
+    // over the limit of 1200 after any summary: one compaction, then none
+    // for the rest of the turn, where each step used to summarize the last
+    // summary again.
+    let steps: Vec<Reply> = (1..=5).map(todo_step).collect();
+    let mut replies = vec![answer(json!({"role": "assistant", "content": SUMMARY}), "stop")];
+    replies.extend(steps);
+    replies.push(answer(json!({"role": "assistant", "content": "Done."}), "stop"));
+    let server = SseServer::start(replies);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 1_000_000, &[]);
+    scratch.composition(&composition("", &mock_model(&server.base_url, 2400, "")).replace("retainRatio: 0.1", "retainTokens: 1100"));
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
+    let said = format!("{}{}", text(&out).0, text(&out).1);
+    assert!(out.status.success(), "{said}");
+    let bodies: Vec<Value> = server.requests().into_iter().map(|r| r.body).collect();
+    let summaries = bodies.iter().filter(|b| is_summary(b)).count();
+    eprintln!("over the limit after compacting: {summaries} summary request(s) in a turn of {} requests", bodies.len());
+    assert_eq!(summaries, 1, "{said}");
+    assert_eq!(bodies.len(), 7);
+    assert_eq!(said.matches("still over the limit").count(), 1, "{said}");
+    let (_, events) = exported(&scratch, None, &id);
+    assert_eq!(of_kind(&events, "compaction/summary").len(), 1);
 }

@@ -28,7 +28,7 @@ use cordis_abi::ffi::ExecContext_TO;
 
 use crate::context::TurnHooks;
 use crate::tools::{CallScope, ToolCall, ToolRegistry, ToolResult};
-use compaction::{CompactionError, Compactor};
+use compaction::{CompactionError, Compactor, TurnBudget};
 use cordis_session::{derive_messages, AppendError, Appender, Event, Session};
 
 /// The most model steps one turn may take.
@@ -200,6 +200,7 @@ impl<'m> Agent<'m> {
             json!({"content": [{"type": "text", "text": prompt}], "source": {"kind": "user"}, "role": "user", "id": new_id()}),
         )?;
         let mut summary = TurnSummary { turn, steps: 0, tool_calls: 0, tool_errors: 0, final_text: String::new() };
+        let mut budget = TurnBudget::default();
         loop {
             if summary.steps >= MAX_STEPS_PER_TURN {
                 return Err(TurnError::TooManySteps);
@@ -213,7 +214,7 @@ impl<'m> Agent<'m> {
             if let Some(compactor) = self.compaction.clone() {
                 let interrupt = self.interrupt.clone();
                 let interrupted = move || interrupt.as_ref().is_some_and(Interrupt::is_set);
-                match compactor.before_step(&self.session, &mut *self.model, &schemas, &interrupted, obs) {
+                match compactor.before_step(&self.session, &mut *self.model, &schemas, &mut budget, &interrupted, obs) {
                     Ok(Some(outcome)) => obs.on_notice(&outcome.describe()),
                     Ok(None) => {}
                     Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),
@@ -239,12 +240,14 @@ impl<'m> Agent<'m> {
                                 overflows += 1;
                                 let interrupt = self.interrupt.clone();
                                 let interrupted = move || interrupt.as_ref().is_some_and(Interrupt::is_set);
-                                match compactor.compact_now(&self.session, &mut *self.model, &schemas, &interrupted, obs) {
-                                    Ok(Some(outcome)) => {
+                                match compactor.compact_now(&self.session, &mut *self.model, &schemas, Some(&mut budget), &interrupted, obs) {
+                                    Ok(Ok(outcome)) => {
                                         obs.on_notice(&format!("the request was too long for the model's context; {}", outcome.describe()));
                                         continue;
                                     }
-                                    Ok(None) => {}
+                                    Ok(Err(skip)) => obs.on_notice(&format!(
+                                        "the request was too long for the model's context, and nothing can be compacted: {skip}"
+                                    )),
                                     Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),
                                     Err(CompactionError::Interrupted) => return Err(TurnError::Interrupted),
                                     Err(c) => obs.on_notice(&format!("compaction after a context overflow: {c}")),
