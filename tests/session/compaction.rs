@@ -760,3 +760,49 @@ fn a_compaction_that_cannot_get_under_the_limit_is_not_repeated_each_step() {
     let (_, events) = exported(&scratch, None, &id);
     assert_eq!(of_kind(&events, "compaction/summary").len(), 1);
 }
+
+#[test]
+fn a_call_left_without_a_result_does_not_block_compaction() {
+    // An imported log whose first tool call lost its result: every cut
+    // after that call used to count as crossing it, so nothing was ever
+    // compacted. The history answers the call in place, so a cut after it
+    // is valid.
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 6, 100_000, &[]);
+    let (export, _) = exported(&scratch, None, &id);
+    let mut dropped = false;
+    let mut header: Value = serde_json::from_str(export.lines().next().unwrap()).unwrap();
+    header["id"] = json!("s-unanswered");
+    let mut lines = vec![header.to_string()];
+    for line in export.lines().skip(1) {
+        if !dropped && line.contains("\"type\":\"tool/result\"") {
+            dropped = true;
+            continue;
+        }
+        // Renumbered: the log has no gap where the result was.
+        let mut event: Value = serde_json::from_str(line).unwrap();
+        event["seq"] = json!(lines.len() - 1);
+        lines.push(event.to_string());
+    }
+    assert!(dropped);
+    let file = scratch.path().join("unanswered.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    run(&scratch, &["session", "import", &file.display().to_string()]);
+    let summary = serde_json::to_string(SUMMARY).unwrap();
+    std::fs::write(scratch.path().join("summary.script.yml"), format!("summaries: [{summary}]\n")).unwrap();
+    let (stdout, _) = run(&scratch, &["session", "compact", "s-unanswered", "--script", "summary.script.yml"]);
+    assert!(stdout.contains("compacted"), "{stdout}");
+    let (_, events) = exported(&scratch, None, "s-unanswered");
+    assert_eq!(of_kind(&events, "compaction/summary").len(), 1);
+    // Once more: what is left cannot shrink, and the reason says so.
+    let out = scratch.cordis(&["session", "compact", "s-unanswered", "--script", "summary.script.yml"]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        stdout.contains("nothing to compact: the replaceable history")
+            || stderr.contains("not smaller than what it replaces")
+            || stderr.contains("no more summaries"),
+        "{stdout}{stderr}"
+    );
+    assert!(!stdout.contains("the history has one entry"), "{stdout}");
+}
