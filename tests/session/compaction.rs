@@ -806,3 +806,16 @@ fn a_call_left_without_a_result_does_not_block_compaction() {
     );
     assert!(!stdout.contains("the history has one entry"), "{stdout}");
 }
+
+#[test]
+fn check_says_what_is_carried_over_only_when_a_plugin_offers_it() {
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let (stdout, _) = text(&scratch.cordis(&["check"]));
+    assert!(stdout.contains("carried over verbatim after each compaction: tool-todo (todos)"), "{stdout}");
+    // Without a plugin that offers the compaction-context extension,
+    // nothing is promised.
+    scratch.composition("- id: compaction\n  name: compaction-basic\n");
+    let (stdout, _) = text(&scratch.cordis(&["check"]));
+    assert!(stdout.contains("nothing is carried over verbatim") && !stdout.contains("carried over verbatim after"), "{stdout}");
+}

@@ -18,8 +18,9 @@
 //!    tags;
 //! 4. one `user/message` per projection whose plugin contributes to the
 //!    history after a compaction (the `compaction-context` extension of
-//!    cordis-abi 1.2): the todo family's standing plan, verbatim, so a plan
-//!    never depends on what the summary says of it;
+//!    cordis-abi 1.2): the todo family's standing plan, verbatim, so the
+//!    plan of the current turn does not depend on what the summary says of
+//!    it (a new turn clears the plan);
 //! 5. `compaction/end` `{compactionId, turn}`, with `error` when the
 //!    compaction failed and the history was left as it was.
 //!
@@ -28,7 +29,14 @@
 //! `inputTokens + outputTokens`, when no compaction came after it) plus an
 //! estimate of what came after; else the estimate alone: a message is
 //! `ceil(characters / 4) + 4` tokens, the tool schemas `ceil(characters of
-//! their JSON / 4)`. The estimate is a heuristic, not a tokenizer.
+//! their JSON / 4)`, the provider's system prompt `ceil(characters / 4)`.
+//! The estimate is a heuristic, not a tokenizer. The limit a request is
+//! held to is the threshold, or the window less the provider's reserved
+//! output, whichever is smaller ([`Compactor::limit`]).
+//!
+//! **Faults.** A compaction cut short by a killed process is closed by the
+//! next writer ([`recover`]); Ctrl-C stops a pending summary request; a
+//! turn's summary requests are bounded by its [`TurnBudget`].
 
 pub mod config;
 pub mod recover;
