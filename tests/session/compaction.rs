@@ -819,3 +819,62 @@ fn check_says_what_is_carried_over_only_when_a_plugin_offers_it() {
     let (stdout, _) = text(&scratch.cordis(&["check"]));
     assert!(stdout.contains("nothing is carried over verbatim") && !stdout.contains("carried over verbatim after"), "{stdout}");
 }
+
+/// A scripted turn like [`long_script`], its todo contents in Chinese.
+fn chinese_script(steps: usize, window: u64, summaries: &[&str]) -> String {
+    let mut out = format!("model: long\ncontextWindow: {window}\nsummaries:\n");
+    for s in summaries {
+        out.push_str(&format!("  - {}\n", serde_json::to_string(s).unwrap()));
+    }
+    out.push_str("steps:\n");
+    for i in 0..steps {
+        let todos = json!({"todos": [
+            {"content": format!("第{i}步：{}", "实现会话压缩并检查每个错误的原因".repeat(8)), "status": "completed"},
+            {"content": format!("第{i}步之后"), "status": "in_progress"},
+        ]});
+        out.push_str(&format!(
+            "  - text: {}\n    calls:\n      - name: todo_write\n        arguments: {}\n",
+            serde_json::to_string(&format!("正在处理第{i}步。")).unwrap(),
+            serde_json::to_string(&todos.to_string()).unwrap()
+        ));
+    }
+    out.push_str("  - text: 完成。\n");
+    out
+}
+
+#[test]
+fn a_mostly_chinese_session_is_compacted_in_time() {
+    // With a window of 3000 the threshold is 1500 tokens. Measured on the
+    // same session without compaction: its history at characters / 4 stays
+    // under that, so the old estimate never compacted it; at a token per
+    // ideograph it passes.
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    std::fs::write(scratch.path().join("zh.script.yml"), chinese_script(10, 1_000_000, &[])).unwrap();
+    let (stdout, _) = run(&scratch, &["run", "--script", "zh.script.yml", "做这个长任务"]);
+    let (_, events) = exported(&scratch, None, &session_id(&stdout));
+    let history = derive_messages(&events);
+    let chars_over_4: u64 = history
+        .iter()
+        .map(|m| {
+            let chars = match m {
+                Message::User { text } => text.chars().count(),
+                Message::Assistant { text, tool_calls, .. } => {
+                    text.chars().count() + tool_calls.iter().map(|c| c.name.len() + c.arguments.chars().count() + c.id.len()).sum::<usize>()
+                }
+                Message::Tool { text, call_id, .. } => text.chars().count() + call_id.len(),
+            };
+            (chars as u64).div_ceil(4) + 4
+        })
+        .sum();
+    eprintln!("the Chinese history: ~{chars_over_4} tokens at characters / 4");
+    // The request adds tool-todo's schema, ~385 tokens.
+    assert!(chars_over_4 + 400 < 1500, "characters / 4 would not have compacted: ~{chars_over_4} tokens");
+
+    let summary = "## Goal\n- 实现会话压缩\n## Open work\n- 剩下的步骤";
+    std::fs::write(scratch.path().join("zh.script.yml"), chinese_script(10, 3000, &[summary, summary, summary])).unwrap();
+    let (stdout, _) = run(&scratch, &["run", "--script", "zh.script.yml", "做这个长任务"]);
+    let (_, events) = exported(&scratch, None, &session_id(&stdout));
+    assert!(!of_kind(&events, "compaction/summary").is_empty(), "the Chinese session was compacted");
+    assert!(of_kind(&events, "compaction/end").iter().all(|e| data(e).get("error").is_none()));
+}

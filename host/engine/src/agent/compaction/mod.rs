@@ -27,10 +27,10 @@
 //! **Token counts.** The size of the next request is the provider's
 //! reported usage where there is one (the last `assistant/message`'s
 //! `inputTokens + outputTokens`, when no compaction came after it) plus an
-//! estimate of what came after; else the estimate alone: a message is
-//! `ceil(characters / 4) + 4` tokens, the tool schemas `ceil(characters of
-//! their JSON / 4)`, the provider's system prompt `ceil(characters / 4)`.
-//! The estimate is a heuristic, not a tokenizer. The limit a request is
+//! estimate of what came after; else the estimate alone ([`text_tokens`]:
+//! a token per CJK character and `ceil(other characters / 4)`; a message
+//! adds 4), over the messages, the tool schemas' JSON and the provider's
+//! system prompt. The estimate is a heuristic, not a tokenizer. The limit a request is
 //! held to is the threshold, or the window less the provider's reserved
 //! output, whichever is smaller ([`Compactor::limit`]).
 //!
@@ -803,29 +803,96 @@ fn scaled(window: u64, ratio: f64) -> u64 {
     (window as f64 * ratio).floor() as u64
 }
 
-/// The estimated tokens of one history message: `ceil(characters / 4) + 4`.
-pub fn message_tokens(message: &Message) -> u64 {
-    let chars = match message {
-        Message::User { text } => text.chars().count(),
-        Message::Assistant { text, tool_calls, reasoning } => {
-            text.chars().count()
-                + reasoning.chars().count()
-                + tool_calls.iter().map(|c| c.name.len() + c.arguments.chars().count() + c.id.len()).sum::<usize>()
-        }
-        Message::Tool { text, call_id, .. } => text.chars().count() + call_id.len(),
-    };
-    (chars as u64).div_ceil(4) + 4
+/// Characters counted by an estimate: wide (CJK) characters, each about a
+/// token, and the others, about four to a token.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Counted {
+    wide: u64,
+    narrow: u64,
 }
 
-/// The estimated tokens of a text: `ceil(characters / 4)`.
+impl Counted {
+    fn of(text: &str) -> Counted {
+        let mut c = Counted::default();
+        c.add(text);
+        c
+    }
+
+    fn add(&mut self, text: &str) {
+        for ch in text.chars() {
+            if is_wide(ch) {
+                self.wide += 1;
+            } else {
+                self.narrow += 1;
+            }
+        }
+    }
+
+    fn tokens(self) -> u64 {
+        self.wide + self.narrow.div_ceil(4)
+    }
+}
+
+/// Whether `ch` is written by BPE tokenizers as a token or more of its own:
+/// CJK ideographs, kana, hangul, and CJK and fullwidth punctuation.
+fn is_wide(ch: char) -> bool {
+    matches!(ch as u32,
+        0x1100..=0x11FF       // Hangul Jamo
+        | 0x2E80..=0x2FDF     // CJK radicals, Kangxi radicals
+        | 0x3000..=0x30FF     // CJK symbols and punctuation, hiragana, katakana
+        | 0x3100..=0x31FF     // bopomofo, Hangul compatibility Jamo, katakana extensions
+        | 0x3200..=0x4DBF     // enclosed CJK, CJK compatibility, extension A
+        | 0x4E00..=0x9FFF     // CJK unified ideographs
+        | 0xA960..=0xA97F     // Hangul Jamo extended A
+        | 0xAC00..=0xD7FF     // Hangul syllables and Jamo extended B
+        | 0xF900..=0xFAFF     // CJK compatibility ideographs
+        | 0xFE30..=0xFE4F     // CJK compatibility forms
+        | 0xFF00..=0xFFEF     // halfwidth and fullwidth forms
+        | 0x20000..=0x3FFFF // CJK extensions B and later
+    )
+}
+
+/// The estimated tokens of one history message: its text's tokens
+/// ([`text_tokens`]) + 4.
+pub fn message_tokens(message: &Message) -> u64 {
+    let mut c = Counted::default();
+    match message {
+        Message::User { text } => c.add(text),
+        Message::Assistant { text, tool_calls, reasoning } => {
+            c.add(text);
+            c.add(reasoning);
+            for call in tool_calls {
+                c.add(&call.name);
+                c.add(&call.arguments);
+                c.add(&call.id);
+            }
+        }
+        Message::Tool { text, call_id, .. } => {
+            c.add(text);
+            c.add(call_id);
+        }
+    }
+    c.tokens() + 4
+}
+
+/// The estimated tokens of a text: one per CJK character (ideographs,
+/// kana, hangul, CJK and fullwidth punctuation), and `ceil(other
+/// characters / 4)`. A heuristic, not a tokenizer: it counts a token for
+/// each CJK character, about what BPE tokenizers spend on Chinese text
+/// (often a little less), so it errs towards compacting early.
 pub fn text_tokens(text: &str) -> u64 {
-    (text.chars().count() as u64).div_ceil(4)
+    Counted::of(text).tokens()
 }
 
 /// The estimated tokens of the tool schemas a request sends.
 pub fn tools_tokens(tools: &[ToolSchema]) -> u64 {
-    let chars: usize = tools.iter().map(|t| t.name.len() + t.description.chars().count() + t.parameters.to_string().chars().count()).sum();
-    (chars as u64).div_ceil(4)
+    let mut c = Counted::default();
+    for t in tools {
+        c.add(&t.name);
+        c.add(&t.description);
+        c.add(&t.parameters.to_string());
+    }
+    c.tokens()
 }
 
 /// The size of the request the next step would send, in tokens: the last
@@ -908,5 +975,16 @@ mod tests {
     fn estimates_round_up_and_count_every_part() {
         assert_eq!(message_tokens(&Message::User { text: "abcde".into() }), 2 + 4);
         assert_eq!(message_tokens(&Message::User { text: String::new() }), 4);
+    }
+
+    #[test]
+    fn cjk_characters_count_a_token_each() {
+        // 10 ideographs, a fullwidth comma, 3 hiragana, 2 hangul syllables.
+        assert_eq!(text_tokens("实现一个会话压缩功能，これは한국"), 16);
+        // Mixed: 4 ideographs and 9 other characters (ceil(9 / 4) = 3).
+        assert_eq!(text_tokens("修复 the bug 错误"), 4 + 3);
+        // Characters / 4 used to give 250 for 1000 ideographs.
+        assert_eq!(text_tokens(&"压".repeat(1000)), 1000);
+        assert_eq!(text_tokens("plain English text!"), 5);
     }
 }
