@@ -581,6 +581,13 @@ fn one_ctrl_c_stops_a_pending_summary_within_a_second() {
     assert!(of_kind(&events, "step/start").iter().all(|e| data(e)["turn"] != 2), "no step of the interrupted turn was sent");
     let (shown, _) = run(&scratch, &["session", "show", &id]);
     assert!(!shown.contains("problem:"), "{shown}");
+    // The harness's backend takes the log with its interrupted compaction
+    // and derives the same history from it.
+    let (export, events) = exported(&scratch, None, &id);
+    let root = Scratch::new();
+    backend_write(root.path(), &export);
+    let derived: Vec<Value> = backend(&["history", "--root", &root.path().display().to_string(), "--id", &id]).iter().map(theirs).collect();
+    assert_eq!(derived, derive_messages(&events).iter().map(ours).collect::<Vec<_>>());
 }
 
 /// One streamed answer of the mock provider: `delta`, then `finish`.
@@ -877,4 +884,58 @@ fn a_mostly_chinese_session_is_compacted_in_time() {
     let (_, events) = exported(&scratch, None, &session_id(&stdout));
     assert!(!of_kind(&events, "compaction/summary").is_empty(), "the Chinese session was compacted");
     assert!(of_kind(&events, "compaction/end").iter().all(|e| data(e).get("error").is_none()));
+}
+
+#[test]
+fn a_second_ctrl_c_leaves_a_compaction_the_next_run_closes() {
+    use std::time::{Duration, Instant};
+    let server = SseServer::start(vec![Reply::Silent(Duration::from_secs(60))]);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 100_000, &[]);
+    scratch.composition(&composition("", &mock_model(&server.base_url, 2400, "")));
+    let mut child = scratch
+        .command(&["run", "--session", &id, "carry on"])
+        .env("CORDIS_TEST_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    server.wait_for_requests(1);
+    std::thread::sleep(Duration::from_millis(300));
+    // Two Ctrl-C at once: the second ends the process (exit 130) before
+    // the first has closed anything.
+    let pid = child.id().to_string();
+    let _ = std::process::Command::new("kill").args(["-INT", &pid]).status();
+    let _ = std::process::Command::new("kill").args(["-INT", &pid]).status();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "cordis run did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(130));
+    let (shown, _) = run(&scratch, &["session", "show", &id]);
+    assert!(shown.contains("has no compaction/end"), "the cut-short compaction is reported: {shown}");
+    // The next run closes it and compacts again (a script's summary).
+    scratch.composition(&composition("", ""));
+    std::fs::write(
+        scratch.path().join("again.script.yml"),
+        format!("model: long\ncontextWindow: 2400\nsummaries: [{}]\nsteps:\n  - text: Done.\n", serde_json::to_string(SUMMARY).unwrap()),
+    )
+    .unwrap();
+    let out = scratch.command(&["run", "--session", &id, "--script", "again.script.yml", "go on"]).stdin(Stdio::null()).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("was cut short before its summary replaced anything"), "{stderr}");
+    let (_, events) = exported(&scratch, None, &id);
+    let ends = of_kind(&events, "compaction/end");
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(data(ends[0])["error"]["kind"], "cut-short");
+    assert!(data(ends[1]).get("error").is_none(), "compaction works again");
+    let (shown, _) = run(&scratch, &["session", "show", &id]);
+    assert!(!shown.contains("problem:"), "{shown}");
 }
