@@ -96,9 +96,9 @@ pub enum CompactionError {
         /// The model.
         model: String,
     },
-    /// A compaction of this session is already under way (its
-    /// `compaction/start` has no `compaction/end`).
-    #[error("a compaction of this session is already under way (compaction/start at seq {0} has no compaction/end)")]
+    /// This process is compacting the session already (another thread
+    /// asked while its `compaction/start`, at this seq, has no end yet).
+    #[error("this process is compacting the session already (compaction/start at seq {0}); try again when it has ended")]
     Busy(u64),
     /// Every try at a summary failed; the history was left as it was.
     #[error("no usable summary after {tries} tries ({last}); the history is left as it was")]
