@@ -505,8 +505,10 @@ impl CompactionBed {
     pub fn compact(&self, session: &Arc<Session>) -> Result<(u64, u64), String> {
         let compactor = self.host.compaction.clone().ok_or("no compaction")?;
         let tools = self.host.services.tools.schemas();
-        let outcome = compactor.compact_now(session, &mut FixedSummary, &tools, &mut cordis_engine::agent::Quiet).map_err(|e| e.to_string())?;
-        outcome.map(|o| o.request_tokens).ok_or_else(|| "nothing to compact".to_string())
+        let outcome = compactor
+            .compact_now(session, &mut FixedSummary, &tools, None, &|| false, &mut cordis_engine::agent::Quiet)
+            .map_err(|e| e.to_string())?;
+        outcome.map(|o| o.request_tokens).map_err(|skip| format!("nothing to compact: {skip}"))
     }
 
     /// The baseline: the request the next step would send, built without

@@ -13,7 +13,7 @@ use cordis_tests::sse_server::{End, Reply, SseServer};
 use cordis_tests::{repo_root, text, Scratch, StoreBackend};
 use serde_json::{json, Value};
 
-const SUMMARY: &str = "## Goal\n- a long job of ten steps\n## Open work\n- the steps after the last one done";
+pub(crate) const SUMMARY: &str = "## Goal\n- a long job of ten steps\n## Open work\n- the steps after the last one done";
 
 /// Tool-todo and a compaction entry that compacts at half the window,
 /// keeping a tenth; `store` adds a persistence entry, `extra` more entries.
@@ -27,7 +27,7 @@ fn composition(store: &str, extra: &str) -> String {
 
 /// A scripted turn of `steps` todo_write calls with long contents, then a
 /// final answer; the model's window is `window` tokens.
-fn long_script(steps: usize, window: u64, summaries: &[&str]) -> String {
+pub(crate) fn long_script(steps: usize, window: u64, summaries: &[&str]) -> String {
     let mut out = format!("model: long\ncontextWindow: {window}\nsummaries:\n");
     for s in summaries {
         out.push_str(&format!("  - {}\n", serde_json::to_string(s).unwrap()));
@@ -246,7 +246,7 @@ fn a_plan_cleared_by_a_new_turn_is_not_brought_back() {
     // finds no plan (turn/start cleared it) and carries none.
     std::fs::write(
         scratch.path().join("small.script.yml"),
-        "model: long\ncontextWindow: 1500\nsummaries: [\"earlier: six steps of a long job\"]\nsteps:\n  - text: Nothing left to do.\n",
+        "model: long\ncontextWindow: 1500\nsummaries: [\"## Goal\\n- earlier: six steps of a long job\"]\nsteps:\n  - text: Nothing left to do.\n",
     )
     .unwrap();
     run(&scratch, &["run", "--session", &id, "--script", "small.script.yml", "anything else?"]);
@@ -523,4 +523,419 @@ fn compaction_by_hand_in_the_dev_console() {
     assert!(data(plans[0])["content"][0]["text"].as_str().unwrap().contains(r#"{"content":"write 2","status":"in_progress"}"#));
     let history = derive_messages(&events);
     assert!(matches!(&history[0], Message::User { text } if text.contains(summary)), "{history:?}");
+}
+
+/// The llm-openai entry of a mock provider at `base_url`, with a context
+/// window of `window` tokens and `extra` config lines.
+fn mock_model(base_url: &str, window: u64, extra: &str) -> String {
+    format!(
+        "- id: model\n  name: llm-openai\n  config:\n    baseUrl: {base_url}\n    model: deepseek-v4-flash\n    apiKeyEnv: CORDIS_TEST_KEY\n    contextWindow: {window}\n{extra}"
+    )
+}
+
+#[test]
+fn one_ctrl_c_stops_a_pending_summary_within_a_second() {
+    use std::time::{Duration, Instant};
+    let server = SseServer::start(vec![Reply::Silent(Duration::from_secs(60))]);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 100_000, &[]);
+    scratch.composition(&composition("", &mock_model(&server.base_url, 2400, "")));
+    let mut child = scratch
+        .command(&["run", "--session", &id, "carry on"])
+        .env("CORDIS_TEST_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let requests = server.wait_for_requests(1);
+    assert!(requests[0].body["messages"].to_string().contains("checkpoint"), "the pending request is the summary's");
+    // The request is on its way; the provider holds it.
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = Instant::now();
+    let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(signalled.elapsed() < Duration::from_secs(10), "cordis run still waits on the summary 10 s after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = signalled.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    eprintln!("one Ctrl-C ended the turn {took:?} after the signal; exit {:?}", status.code());
+    assert!(took < Duration::from_secs(1), "one Ctrl-C stops the summary request within a second, took {took:?}");
+    // `run` says an interrupted turn by exit 130; the log below shows the
+    // turn was closed by the process, not cut off.
+    assert_eq!(status.code(), Some(130), "{stdout}{stderr}");
+    assert_eq!(server.requests().len(), 1, "nothing is sent after Ctrl-C");
+    let (_, events) = exported(&scratch, None, &id);
+    let ends = of_kind(&events, "compaction/end");
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(data(ends[0])["error"]["kind"], "interrupted", "the compaction is recorded as interrupted");
+    let turn_end = events.iter().rev().find(|e| e.kind == "turn/end").unwrap();
+    assert_eq!(data(turn_end)["turn"], 2);
+    assert_eq!(data(turn_end)["reason"]["kind"], "interrupted");
+    assert!(of_kind(&events, "step/start").iter().all(|e| data(e)["turn"] != 2), "no step of the interrupted turn was sent");
+    let (shown, _) = run(&scratch, &["session", "show", &id]);
+    assert!(!shown.contains("problem:"), "{shown}");
+    // The harness's backend takes the log with its interrupted compaction
+    // and derives the same history from it.
+    let (export, events) = exported(&scratch, None, &id);
+    let root = Scratch::new();
+    backend_write(root.path(), &export);
+    let derived: Vec<Value> = backend(&["history", "--root", &root.path().display().to_string(), "--id", &id]).iter().map(theirs).collect();
+    assert_eq!(derived, derive_messages(&events).iter().map(ours).collect::<Vec<_>>());
+}
+
+/// One streamed answer of the mock provider: `delta`, then `finish`.
+fn answer(delta: Value, finish: &str) -> Reply {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            .to_string()
+    };
+    Reply::Stream { events: vec![chunk(delta, Value::Null), chunk(json!({}), json!(finish))], end: End::Done }
+}
+
+/// A step that calls todo_write once.
+fn todo_step(n: usize) -> Reply {
+    let args = json!({"todos": [{"content": format!("mock step {n}"), "status": "in_progress"}]}).to_string();
+    answer(
+        json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_{n}"), "type": "function", "function": {"name": "todo_write", "arguments": args}}]}),
+        "tool_calls",
+    )
+}
+
+/// Whether a request the mock received asks for a summary.
+fn is_summary(body: &Value) -> bool {
+    body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m["content"].as_str().unwrap_or_default().contains("write a checkpoint"))
+}
+
+/// A long scripted session (no compaction: a wide window), continued by
+/// one turn against the mock provider with `model_extra` config lines and
+/// a compaction entry with `retries` retries; the run's output and what
+/// the provider received.
+fn continue_with_mock(replies: Vec<Reply>, model_extra: &str, compaction_extra: &str) -> (String, Vec<Value>, Vec<Event>, SseServer) {
+    let server = SseServer::start(replies);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 100_000, &[]);
+    let entries = composition("", &mock_model(&server.base_url, 2400, model_extra)).replace("    compactionRetries: 1\n", compaction_extra);
+    scratch.composition(&entries);
+    let started = std::time::Instant::now();
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "the turn took {:?}", started.elapsed());
+    let (stdout, stderr) = text(&out);
+    let said = format!("{stdout}{stderr}");
+    assert!(out.status.success(), "{said}");
+    let (_, events) = exported(&scratch, None, &id);
+    let bodies = server.requests().into_iter().map(|r| r.body).collect();
+    (said, bodies, events, server)
+}
+
+#[test]
+fn a_failing_summarizer_costs_at_most_its_retries_plus_one_per_turn() {
+    let reasoning_only = answer(json!({"role": "assistant", "reasoning_content": "Let me think about what to keep..."}), "stop");
+    let chatty =
+        answer(json!({"role": "assistant", "content": "Sure! Continuing with the next item: I'll now call todo_write for step 10."}), "stop");
+    let cut_off = answer(json!({"role": "assistant", "content": "## Goal\n- a long job of ten steps, with"}), "length");
+    let replies = vec![
+        reasoning_only,
+        chatty,
+        cut_off,
+        todo_step(1),
+        todo_step(2),
+        todo_step(3),
+        answer(json!({"role": "assistant", "content": "Done."}), "stop"),
+    ];
+    let (said, bodies, events, _server) = continue_with_mock(replies, "", "    compactionRetries: 2\n");
+    let summaries: Vec<&Value> = bodies.iter().filter(|b| is_summary(b)).collect();
+    eprintln!("a failing summarizer: {} summary requests in a turn of {} requests", summaries.len(), bodies.len());
+    // 0 successful compactions + compactionRetries (2) + 1.
+    assert_eq!(summaries.len(), 3, "{said}");
+    assert_eq!(bodies.len(), 7, "every step after the failures went out without another summary request");
+    for body in &summaries {
+        assert!(body.get("tools").is_none(), "a summary request offers no tools: {body}");
+        assert!(body.get("reasoning_effort").is_none() && body.get("thinking").is_none(), "{body}");
+        assert_eq!(body["max_tokens"], 512, "maxTokens as configured");
+    }
+    assert!(bodies.iter().filter(|b| !is_summary(b)).all(|b| b["tools"].is_array()), "the steps still offer the tools");
+    // Each failure is recorded with its reason; the history stays.
+    let errors: Vec<String> =
+        of_kind(&events, "compaction/end").iter().map(|e| data(e)["error"]["message"].as_str().unwrap_or_default().to_string()).collect();
+    assert_eq!(errors.len(), 3, "{errors:?}");
+    assert!(errors[0].contains("reasoning only"), "{errors:?}");
+    assert!(errors[1].contains("not a checkpoint"), "{errors:?}");
+    assert!(errors[2].contains("cut off at maxTokens (512)"), "{errors:?}");
+    assert!(of_kind(&events, "compaction/summary").is_empty());
+    assert!(events.iter().all(|e| !matches!(e.surface_op, Some(cordis_session::event::SurfaceOp::Replace { .. }))));
+    // Said once, with the real reason.
+    assert_eq!(said.matches("no more compaction in this turn").count(), 1, "{said}");
+    assert!(said.contains("3 summary requests of this turn failed"), "{said}");
+}
+
+#[test]
+fn fixed_parts_that_leave_no_room_are_named_once_and_nothing_is_summarized() {
+    let system = "You are a careful agent. ".repeat(240);
+    let extra = format!("    systemPrompt: {}\n", serde_json::to_string(&system).unwrap());
+    let replies = vec![todo_step(1), todo_step(2), todo_step(3), answer(json!({"role": "assistant", "content": "Done."}), "stop")];
+    let (said, bodies, events, _server) = continue_with_mock(replies, &extra, "    compactionRetries: 1\n");
+    assert_eq!(bodies.iter().filter(|b| is_summary(b)).count(), 0, "no summary request: it could not help");
+    assert_eq!(bodies.len(), 4);
+    assert!(of_kind(&events, "compaction/start").is_empty());
+    assert_eq!(said.matches("fixed parts of the request alone reach the limit").count(), 1, "said once per turn: {said}");
+    assert!(said.contains("system prompt ~1500 tokens") && said.contains("tool schemas ~") && said.contains("carried plan ~"), "{said}");
+}
+
+#[test]
+fn the_threshold_counts_the_reserved_output() {
+    // A window of 100000 tokens at a threshold of 0.9 would wait for
+    // 90000; with 99000 reserved for the answer the request must stay
+    // under 1000, which the long history passes.
+    let replies =
+        vec![answer(json!({"role": "assistant", "content": SUMMARY}), "stop"), answer(json!({"role": "assistant", "content": "Done."}), "stop")];
+    let server = SseServer::start(replies);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 1_000_000, &[]);
+    let entries = composition("", &mock_model(&server.base_url, 100_000, "    maxTokens: 99000\n"))
+        .replace("thresholdRatio: 0.5", "thresholdRatio: 0.9")
+        .replace("retainRatio: 0.1", "retainTokens: 200");
+    scratch.composition(&entries);
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}{}", text(&out).0, text(&out).1);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(is_summary(&requests[0].body), "compacted before the step: {}", requests[0].body);
+    assert_eq!(requests[0].body["max_tokens"], 512);
+    assert_eq!(requests[1].body["max_tokens"], 99000);
+    let (_, events) = exported(&scratch, None, &id);
+    assert_eq!(of_kind(&events, "compaction/summary").len(), 1);
+}
+
+#[test]
+fn a_deepseek_summary_request_does_not_think() {
+    let replies =
+        vec![answer(json!({"role": "assistant", "content": SUMMARY}), "stop"), answer(json!({"role": "assistant", "content": "Done."}), "stop")];
+    let server = SseServer::start(replies);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 1_000_000, &[]);
+    let model = format!(
+        "- id: model\n  name: '@deepseek-ai/dsh-llm-deepseek'\n  config:\n    baseURL: {}\n    apiKeyEnv: CORDIS_TEST_KEY\n    reasoningEffort: high\n    models:\n      - id: deepseek-v4-flash\n        contextWindow: 2400\n        maxTokens: 200\n",
+        server.base_url.trim_end_matches("/v1")
+    );
+    scratch.composition(&composition("", &model));
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}{}", text(&out).0, text(&out).1);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let (summary, step) = (&requests[0].body, &requests[1].body);
+    assert!(is_summary(summary), "{summary}");
+    assert_eq!(summary["thinking"], json!({"type": "disabled"}), "{summary}");
+    assert!(summary.get("reasoning_effort").is_none() && summary.get("tools").is_none(), "{summary}");
+    assert_eq!(summary["max_tokens"], 512);
+    assert_eq!((step["reasoning_effort"].clone(), step["thinking"].clone()), (json!("high"), json!({"type": "enabled"})), "the steps keep thinking");
+}
+
+#[test]
+fn a_compaction_that_cannot_get_under_the_limit_is_not_repeated_each_step() {
+    // The kept tail alone (retainTokens 1100) and the tool schemas stay
+    // over the limit of 1200 after any summary: one compaction, then none
+    // for the rest of the turn, where each step used to summarize the last
+    // summary again.
+    let steps: Vec<Reply> = (1..=5).map(todo_step).collect();
+    let mut replies = vec![answer(json!({"role": "assistant", "content": SUMMARY}), "stop")];
+    replies.extend(steps);
+    replies.push(answer(json!({"role": "assistant", "content": "Done."}), "stop"));
+    let server = SseServer::start(replies);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 1_000_000, &[]);
+    scratch.composition(&composition("", &mock_model(&server.base_url, 2400, "")).replace("retainRatio: 0.1", "retainTokens: 1100"));
+    let out = scratch.command(&["run", "--session", &id, "carry on"]).env("CORDIS_TEST_KEY", "sk-test").stdin(Stdio::null()).output().unwrap();
+    let said = format!("{}{}", text(&out).0, text(&out).1);
+    assert!(out.status.success(), "{said}");
+    let bodies: Vec<Value> = server.requests().into_iter().map(|r| r.body).collect();
+    let summaries = bodies.iter().filter(|b| is_summary(b)).count();
+    eprintln!("over the limit after compacting: {summaries} summary request(s) in a turn of {} requests", bodies.len());
+    assert_eq!(summaries, 1, "{said}");
+    assert_eq!(bodies.len(), 7);
+    assert_eq!(said.matches("still over the limit").count(), 1, "{said}");
+    let (_, events) = exported(&scratch, None, &id);
+    assert_eq!(of_kind(&events, "compaction/summary").len(), 1);
+}
+
+#[test]
+fn a_call_left_without_a_result_does_not_block_compaction() {
+    // An imported log whose first tool call lost its result: every cut
+    // after that call used to count as crossing it, so nothing was ever
+    // compacted. The history answers the call in place, so a cut after it
+    // is valid.
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 6, 100_000, &[]);
+    let (export, _) = exported(&scratch, None, &id);
+    let mut dropped = false;
+    let mut header: Value = serde_json::from_str(export.lines().next().unwrap()).unwrap();
+    header["id"] = json!("s-unanswered");
+    let mut lines = vec![header.to_string()];
+    for line in export.lines().skip(1) {
+        if !dropped && line.contains("\"type\":\"tool/result\"") {
+            dropped = true;
+            continue;
+        }
+        // Renumbered: the log has no gap where the result was.
+        let mut event: Value = serde_json::from_str(line).unwrap();
+        event["seq"] = json!(lines.len() - 1);
+        lines.push(event.to_string());
+    }
+    assert!(dropped);
+    let file = scratch.path().join("unanswered.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    run(&scratch, &["session", "import", &file.display().to_string()]);
+    let summary = serde_json::to_string(SUMMARY).unwrap();
+    std::fs::write(scratch.path().join("summary.script.yml"), format!("summaries: [{summary}]\n")).unwrap();
+    let (stdout, _) = run(&scratch, &["session", "compact", "s-unanswered", "--script", "summary.script.yml"]);
+    assert!(stdout.contains("compacted"), "{stdout}");
+    let (_, events) = exported(&scratch, None, "s-unanswered");
+    assert_eq!(of_kind(&events, "compaction/summary").len(), 1);
+    // Once more: what is left cannot shrink, and the reason says so.
+    let out = scratch.cordis(&["session", "compact", "s-unanswered", "--script", "summary.script.yml"]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        stdout.contains("nothing to compact: the replaceable history")
+            || stderr.contains("not smaller than what it replaces")
+            || stderr.contains("no more summaries"),
+        "{stdout}{stderr}"
+    );
+    assert!(!stdout.contains("the history has one entry"), "{stdout}");
+}
+
+#[test]
+fn check_says_what_is_carried_over_only_when_a_plugin_offers_it() {
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let (stdout, _) = text(&scratch.cordis(&["check"]));
+    assert!(stdout.contains("carried over verbatim after each compaction: tool-todo (todos)"), "{stdout}");
+    // Without a plugin that offers the compaction-context extension,
+    // nothing is promised.
+    scratch.composition("- id: compaction\n  name: compaction-basic\n");
+    let (stdout, _) = text(&scratch.cordis(&["check"]));
+    assert!(stdout.contains("nothing is carried over verbatim") && !stdout.contains("carried over verbatim after"), "{stdout}");
+}
+
+/// A scripted turn like [`long_script`], its todo contents in Chinese.
+fn chinese_script(steps: usize, window: u64, summaries: &[&str]) -> String {
+    let mut out = format!("model: long\ncontextWindow: {window}\nsummaries:\n");
+    for s in summaries {
+        out.push_str(&format!("  - {}\n", serde_json::to_string(s).unwrap()));
+    }
+    out.push_str("steps:\n");
+    for i in 0..steps {
+        let todos = json!({"todos": [
+            {"content": format!("第{i}步：{}", "实现会话压缩并检查每个错误的原因".repeat(8)), "status": "completed"},
+            {"content": format!("第{i}步之后"), "status": "in_progress"},
+        ]});
+        out.push_str(&format!(
+            "  - text: {}\n    calls:\n      - name: todo_write\n        arguments: {}\n",
+            serde_json::to_string(&format!("正在处理第{i}步。")).unwrap(),
+            serde_json::to_string(&todos.to_string()).unwrap()
+        ));
+    }
+    out.push_str("  - text: 完成。\n");
+    out
+}
+
+#[test]
+fn a_mostly_chinese_session_is_compacted_in_time() {
+    // With a window of 3000 the threshold is 1500 tokens. Measured on the
+    // same session without compaction: its history at characters / 4 stays
+    // under that, so the old estimate never compacted it; at a token per
+    // ideograph it passes.
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    std::fs::write(scratch.path().join("zh.script.yml"), chinese_script(10, 1_000_000, &[])).unwrap();
+    let (stdout, _) = run(&scratch, &["run", "--script", "zh.script.yml", "做这个长任务"]);
+    let (_, events) = exported(&scratch, None, &session_id(&stdout));
+    let history = derive_messages(&events);
+    let chars_over_4: u64 = history
+        .iter()
+        .map(|m| {
+            let chars = match m {
+                Message::User { text } => text.chars().count(),
+                Message::Assistant { text, tool_calls, .. } => {
+                    text.chars().count() + tool_calls.iter().map(|c| c.name.len() + c.arguments.chars().count() + c.id.len()).sum::<usize>()
+                }
+                Message::Tool { text, call_id, .. } => text.chars().count() + call_id.len(),
+            };
+            (chars as u64).div_ceil(4) + 4
+        })
+        .sum();
+    eprintln!("the Chinese history: ~{chars_over_4} tokens at characters / 4");
+    // The request adds tool-todo's schema, ~385 tokens.
+    assert!(chars_over_4 + 400 < 1500, "characters / 4 would not have compacted: ~{chars_over_4} tokens");
+
+    let summary = "## Goal\n- 实现会话压缩\n## Open work\n- 剩下的步骤";
+    std::fs::write(scratch.path().join("zh.script.yml"), chinese_script(10, 3000, &[summary, summary, summary])).unwrap();
+    let (stdout, _) = run(&scratch, &["run", "--script", "zh.script.yml", "做这个长任务"]);
+    let (_, events) = exported(&scratch, None, &session_id(&stdout));
+    assert!(!of_kind(&events, "compaction/summary").is_empty(), "the Chinese session was compacted");
+    assert!(of_kind(&events, "compaction/end").iter().all(|e| data(e).get("error").is_none()));
+}
+
+#[test]
+fn a_second_ctrl_c_leaves_a_compaction_the_next_run_closes() {
+    use std::time::{Duration, Instant};
+    let server = SseServer::start(vec![Reply::Silent(Duration::from_secs(60))]);
+    let scratch = Scratch::new();
+    scratch.composition(&composition("", ""));
+    let id = write_long_session(&scratch, 10, 100_000, &[]);
+    scratch.composition(&composition("", &mock_model(&server.base_url, 2400, "")));
+    let mut child = scratch
+        .command(&["run", "--session", &id, "carry on"])
+        .env("CORDIS_TEST_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    server.wait_for_requests(1);
+    std::thread::sleep(Duration::from_millis(300));
+    // Two Ctrl-C at once: the second ends the process (exit 130) before
+    // the first has closed anything.
+    let pid = child.id().to_string();
+    let _ = std::process::Command::new("kill").args(["-INT", &pid]).status();
+    let _ = std::process::Command::new("kill").args(["-INT", &pid]).status();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "cordis run did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(130));
+    let (shown, _) = run(&scratch, &["session", "show", &id]);
+    assert!(shown.contains("has no compaction/end"), "the cut-short compaction is reported: {shown}");
+    // The next run closes it and compacts again (a script's summary).
+    scratch.composition(&composition("", ""));
+    std::fs::write(
+        scratch.path().join("again.script.yml"),
+        format!("model: long\ncontextWindow: 2400\nsummaries: [{}]\nsteps:\n  - text: Done.\n", serde_json::to_string(SUMMARY).unwrap()),
+    )
+    .unwrap();
+    let out = scratch.command(&["run", "--session", &id, "--script", "again.script.yml", "go on"]).stdin(Stdio::null()).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("was cut short before its summary replaced anything"), "{stderr}");
+    let (_, events) = exported(&scratch, None, &id);
+    let ends = of_kind(&events, "compaction/end");
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(data(ends[0])["error"]["kind"], "cut-short");
+    assert!(data(ends[1]).get("error").is_none(), "compaction works again");
+    let (shown, _) = run(&scratch, &["session", "show", &id]);
+    assert!(!shown.contains("problem:"), "{shown}");
 }

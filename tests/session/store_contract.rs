@@ -70,6 +70,11 @@ impl Store {
     }
 
     pub fn host(&self) -> Host<'_> {
+        self.host_with("")
+    }
+
+    /// A host whose composition has `extra` entries after the store's.
+    pub fn host_with(&self, extra: &str) -> Host<'_> {
         let scratch = Scratch::new();
         let todo = "- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n";
         let store = match self.kind {
@@ -83,7 +88,7 @@ impl Store {
                 self.schema
             ),
         };
-        scratch.composition(&format!("{todo}{store}"));
+        scratch.composition(&format!("{todo}{store}{extra}"));
         Host { store: self, scratch }
     }
 }
@@ -369,6 +374,164 @@ pub fn watch_follows_one_and_every_session(kind: Kind) {
     other.kill();
 }
 
+/// The compaction entry of the compaction contract: compact at half the
+/// window, keep a tenth.
+const COMPACTION: &str = "- id: compaction\n  name: '@deepseek-ai/dsh-compaction-basic'\n  config:\n    thresholdRatio: 0.5\n    retainRatio: 0.1\n    maxTokens: 512\n    compactionRetries: 1\n";
+
+/// The compaction events of an export, as (type, data).
+fn compaction_events(export: &str) -> Vec<(String, Value)> {
+    export
+        .lines()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("compaction/")))
+        .map(|e| (e["type"].as_str().unwrap_or_default().to_string(), e["data"].clone()))
+        .collect()
+}
+
+/// Whether every `compaction/start` of an export has its `compaction/end`.
+fn every_start_ended(export: &str) -> bool {
+    let events = compaction_events(export);
+    let starts: Vec<&Value> = events.iter().filter(|(t, _)| t == "compaction/start").map(|(_, d)| &d["compactionId"]).collect();
+    starts.iter().all(|id| events.iter().any(|(t, d)| t == "compaction/end" && &&d["compactionId"] == id))
+}
+
+/// A compaction cut short at each of its steps is closed when the session
+/// is next opened, `session show` reports it until then, and compaction
+/// works again. The first cut is a real one: `cordis run` is killed with
+/// SIGKILL while its summary request hangs at a mock provider. The others
+/// (after the summary, after the replacing message, after the carried
+/// plan) are the log of a whole compaction cut after that event, imported
+/// into the store as a session of its own.
+pub fn a_compaction_cut_short_is_closed_when_next_opened(kind: Kind) {
+    use cordis_tests::sse_server::{Reply, SseServer};
+    let started = Instant::now();
+    let store = Store::new(kind);
+    let server = SseServer::start(vec![Reply::Silent(Duration::from_secs(60))]);
+    let model = format!(
+        "- id: model\n  name: llm-openai\n  config:\n    baseUrl: {}\n    model: deepseek-v4-flash\n    apiKeyEnv: CORDIS_TEST_KEY\n    contextWindow: 2400\n",
+        server.base_url
+    );
+    let scripted = store.host_with(COMPACTION);
+    let live = store.host_with(&format!("{COMPACTION}{model}"));
+    let long = scripted.scratch.path().join("long.script.yml");
+    std::fs::write(&long, crate::compaction::long_script(10, 100_000, &[])).expect("write the script");
+    let summary = scripted.scratch.path().join("summary.script.yml");
+    let one = serde_json::to_string(crate::compaction::SUMMARY).expect("a JSON string");
+    std::fs::write(&summary, format!("summaries: [{one}, {one}]\n")).expect("write the script");
+    let summary = summary.display().to_string();
+    let out = scripted.cordis(&["run", "--script", &long.display().to_string(), "do the long job"]);
+    assert!(out.status.success(), "{kind:?}: {}", text(&out).1);
+    let id =
+        text(&out).0.lines().find_map(|l| l.strip_prefix("session ")).and_then(|l| l.split_whitespace().next()).expect("a session line").to_string();
+
+    // The real cut: killed while the summary request is pending.
+    let mut child = live
+        .command(&["run", "--session", &id, "carry on"])
+        .env("CORDIS_TEST_KEY", "sk-test")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cordis run");
+    let requests = server.wait_for_requests(1);
+    let body = &requests[0].body;
+    assert!(
+        body["messages"].as_array().and_then(|m| m.last()).is_some_and(|m| m["content"].as_str().unwrap_or_default().contains("checkpoint")),
+        "{kind:?}: the first request asks for a summary: {body}"
+    );
+    let _ = Command::new("kill").args(["-KILL", &child.id().to_string()]).status();
+    let _ = child.wait();
+    let export = scripted.export(&id);
+    let events = compaction_events(&export);
+    assert_eq!(events.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(), ["compaction/start"], "{kind:?}: the kill left a start alone");
+    let problems = shown_problems(&scripted, &id);
+    assert!(
+        problems.iter().any(|p| p.contains("has no compaction/end") && p.contains("cut short")),
+        "{kind:?}: session show reports it: {problems:?}"
+    );
+
+    // The next writer closes it before anything else: a dev console, which
+    // writes a plan (the killed turn's start cleared the last one) and is
+    // killed in turn; then compaction works again.
+    let mut dev = scripted.dev_when_free(&id);
+    assert_eq!(dev.call("left open")["isError"], false);
+    let _ = Command::new("kill").args(["-KILL", &dev.child.id().to_string()]).status();
+    let mut said = String::new();
+    let _ = std::io::Read::read_to_string(dev.child.stderr.as_mut().expect("stderr"), &mut said);
+    let _ = dev.child.wait();
+    assert!(said.contains("was cut short before its summary replaced anything"), "{kind:?}: {said}");
+    let start = Instant::now();
+    let out = loop {
+        let out = scripted.cordis(&["session", "compact", &id, "--script", &summary]);
+        if out.status.success() || start.elapsed() > store.takeover_within() {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{kind:?}: compaction works again: {stdout}{stderr}");
+    assert!(stdout.contains("compacted") && stdout.contains("carried over: tool-todo"), "{kind:?}: {stdout}");
+    let whole = scripted.export(&id);
+    let events = compaction_events(&whole);
+    let kinds: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(kinds, ["compaction/start", "compaction/end", "compaction/start", "compaction/summary", "compaction/end"], "{kind:?}");
+    assert_eq!(events[1].1["error"]["kind"], "cut-short", "{kind:?}: {}", events[1].1);
+    assert!(events[4].1.get("error").is_none(), "{kind:?}");
+    assert!(shown_problems(&scripted, &id).is_empty(), "{kind:?}: {:?}", shown_problems(&scripted, &id));
+
+    // The whole compaction, cut after each of its later events.
+    let lines: Vec<&str> = whole.lines().collect();
+    let second = events[2].1["compactionId"].clone();
+    let of_second = |l: &str| -> Option<Value> {
+        let e: Value = serde_json::from_str(l).ok()?;
+        (e["data"]["compactionId"] == second || e["data"]["source"]["compactionId"] == second).then_some(e)
+    };
+    let steps: Vec<usize> = lines.iter().enumerate().skip(1).filter(|(_, l)| of_second(l).is_some()).map(|(i, _)| i).collect();
+    // start, summary, the replacing message, the plan, end.
+    assert_eq!(steps.len(), 5, "{kind:?}: {steps:?}");
+    for (n, &cut) in steps[1..4].iter().enumerate() {
+        let landed = n >= 1;
+        let file = scripted.scratch.path().join(format!("cut-{n}.jsonl"));
+        let mut text_of = lines[..=cut].join("\n");
+        text_of.push('\n');
+        // A header of its own, so that the import gets a fresh id.
+        let mut header: Value = serde_json::from_str(lines[0]).expect("a header");
+        header["id"] = Value::String(format!("s-cut{n}{}", &id[2..10]));
+        let text_of = text_of.replacen(lines[0], &header.to_string(), 1);
+        std::fs::write(&file, text_of).expect("write the cut log");
+        let out = scripted.cordis(&["session", "import", &file.display().to_string()]);
+        assert!(out.status.success(), "{kind:?} cut {n}: {}", text(&out).1);
+        let cut_id = header["id"].as_str().unwrap_or_default().to_string();
+        let problems = shown_problems(&scripted, &cut_id);
+        assert!(problems.iter().any(|p| p.contains("has no compaction/end")), "{kind:?} cut {n}: {problems:?}");
+        let out = scripted.cordis(&["session", "compact", &cut_id, "--script", &summary]);
+        let (stdout, stderr) = text(&out);
+        // Whatever else it says, it does not refuse for the old start.
+        let said = format!("{stdout}{stderr}");
+        assert!(!said.contains("already under way") && !said.contains("compacting the session already"), "{kind:?} cut {n}: {said}");
+        assert!(out.status.success() || said.contains("not smaller than what it replaces"), "{kind:?} cut {n}: {said}");
+        let expected = if landed { "after its summary replaced the history; it was completed" } else { "before its summary replaced anything" };
+        assert!(stderr.contains(expected), "{kind:?} cut {n}: {stderr}");
+        let after = scripted.export(&cut_id);
+        assert!(every_start_ended(&after), "{kind:?} cut {n}: {after}");
+        let ends: Vec<Value> =
+            compaction_events(&after).into_iter().filter(|(t, d)| t == "compaction/end" && d["compactionId"] == second).map(|(_, d)| d).collect();
+        assert_eq!(ends.len(), 1, "{kind:?} cut {n}");
+        assert_eq!(ends[0].get("error").is_none(), landed, "{kind:?} cut {n}: {}", ends[0]);
+        // The plan is carried once for a compaction that landed, never for
+        // one that did not.
+        let plans = after
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["type"] == "user/message" && e["data"]["source"]["plugin"] == "tool-todo" && e["data"]["source"]["compactionId"] == second)
+            .count();
+        assert_eq!(plans, usize::from(landed), "{kind:?} cut {n}");
+        assert!(shown_problems(&scripted, &cut_id).is_empty(), "{kind:?} cut {n}: {:?}", shown_problems(&scripted, &cut_id));
+    }
+    eprintln!("{kind:?}: a compaction cut short at each step was closed and compaction worked again, in {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(120), "{kind:?}: took {:?}", started.elapsed());
+}
+
 macro_rules! contract {
     ($($module:ident => $kind:expr),* $(,)?) => {$(
         mod $module {
@@ -392,6 +555,11 @@ macro_rules! contract {
             #[test]
             fn watch_follows_one_and_every_session() {
                 super::watch_follows_one_and_every_session($kind);
+            }
+
+            #[test]
+            fn a_compaction_cut_short_is_closed_when_next_opened() {
+                super::a_compaction_cut_short_is_closed_when_next_opened($kind);
             }
         }
     )*};

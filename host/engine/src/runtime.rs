@@ -111,6 +111,15 @@ impl Host {
                 None
             }
         };
+        if compaction.is_some() {
+            let carried = crate::loader::compaction::carried(&services.projections);
+            for r in reports.iter_mut().filter(|r| crate::loader::compaction::is_compaction(&r.name) && !r.notes.is_empty()) {
+                if let Some(note) = r.notes.last_mut() {
+                    note.push_str("; ");
+                    note.push_str(&carried);
+                }
+            }
+        }
         Ok(Host { composition, services, loader, reports, state_dir, compaction })
     }
 

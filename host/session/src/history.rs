@@ -26,6 +26,21 @@ use serde_json::Value;
 use crate::event::{core, Event, SurfaceOp};
 use crate::json::{Read, Shape};
 
+/// The last `compaction/start` with no `compaction/end` after it: a
+/// compaction cut short (its process stopped, or it is still under way in
+/// the process writing the log). Only one compaction runs at a time, so
+/// only the last start can be open.
+pub fn unended_compaction(events: &[Event]) -> Option<&Event> {
+    for e in events.iter().rev() {
+        match e.kind.as_str() {
+            core::COMPACTION_END => return None,
+            core::COMPACTION_START => return Some(e),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// One tool call in an assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolCallPart {

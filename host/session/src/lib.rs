@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 pub use event::{Event, Header};
 pub use event_types::EventTypes;
-pub use history::{derive_history, derive_messages, event_message, surface_nodes, well_formed_history, Message};
+pub use history::{derive_history, derive_messages, event_message, surface_nodes, unended_compaction, well_formed_history, Message};
 pub use log::{AppendError, Appender, Backing, Session};
 pub use owner::Owner;
 #[cfg(feature = "harness")]

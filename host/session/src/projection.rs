@@ -66,6 +66,13 @@ impl RegisteredProjection {
         }
     }
 
+    /// Whether the plugin offers the `compaction-context` extension (of
+    /// cordis-abi 1.2), so that a compaction can carry its state over.
+    pub fn offers_compaction_context(&self) -> bool {
+        let (name, version) = cordis_abi::extensions::COMPACTION_CONTEXT;
+        self.projection.extension(name.into(), version).into_option().is_some()
+    }
+
     /// What the model must still see of `state` after a compaction, as the
     /// content blocks of a user-side message (the plugin's
     /// `compaction-context` extension, cordis-abi 1.2): `Ok(None)` when the

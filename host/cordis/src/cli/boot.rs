@@ -4,9 +4,11 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
+use cordis_engine::agent::Quiet;
 use cordis_engine::runtime::{Host, HostOptions};
-use cordis_session::{Durability, LineProblem, ProblemKind};
+use cordis_session::{Durability, LineProblem, ProblemKind, Session};
 
 use crate::cli::{render, Cli, CliError, Command, SessionCommand};
 
@@ -177,4 +179,22 @@ pub(crate) fn judge(cli: &Cli, host: &Host, verdict: Verdict, details: bool) -> 
     let failed: Vec<&str> = host.reports.iter().filter(|r| r.state.fails(cli.strict)).map(|r| r.id.as_str()).collect();
     let why = if cli.strict { "--strict refuses any entry that did not load" } else { "a failed entry refuses the start" };
     Err(CliError { code: 1, message: format!("{summary} ({}); {why}; run `{}` for details", failed.join(", "), invocation(cli, "check")) })
+}
+
+/// Closes a compaction of `session` that a stopped process cut short (a
+/// `compaction/start` with no `compaction/end`; see
+/// [`cordis_engine::agent::compaction::recover`]) before anything else is
+/// written, and says so on stderr.
+///
+/// # Errors
+/// When the log refuses the closing events.
+pub(crate) fn close_cut_short(id: &str, session: &Arc<Session>) -> Result<(), CliError> {
+    match cordis_engine::agent::compaction::close_cut_short(session, &mut Quiet) {
+        Ok(Some(cut)) => {
+            eprintln!("note: session {}: {}", render::printable(id), cut.describe());
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(format!("session {}: a compaction that was cut short cannot be closed: {e}", render::printable(id)).into()),
+    }
 }

@@ -256,7 +256,8 @@ pub enum SessionCommand {
     },
     /// Compact a session's history now: everything but its newest entry is
     /// summarized by the model and replaced (the composition needs a
-    /// `compaction-basic` entry); the plan is carried over.
+    /// `compaction-basic` entry); a standing plan is carried over when its
+    /// plugin offers the `compaction-context` extension.
     Compact {
         /// A session id.
         session: String,

@@ -29,7 +29,7 @@ use cordis_abi::ffi::ExecContext_TO;
 
 use crate::context::TurnHooks;
 use crate::tools::{CallScope, ToolCall, ToolRegistry, ToolResult};
-use compaction::{CompactionError, Compactor};
+use compaction::{CompactionError, Compactor, TurnBudget};
 use cordis_session::{derive_messages, AppendError, Appender, Event, Session};
 
 /// The most model steps one turn may take.
@@ -154,13 +154,17 @@ impl<'m> Agent<'m> {
         Ok(event)
     }
 
-    /// Runs one turn for `prompt`. A turn left open by a crash is first
-    /// closed with reason `interrupted`.
+    /// Runs one turn for `prompt`. A compaction a crash cut short is first
+    /// closed ([`compaction::close_cut_short`]), then a turn left open by a
+    /// crash is closed with reason `interrupted`.
     ///
     /// # Errors
     /// [`TurnError`]; the turn is then closed with reason `error` when the
     /// log still accepts events.
     pub fn run_turn(&mut self, prompt: &str, obs: &mut dyn TurnObserver) -> Result<TurnSummary, TurnError> {
+        if let Some(cut) = compaction::close_cut_short(&self.session, obs)? {
+            obs.on_notice(&cut.describe());
+        }
         if self.session.open_turn().is_some() {
             self.close_open_turn(json!({"kind": "interrupted"}), obs)?;
         }
@@ -199,6 +203,7 @@ impl<'m> Agent<'m> {
             json!({"content": [{"type": "text", "text": prompt}], "source": {"kind": "user"}, "role": "user", "id": new_id()}),
         )?;
         let mut summary = TurnSummary { turn, steps: 0, tool_calls: 0, tool_errors: 0, final_text: String::new() };
+        let mut budget = TurnBudget::default();
         loop {
             if summary.steps >= MAX_STEPS_PER_TURN {
                 return Err(TurnError::TooManySteps);
@@ -212,10 +217,11 @@ impl<'m> Agent<'m> {
             if let Some(compactor) = self.compaction.clone() {
                 let interrupt = self.interrupt.clone();
                 let interrupted = move || interrupt.as_ref().is_some_and(Interrupt::is_set);
-                match compactor.before_step(&self.session, &mut *self.model, &schemas, &interrupted, obs) {
+                match compactor.before_step(&self.session, &mut *self.model, &schemas, &mut budget, &interrupted, obs) {
                     Ok(Some(outcome)) => obs.on_notice(&outcome.describe()),
                     Ok(None) => {}
                     Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),
+                    Err(CompactionError::Interrupted) => return Err(TurnError::Interrupted),
                     Err(e) => obs.on_notice(&format!("compaction: {e}")),
                 }
             }
@@ -237,13 +243,18 @@ impl<'m> Agent<'m> {
                         if let (Some(compactor), ModelError::Failed(text)) = (self.compaction.clone(), &e) {
                             if context_overflow(text) && overflows < compactor.overflow_retries(&*self.model) {
                                 overflows += 1;
-                                match compactor.compact_now(&self.session, &mut *self.model, &schemas, obs) {
-                                    Ok(Some(outcome)) => {
+                                let interrupt = self.interrupt.clone();
+                                let interrupted = move || interrupt.as_ref().is_some_and(Interrupt::is_set);
+                                match compactor.compact_now(&self.session, &mut *self.model, &schemas, Some(&mut budget), &interrupted, obs) {
+                                    Ok(Ok(outcome)) => {
                                         obs.on_notice(&format!("the request was too long for the model's context; {}", outcome.describe()));
                                         continue;
                                     }
-                                    Ok(None) => {}
+                                    Ok(Err(skip)) => obs.on_notice(&format!(
+                                        "the request was too long for the model's context, and nothing can be compacted: {skip}"
+                                    )),
                                     Err(CompactionError::Append(e)) => return Err(TurnError::Append(e)),
+                                    Err(CompactionError::Interrupted) => return Err(TurnError::Interrupted),
                                     Err(c) => obs.on_notice(&format!("compaction after a context overflow: {c}")),
                                 }
                             }

@@ -129,4 +129,17 @@ pub trait Model {
     fn context_window(&self) -> Option<u64> {
         None
     }
+
+    /// The system prompt the provider sends before the history, when it
+    /// has one: a part of every request no compaction shrinks.
+    fn system_prompt(&self) -> Option<&str> {
+        None
+    }
+
+    /// The tokens the provider reserves for an answer (its `max_tokens`),
+    /// when known: a request fits only when its input and this fit the
+    /// window.
+    fn max_output(&self) -> Option<u64> {
+        None
+    }
 }

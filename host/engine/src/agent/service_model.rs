@@ -2,7 +2,9 @@
 //! (for example `llm-openai`), streamed over the services ABI.
 //!
 //! The protocol (JSON requests through `Service::call`, so the ABI stays
-//! as it is): `describe` → `{"provider", "model", "contextWindow"?}`;
+//! as it is): `describe` → `{"provider", "model", "contextWindow"?,
+//! "maxTokens"?, "systemPrompt"?}` (the answer's token cap and the system
+//! prompt the provider adds, which a compaction counts);
 //! `start` `{"messages", "tools", "maxTokens"?, "purpose"?}` → `{"stream":
 //! ID}` (`purpose` is `"compaction"` for a compaction's summary, which a
 //! provider may report to its API; a provider that knows neither key
@@ -34,6 +36,8 @@ pub struct ServiceModel {
     provider: String,
     name: String,
     context_window: Option<u64>,
+    max_output: Option<u64>,
+    system_prompt: Option<String>,
     step: u32,
 }
 
@@ -53,6 +57,8 @@ impl ServiceModel {
             provider: String::new(),
             name: String::new(),
             context_window: None,
+            max_output: None,
+            system_prompt: None,
             step: 0,
         };
         model.describe()?;
@@ -74,6 +80,8 @@ impl ServiceModel {
         self.provider = d.get("provider").and_then(Value::as_str).unwrap_or(MODEL_SERVICE).to_string();
         self.name = d.get("model").and_then(Value::as_str).unwrap_or("unknown").to_string();
         self.context_window = d.get("contextWindow").and_then(Value::as_u64).filter(|n| *n > 0);
+        self.max_output = d.get("maxTokens").and_then(Value::as_u64).filter(|n| *n > 0);
+        self.system_prompt = d.get("systemPrompt").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
         Ok(())
     }
 
@@ -120,6 +128,14 @@ impl Model for ServiceModel {
 
     fn context_window(&self) -> Option<u64> {
         self.context_window
+    }
+
+    fn system_prompt(&self) -> Option<&str> {
+        self.system_prompt.as_deref()
+    }
+
+    fn max_output(&self) -> Option<u64> {
+        self.max_output
     }
 
     fn next_step(&mut self, request: &ModelRequest<'_>, sink: &mut dyn StepSink) -> Result<ModelStep, ModelError> {

@@ -75,11 +75,26 @@ pub fn describe(config: &CompactionConfig) -> String {
             };
             let when = if config.auto() { "before a step" } else { "only when asked (auto: false)" };
             format!(
-                "compaction: at {:.0}% of the model's context window, {when}; {keep}; summaries up to {} tokens; the plan is carried over",
+                "compaction: at {:.0}% of the model's context window, {when}; {keep}; summaries up to {} tokens",
                 p.threshold_ratio * 100.0,
                 p.max_tokens
             )
         }
         Err(e) => format!("compaction: {e}"),
+    }
+}
+
+/// What `cordis check` says a compaction carries over: the plugins whose
+/// projections offer the `compaction-context` extension, by name, or that
+/// none does (a plan is then only what the summary says of it).
+pub fn carried(projections: &cordis_session::projection::Projections) -> String {
+    let mut plugins: Vec<String> =
+        projections.all().iter().filter(|p| p.offers_compaction_context()).map(|p| format!("{} ({})", p.owner.plugin, p.key)).collect();
+    plugins.dedup();
+    if plugins.is_empty() {
+        "nothing is carried over verbatim: no loaded plugin offers the compaction-context extension, so a plan is only what the summary says of it"
+            .into()
+    } else {
+        format!("carried over verbatim after each compaction: {}", plugins.join(", "))
     }
 }

@@ -232,8 +232,8 @@ fn compact(dev: &DevHost, session: &Arc<Session>) -> Value {
         Ok(None) => return json!({"error": "no entry provides a `model` service to summarize with (add llm-openai to the composition)"}),
         Err(e) => return json!({"error": e.to_string()}),
     };
-    match compactor.compact_now(session, &mut model, &dev.host.services.tools.schemas(), &mut Quiet) {
-        Ok(Some(o)) => json!({"compacted": {
+    match compactor.compact_now(session, &mut model, &dev.host.services.tools.schemas(), None, &|| false, &mut Quiet) {
+        Ok(Ok(o)) => json!({"compacted": {
             "compactionId": o.compaction_id,
             "range": [o.range.0, o.range.1],
             "replaced": o.replaced,
@@ -241,7 +241,7 @@ fn compact(dev: &DevHost, session: &Arc<Session>) -> Value {
             "summaryTokens": o.summary_tokens,
             "carried": o.carried,
         }}),
-        Ok(None) => json!({"compacted": null}),
+        Ok(Err(skip)) => json!({"compacted": null, "reason": skip.to_string()}),
         Err(e) => json!({"error": e.to_string()}),
     }
 }

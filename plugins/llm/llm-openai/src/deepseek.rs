@@ -15,7 +15,9 @@
 //!   choice); its `maxTokens`, else the entry's `maxTokens` (default
 //!   256000), is sent as `max_tokens`; its `contextWindow`, else
 //!   `defaultContextWindow` (default 1000000), is the window `describe`
-//!   reports. `name`, `description` and `inputModalities` are accepted and
+//!   reports. A `max_tokens` that would take the whole window (at least
+//!   the window) is lowered to half the window, so that a request has room
+//!   for its input. `name`, `description` and `inputModalities` are accepted and
 //!   not used (cordis sends text only).
 //! - `thinking` and `reasoningEffort`, as DeepSeek's API takes them:
 //!   `off` sends `thinking: {type: disabled}`; `low`, `high` or `max` send
@@ -314,11 +316,14 @@ impl Config {
             Some(RetryPolicy { mode: RetryMode::Always, .. }) => 10,
             Some(p) => u32::try_from(p.max_retries.unwrap_or(5).min(MAX_SAFE_INTEGER)).unwrap_or(u32::MAX),
         };
+        let context_window = first.and_then(|m| m.context_window).unwrap_or(self.default_context_window);
+        let max_tokens = first.and_then(|m| m.max_tokens).unwrap_or(self.max_tokens);
+        let max_tokens = if max_tokens >= context_window { (context_window / 2).max(1) } else { max_tokens };
         Ok(Resolved {
             url: format!("{base}/chat/completions"),
             model: first.map(|m| m.id.clone()).unwrap_or_else(|| "deepseek-v4-flash".into()),
-            max_tokens: first.and_then(|m| m.max_tokens).unwrap_or(self.max_tokens),
-            context_window: first.and_then(|m| m.context_window).unwrap_or(self.default_context_window),
+            max_tokens,
+            context_window,
             thinking,
             max_retries,
             timeout: Duration::from_millis(self.stream_idle_timeout_ms),
@@ -347,6 +352,7 @@ impl Plugin for LlmDeepSeek {
             system: None,
             sampling: wire::Sampling { temperature: None, max_tokens: Some(resolved.max_tokens), thinking: resolved.thinking },
             context_window: Some(resolved.context_window),
+            no_thinking: wire::Thinking { thinking: Some("disabled"), effort: None },
         };
         ctx.provide(SERVICE_NAME, ModelService::new(endpoint, settings))
     }
@@ -389,6 +395,10 @@ mod tests {
             .resolve(None)
             .unwrap();
         assert_eq!((r.model.as_str(), r.max_tokens, r.context_window), ("deepseek-v4-pro", 8000, 128_000));
+        // The default max_tokens (256000) does not fit a window of 128000:
+        // half the window is sent.
+        let r = config(json!({"models": [{"id": "deepseek-v4-pro", "contextWindow": 128000}]})).resolve(None).unwrap();
+        assert_eq!((r.max_tokens, r.context_window), (64_000, 128_000));
         assert!(config(json!({"models": [{"id": "a"}, {"id": "a"}]})).resolve(None).unwrap_err().contains("twice"));
         assert!(serde_json::from_value::<Config>(json!({"model": "x"})).is_err(), "unknown keys are refused");
     }

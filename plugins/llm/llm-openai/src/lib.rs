@@ -124,6 +124,7 @@ impl Plugin for LlmOpenAi {
                 thinking: wire::Thinking::default(),
             },
             context_window: config.context_window,
+            no_thinking: wire::Thinking::default(),
         };
         ctx.provide(SERVICE_NAME, ModelService::new(endpoint, settings))
     }

@@ -3,11 +3,17 @@
 //!
 //! Requests:
 //! - `describe` (and `value`, what `!!js` expressions see) → `{"service":
-//!   "model", "provider": LABEL, "model": NAME, "contextWindow"?: N}`;
+//!   "model", "provider": LABEL, "model": NAME, "contextWindow"?: N,
+//!   "maxTokens"?: N, "systemPrompt"?: TEXT}` (what a compaction counts as
+//!   fixed parts of every request);
 //! - `start` `{"messages": [...], "tools": [{"name", "description",
-//!   "parameters"}]}` → `{"stream": ID}`: sends the request and streams the
-//!   answer in the background (see [`crate::wire::HistoryMessage`] for the
-//!   messages);
+//!   "parameters"}], "maxTokens"?, "purpose"?}` → `{"stream": ID}`: sends
+//!   the request and streams the answer in the background (see
+//!   [`crate::wire::HistoryMessage`] for the messages); `maxTokens` caps the
+//!   answer, and `purpose: "compaction"` (a summary of older history) sends
+//!   no tools and turns thinking off: no `reasoning_effort`, and
+//!   `thinking: {type: disabled}` where the entry sends a `thinking` switch
+//!   at all (DeepSeek's);
 //! - `next` `{"stream": ID, "waitMs": N}` → `{"events": [...], "done":
 //!   BOOL}`: the events received since the last `next`, after waiting up to
 //!   `waitMs` (at most [`MAX_WAIT_MS`]) for the first one; `done` once the
@@ -65,6 +71,10 @@ pub struct Settings {
     pub sampling: Sampling,
     /// The model's context window in tokens, when configured.
     pub context_window: Option<u64>,
+    /// What a request that must not think sends: DeepSeek's API thinks
+    /// unless told not to, so its entry sends `thinking: {type: disabled}`;
+    /// other APIs get neither switch.
+    pub no_thinking: crate::wire::Thinking,
 }
 
 /// The `model` service of one `llm-openai` entry.
@@ -86,13 +96,21 @@ impl ModelService {
         if let Some(window) = self.settings.context_window {
             d["contextWindow"] = json!(window);
         }
+        if let Some(cap) = self.settings.sampling.max_tokens {
+            d["maxTokens"] = json!(cap);
+        }
+        if let Some(system) = &self.settings.system {
+            d["systemPrompt"] = json!(system);
+        }
         d
     }
 
     fn start(&self, args: &Value) -> Result<Value, ServiceError> {
         let messages: Vec<HistoryMessage> = serde_json::from_value(args.get("messages").cloned().unwrap_or(Value::Null))
             .map_err(|e| ServiceError::new(format!("model start: `messages` is not a history: {e}")))?;
+        let summary = args.get("purpose").and_then(Value::as_str) == Some("compaction");
         let tools: Vec<ToolSpec> = match args.get("tools") {
+            _ if summary => Vec::new(),
             None | Some(Value::Null) => Vec::new(),
             Some(t) => serde_json::from_value(t.clone()).map_err(|e| ServiceError::new(format!("model start: `tools` is not a tool list: {e}")))?,
         };
@@ -100,6 +118,9 @@ impl ModelService {
         let mut sampling = self.settings.sampling.clone();
         if let Some(cap) = args.get("maxTokens").and_then(Value::as_u64) {
             sampling.max_tokens = Some(cap);
+        }
+        if summary {
+            sampling.thinking = self.settings.no_thinking;
         }
         let body = request_body(&self.settings.model, self.settings.system.as_deref(), &messages, &tools, &sampling);
         let mut streams = self.streams.lock().map_err(|_| ServiceError::new("model: the stream table is poisoned"))?;

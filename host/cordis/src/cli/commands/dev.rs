@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cli::boot::{judge, options, refuse_under_strict, Verdict};
+use crate::cli::boot::{close_cut_short, judge, options, refuse_under_strict, Verdict};
 use crate::cli::{render, Cli, CliError};
 
 /// Runs the dev host until stdin ends or `quit`.
@@ -43,7 +43,10 @@ pub fn run(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budg
             let start = std::time::Instant::now();
             loop {
                 match sessions.open(&h.session) {
-                    Ok((s, _)) => break s,
+                    Ok((s, _)) => {
+                        close_cut_short(&h.session, &s)?;
+                        break s;
+                    }
                     Err(e) if start.elapsed() > std::time::Duration::from_secs(10) => return Err(e.to_string().into()),
                     Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
                 }
@@ -57,6 +60,7 @@ pub fn run(cli: &Cli, file: Option<&Path>, session_id: Option<&str>, memory_budg
             for p in &problems {
                 eprintln!("warning: session {id}: {p}");
             }
+            close_cut_short(id, &s)?;
             s
         }
         (None, None) => sessions.create(std::env::current_dir().ok().map(|p| p.display().to_string())).map_err(|e| e.to_string())?,

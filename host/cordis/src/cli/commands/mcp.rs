@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cordis_engine::runtime::HostOptions;
 
-use crate::cli::boot::{boot_with, judge, options, refuse_under_strict, Verdict};
+use crate::cli::boot::{boot_with, close_cut_short, judge, options, refuse_under_strict, Verdict};
 use crate::cli::commands::dev::libraries;
 use crate::cli::{Cli, CliError};
 
@@ -77,6 +77,7 @@ pub fn run(
             for p in &problems {
                 eprintln!("warning: session {id}: {p}");
             }
+            close_cut_short(id, &s)?;
             cordis_mcp::Attach::Fixed { session: s, holder: std::sync::Mutex::new(None) }
         }
         None => cordis_mcp::Attach::New { cwd: std::env::current_dir().ok().map(|p| p.display().to_string()) },

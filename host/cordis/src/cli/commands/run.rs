@@ -10,7 +10,7 @@ use cordis_engine::agent::{Agent, Interrupt, Model, ScriptedModel, ServiceModel,
 use cordis_engine::runtime::HostOptions;
 use cordis_session::Session;
 
-use crate::cli::boot::{boot_with, invocation, options, refuse_under_strict, Verdict};
+use crate::cli::boot::{boot_with, close_cut_short, invocation, options, refuse_under_strict, Verdict};
 use crate::cli::printer::Printer;
 use crate::cli::{render, Cli, CliError, EXAMPLE_SCRIPT};
 
@@ -83,6 +83,7 @@ pub fn run(cli: &Cli, script: Option<&Path>, session_id: Option<&str>, prompt: O
             for p in &problems {
                 eprintln!("warning: session {id}: {p}");
             }
+            close_cut_short(id, &s)?;
             let _ = writeln!(out, "session {} (continued, {} events)", s.id(), s.len());
             s
         }

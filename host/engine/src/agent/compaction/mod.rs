@@ -18,19 +18,28 @@
 //!    tags;
 //! 4. one `user/message` per projection whose plugin contributes to the
 //!    history after a compaction (the `compaction-context` extension of
-//!    cordis-abi 1.2): the todo family's standing plan, verbatim, so a plan
-//!    never depends on what the summary says of it;
+//!    cordis-abi 1.2): the todo family's standing plan, verbatim, so the
+//!    plan of the current turn does not depend on what the summary says of
+//!    it (a new turn clears the plan);
 //! 5. `compaction/end` `{compactionId, turn}`, with `error` when the
 //!    compaction failed and the history was left as it was.
 //!
 //! **Token counts.** The size of the next request is the provider's
 //! reported usage where there is one (the last `assistant/message`'s
 //! `inputTokens + outputTokens`, when no compaction came after it) plus an
-//! estimate of what came after; else the estimate alone: a message is
-//! `ceil(characters / 4) + 4` tokens, the tool schemas `ceil(characters of
-//! their JSON / 4)`. The estimate is a heuristic, not a tokenizer.
+//! estimate of what came after; else the estimate alone ([`text_tokens`]:
+//! a token per CJK character and `ceil(other characters / 4)`; a message
+//! adds 4), over the messages, the tool schemas' JSON and the provider's
+//! system prompt. The estimate is a heuristic, not a tokenizer. The limit a request is
+//! held to is the threshold, or the window less the provider's reserved
+//! output, whichever is smaller ([`Compactor::limit`]).
+//!
+//! **Faults.** A compaction cut short by a killed process is closed by the
+//! next writer ([`recover`]); Ctrl-C stops a pending summary request; a
+//! turn's summary requests are bounded by its [`TurnBudget`].
 
 pub mod config;
+pub mod recover;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -38,12 +47,13 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 pub use config::{CompactionConfig, Resolved, Retain};
+pub use recover::{close_cut_short, CutShort, CUT_SHORT};
 
-use super::{Model, ModelRequest, NoSink, Purpose, TurnObserver};
+use super::{Model, ModelError, ModelRequest, Purpose, StepSink, TurnObserver};
 use crate::tools::ToolSchema;
 use cordis_session::event::core;
 use cordis_session::event::SurfaceOp;
-use cordis_session::{surface_nodes, well_formed_history, AppendError, Appender, Event, Message, Session};
+use cordis_session::{surface_nodes, unended_compaction, well_formed_history, AppendError, Appender, Event, Message, Session};
 use cordis_sync::LockExt;
 
 /// The tags around a summary in the message that replaces the history it
@@ -55,6 +65,9 @@ pub const SUMMARY_CLOSE: &str = "</compacted-summary>";
 /// What the model reads before a summary that replaced older history.
 pub const CHECKPOINT_PREFACE: &str = "The conversation before this point was condensed into the summary below to save context. \
 Take it as settled background, do not repeat it, and carry on from the messages that follow without mentioning this note.";
+
+/// The sections of a checkpoint, in order (see [`SUMMARY_REQUEST`]).
+pub const SECTIONS: [&str; 6] = ["Goal", "Context", "Files and code", "Problems", "Open work", "Current step"];
 
 /// The last message of a request for a summary.
 pub const SUMMARY_REQUEST: &str = "Stop working on the task for a moment and write a checkpoint of the conversation above, \
@@ -83,9 +96,9 @@ pub enum CompactionError {
         /// The model.
         model: String,
     },
-    /// A compaction of this session is already under way (its
-    /// `compaction/start` has no `compaction/end`).
-    #[error("a compaction of this session is already under way (compaction/start at seq {0} has no compaction/end)")]
+    /// This process is compacting the session already (another thread
+    /// asked while its `compaction/start`, at this seq, has no end yet).
+    #[error("this process is compacting the session already (compaction/start at seq {0}); try again when it has ended")]
     Busy(u64),
     /// Every try at a summary failed; the history was left as it was.
     #[error("no usable summary after {tries} tries ({last}); the history is left as it was")]
@@ -96,13 +109,40 @@ pub enum CompactionError {
         last: String,
     },
     /// The history was compacted, and the next request is still over the
-    /// threshold after every try.
-    #[error("{} — and the next request is still over the threshold of {threshold} tokens", outcome.describe())]
+    /// limit; automatic compaction stops for the turn.
+    #[error("{} — and the next request is still over the limit of {threshold} tokens; no more compaction in this turn", outcome.describe())]
     StillAbove {
-        /// What the compactions did, together.
+        /// What the compaction did.
         outcome: Box<Outcome>,
-        /// The threshold, in tokens.
+        /// The limit, in tokens.
         threshold: u64,
+    },
+    /// Ctrl-C stopped the summary request; the compaction was closed as
+    /// interrupted and the history left as it was.
+    #[error("interrupted (Ctrl-C) while the summary was requested; the history is left as it was")]
+    Interrupted,
+    /// The parts of the request no compaction shrinks leave no room under
+    /// the limit; automatic compaction stops for the turn.
+    #[error("the fixed parts of the request alone reach the limit of {limit} tokens ({parts}; ~{total} in all), so compacting the history cannot bring it under; no more compaction in this turn — shorten the system prompt, offer fewer tools, or lower the provider's max_tokens")]
+    NoRoom {
+        /// Each part and its size.
+        parts: String,
+        /// Their sum.
+        total: u64,
+        /// The limit, in tokens.
+        limit: u64,
+    },
+    /// Nothing could be replaced; automatic compaction stops for the turn.
+    #[error("the history is over the limit, but nothing can be replaced: {0}; no more compaction in this turn")]
+    Nothing(Skip),
+    /// Summary requests of this turn failed as often as
+    /// `compactionRetries` allows; no more are sent in this turn.
+    #[error("{failed} summary requests of this turn failed (the last: {last}); no more compaction in this turn, the history is left as it is")]
+    BackedOff {
+        /// Failed summary requests in the turn.
+        failed: u32,
+        /// Why the last one failed.
+        last: String,
     },
     /// The compaction's config breaks a rule.
     #[error("{0}")]
@@ -140,23 +180,6 @@ impl Outcome {
             self.replaced, self.replaced_tokens, self.range.0, self.range.1, self.summary_tokens, self.request_tokens.0, self.request_tokens.1
         )
     }
-
-    /// Folds a later compaction of the same step into this one.
-    fn merge(&mut self, later: &Outcome) {
-        if later.compaction_id == self.compaction_id {
-            return;
-        }
-        self.replaced += later.replaced;
-        self.replaced_tokens += later.replaced_tokens;
-        self.summary_tokens = later.summary_tokens;
-        self.request_tokens.1 = later.request_tokens.1;
-        self.range.1 = later.range.1;
-        for p in &later.carried {
-            if !self.carried.contains(p) {
-                self.carried.push(p.clone());
-            }
-        }
-    }
 }
 
 /// The host's compaction, as the composition configured it.
@@ -165,12 +188,28 @@ pub struct Compactor {
     config: CompactionConfig,
     /// Models already warned about (no context window), by `provider/model`.
     warned: Mutex<HashSet<String>>,
+    /// The sessions this compactor is compacting now, by id: a
+    /// `compaction/start` without an end in any other session was cut
+    /// short.
+    compacting: Mutex<HashSet<String>>,
+}
+
+/// Marks a session as being compacted by this process until dropped.
+struct Compacting<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    id: String,
+}
+
+impl Drop for Compacting<'_> {
+    fn drop(&mut self) {
+        self.set.lock_or_recover().remove(&self.id);
+    }
 }
 
 impl Compactor {
     /// A compactor with `config` (already checked).
     pub fn new(config: CompactionConfig) -> Compactor {
-        Compactor { config, warned: Mutex::new(HashSet::new()) }
+        Compactor { config, warned: Mutex::new(HashSet::new()), compacting: Mutex::new(HashSet::new()) }
     }
 
     /// The config.
@@ -179,9 +218,19 @@ impl Compactor {
     }
 
     /// The check the agent loop makes before each step of an open turn:
-    /// compacts when the next request would pass the threshold (and `auto`
-    /// is on). `Ok(None)` when nothing was needed. A model without a known
-    /// context window is reported once, then skipped silently.
+    /// compacts when the next request would pass the limit (see
+    /// [`Compactor::limit`]) and `auto` is on. `Ok(None)` when nothing was
+    /// needed, or when `budget` has stopped automatic compaction for the
+    /// turn. A model without a known context window is reported once, then
+    /// skipped silently.
+    ///
+    /// Cost is bounded by `budget`: a summary request is sent only while
+    /// the turn's failed ones number at most `compactionRetries`, so a turn
+    /// sends at most its successful compactions + `compactionRetries` + 1
+    /// of them; a compaction that fails, that cannot find anything to
+    /// replace, or that leaves the request over the limit stops automatic
+    /// compaction for the rest of the turn, and so do fixed parts that
+    /// leave no room. Each of these is an error, given once per turn.
     ///
     /// # Errors
     /// [`CompactionError`]: the turn goes on with the history as it is.
@@ -190,10 +239,11 @@ impl Compactor {
         session: &Arc<Session>,
         model: &mut dyn Model,
         tools: &[ToolSchema],
+        budget: &mut TurnBudget,
         interrupted: &dyn Fn() -> bool,
         obs: &mut dyn TurnObserver,
     ) -> Result<Option<Outcome>, CompactionError> {
-        if !self.config.auto() {
+        if !self.config.auto() || budget.stopped {
             return Ok(None);
         }
         let target = format!("{}/{}", model.provider(), model.name());
@@ -204,43 +254,76 @@ impl Compactor {
             return Ok(None);
         };
         let policy = self.policy(model)?;
-        let threshold = scaled(window, policy.threshold_ratio);
-        let before = session.with_events(|events| request_tokens(events, tools));
-        if before < threshold {
+        let limit = Compactor::limit(window, &policy, model);
+        let system = model.system_prompt().map_or(0, text_tokens);
+        let before = session.with_events(|events| request_tokens(events, tools, system));
+        if before < limit {
             return Ok(None);
+        }
+        // The parts no compaction shrinks.
+        let carried: u64 = contributions(session, obs).iter().map(|c| c.tokens).sum();
+        let fixed = FixedParts {
+            system,
+            tools: tools_tokens(tools),
+            tool_count: tools.len(),
+            carried,
+            reserved: model.max_output().unwrap_or(0),
+            summary_frame: message_tokens(&framed("")),
+        };
+        if fixed.total() >= limit {
+            budget.stopped = true;
+            return Err(CompactionError::NoRoom { parts: fixed.describe(), total: fixed.total(), limit });
         }
         let retain = match policy.retain {
             Retain::Ratio(r) => scaled(window, r),
             Retain::Tokens(t) => t,
         };
-        // Up to 1 + compactionRetries compactions: a failed summary, or a
-        // history still over the threshold, calls for another.
-        let tries = policy.compaction_retries.saturating_add(1);
-        let mut done: Option<Outcome> = None;
-        let mut failed = None;
-        for _ in 0..tries {
+        let mut last = None;
+        while budget.failed <= policy.compaction_retries {
             // Ctrl-C stops the tries; the turn then ends as interrupted.
             if interrupted() {
-                break;
+                return Err(CompactionError::Interrupted);
             }
-            match self.bracket(session, model, tools, &policy, retain, obs) {
-                Ok(Some(outcome)) => {
-                    let after = outcome.request_tokens.1;
-                    let first = done.get_or_insert_with(|| outcome.clone());
-                    first.merge(&outcome);
-                    if after < threshold {
-                        return Ok(done);
+            match self.bracket(session, model, tools, &policy, retain, interrupted, obs) {
+                Ok(Ok(outcome)) => {
+                    budget.sent += 1;
+                    budget.succeeded += 1;
+                    if outcome.request_tokens.1 < limit {
+                        return Ok(Some(outcome));
                     }
+                    budget.stopped = true;
+                    return Err(CompactionError::StillAbove { outcome: Box::new(outcome), threshold: limit });
                 }
-                Ok(None) => break,
-                Err(CompactionError::Summary { last, .. }) => failed = Some(last),
-                Err(e) => return Err(e),
+                Ok(Err(skip)) => {
+                    budget.stopped = true;
+                    return Err(CompactionError::Nothing(skip));
+                }
+                Err(CompactionError::Summary { last: why, .. }) => {
+                    budget.sent += 1;
+                    budget.failed += 1;
+                    last = Some(why);
+                }
+                Err(e) => {
+                    if matches!(e, CompactionError::Interrupted) {
+                        budget.sent += 1;
+                    }
+                    return Err(e);
+                }
             }
         }
-        match (done, failed) {
-            (Some(outcome), _) => Err(CompactionError::StillAbove { outcome: Box::new(outcome), threshold }),
-            (None, Some(last)) => Err(CompactionError::Summary { tries, last }),
-            (None, None) => Ok(None),
+        budget.stopped = true;
+        Err(CompactionError::BackedOff { failed: budget.failed, last: last.unwrap_or_else(|| "earlier summary requests of this turn failed".into()) })
+    }
+
+    /// The size the next request may reach before a compaction: the
+    /// threshold (`thresholdRatio` of the window), or the window less the
+    /// output the provider reserves for the answer (its `max_tokens`),
+    /// whichever is smaller.
+    pub fn limit(window: u64, policy: &Resolved, model: &dyn Model) -> u64 {
+        let threshold = scaled(window, policy.threshold_ratio);
+        match model.max_output() {
+            Some(reserved) => threshold.min(window.saturating_sub(reserved)),
+            None => threshold,
         }
     }
 
@@ -254,7 +337,9 @@ impl Compactor {
     /// console's `compact`), or after the provider refused a request as too
     /// long for its context: everything but the newest history entry is
     /// summarized, whatever the threshold; between turns the events carry
-    /// `turn: null`. `Ok(None)` when there is nothing to replace.
+    /// `turn: null`. `Ok(Err(skip))` says why there was nothing to replace.
+    /// Inside a turn, `budget` bounds the summary requests as
+    /// [`Compactor::before_step`] does.
     ///
     /// # Errors
     /// [`CompactionError`].
@@ -263,31 +348,33 @@ impl Compactor {
         session: &Arc<Session>,
         model: &mut dyn Model,
         tools: &[ToolSchema],
+        budget: Option<&mut TurnBudget>,
+        interrupted: &dyn Fn() -> bool,
         obs: &mut dyn TurnObserver,
-    ) -> Result<Option<Outcome>, CompactionError> {
+    ) -> Result<Result<Outcome, Skip>, CompactionError> {
         let policy = self.policy(model)?;
-        self.until_summarized(session, model, tools, &policy, obs)
-    }
-
-    /// Compacts everything but the newest entry, trying again after a
-    /// failed summary up to `compactionRetries` times.
-    fn until_summarized(
-        &self,
-        session: &Arc<Session>,
-        model: &mut dyn Model,
-        tools: &[ToolSchema],
-        policy: &Resolved,
-        obs: &mut dyn TurnObserver,
-    ) -> Result<Option<Outcome>, CompactionError> {
-        let tries = policy.compaction_retries.saturating_add(1);
-        let mut last = String::new();
-        for _ in 0..tries {
-            match self.bracket(session, model, tools, policy, 0, obs) {
-                Err(CompactionError::Summary { last: why, .. }) => last = why,
+        let mut own = TurnBudget::default();
+        let budget = budget.unwrap_or(&mut own);
+        let mut last = None;
+        while budget.failed <= policy.compaction_retries {
+            match self.bracket(session, model, tools, &policy, 0, interrupted, obs) {
+                Err(CompactionError::Summary { last: why, .. }) => {
+                    budget.sent += 1;
+                    budget.failed += 1;
+                    last = Some(why);
+                }
+                Ok(Ok(outcome)) => {
+                    budget.sent += 1;
+                    budget.succeeded += 1;
+                    return Ok(Ok(outcome));
+                }
                 other => return other,
             }
         }
-        Err(CompactionError::Summary { tries, last })
+        Err(match last {
+            Some(last) => CompactionError::Summary { tries: budget.failed, last },
+            None => CompactionError::BackedOff { failed: budget.failed, last: "earlier summary requests of this turn failed".into() },
+        })
     }
 
     fn policy(&self, model: &dyn Model) -> Result<Resolved, CompactionError> {
@@ -295,7 +382,10 @@ impl Compactor {
     }
 
     /// One compaction, bracketed by `compaction/start` and `compaction/end`
-    /// in the log, keeping at least `retain` tokens of recent history.
+    /// in the log, keeping at least `retain` tokens of recent history. A
+    /// compaction of the session that another process cut short is closed
+    /// first ([`close_cut_short`]).
+    #[allow(clippy::too_many_arguments)]
     fn bracket(
         &self,
         session: &Arc<Session>,
@@ -303,13 +393,26 @@ impl Compactor {
         tools: &[ToolSchema],
         policy: &Resolved,
         retain: u64,
+        interrupted: &dyn Fn() -> bool,
         obs: &mut dyn TurnObserver,
-    ) -> Result<Option<Outcome>, CompactionError> {
-        if let Some(open) = session.with_events(unmatched_start) {
-            return Err(CompactionError::Busy(open));
+    ) -> Result<Result<Outcome, Skip>, CompactionError> {
+        let _compacting = {
+            let mut set = self.compacting.lock_or_recover();
+            if !set.insert(session.id().to_string()) {
+                let open = session.with_events(|events| unended_compaction(events).map_or(0, |e| e.seq));
+                return Err(CompactionError::Busy(open));
+            }
+            Compacting { set: &self.compacting, id: session.id().to_string() }
+        };
+        if let Some(cut) = close_cut_short(session, obs)? {
+            obs.on_notice(&cut.describe());
         }
-        let (nodes, before) = session.with_events(|events| (surface_nodes(events), request_tokens(events, tools)));
-        let Some(keep_from) = keep_from(&nodes, retain) else { return Ok(None) };
+        let system = model.system_prompt().map_or(0, text_tokens);
+        let (nodes, before) = session.with_events(|events| (surface_nodes(events), request_tokens(events, tools, system)));
+        let keep_from = match keep_from(&nodes, retain) {
+            Ok(at) => at,
+            Err(skip) => return Ok(Err(skip)),
+        };
         let region: Vec<(u64, Option<Message>)> = nodes[..keep_from].to_vec();
         let range = (region[0].0, region[keep_from - 1].0);
         let replaced_tokens: u64 = region.iter().map(|(_, m)| m.as_ref().map_or(0, message_tokens)).sum();
@@ -324,7 +427,7 @@ impl Compactor {
         let carried_tokens: u64 = carried.iter().map(|c| c.tokens).sum();
         let framing = message_tokens(&framed(""));
         if replaced_tokens <= framing + carried_tokens {
-            return Ok(None);
+            return Ok(Err(Skip::TooSmall { replaced: replaced_tokens, framing, carried: carried_tokens }));
         }
 
         let turn = session.open_turn();
@@ -332,10 +435,17 @@ impl Compactor {
         let lifecycle = json!({"compactionId": compaction_id, "turn": turn});
         let start = append(session, obs, core::COMPACTION_START, &lifecycle)?;
 
-        let summary = summarize(model, &messages, tools, policy.max_tokens, replaced_tokens.saturating_sub(carried_tokens));
+        let summary = summarize(model, &messages, policy.max_tokens, replaced_tokens.saturating_sub(carried_tokens), interrupted);
         let (text, usage, summary_tokens) = match summary {
             Ok(s) => s,
-            Err(last) => {
+            Err(Failed::Interrupted) => {
+                let mut end = lifecycle.clone();
+                end["error"] =
+                    json!({"message": "interrupted (Ctrl-C) while the summary was requested; the history is as it was", "kind": "interrupted"});
+                append(session, obs, core::COMPACTION_END, &end)?;
+                return Err(CompactionError::Interrupted);
+            }
+            Err(Failed::Unusable(last)) => {
                 let mut end = lifecycle.clone();
                 end["error"] = json!({"message": last});
                 append(session, obs, core::COMPACTION_END, &end)?;
@@ -374,51 +484,198 @@ impl Compactor {
 
         let carried = carry_over(session, carried, &compaction_id, obs)?;
         append(session, obs, core::COMPACTION_END, &lifecycle)?;
-        let after = session.with_events(|events| request_tokens(events, tools));
-        Ok(Some(Outcome {
-            compaction_id,
-            range,
-            replaced: shadowed.len(),
-            replaced_tokens,
-            summary_tokens,
-            carried,
-            request_tokens: (before, after),
-        }))
+        let after = session.with_events(|events| request_tokens(events, tools, system));
+        Ok(Ok(Outcome { compaction_id, range, replaced: shadowed.len(), replaced_tokens, summary_tokens, carried, request_tokens: (before, after) }))
     }
 }
 
-fn append(session: &Arc<Session>, obs: &mut dyn TurnObserver, kind: &str, data: &Value) -> Result<Event, AppendError> {
+/// What one turn has spent on compaction, and whether automatic
+/// compaction is stopped for the rest of it (see
+/// [`Compactor::before_step`]). A turn makes one and passes it to every
+/// compaction it asks for.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TurnBudget {
+    /// Summary requests sent.
+    pub sent: u32,
+    /// Compactions that replaced history.
+    pub succeeded: u32,
+    /// Summary requests that gave no usable summary.
+    pub failed: u32,
+    /// No more automatic compaction in this turn.
+    pub stopped: bool,
+}
+
+/// Why a compaction found nothing to replace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// The history has fewer than two entries.
+    OneEntry,
+    /// The tail kept verbatim (`retainRatio` / `retainTokens`) takes the
+    /// whole history.
+    KeptTail {
+        /// The tokens kept verbatim.
+        retain: u64,
+    },
+    /// Every cut before the kept tail would separate a tool call from its
+    /// result.
+    NoCleanCut {
+        /// History entries before the kept tail.
+        entries: usize,
+    },
+    /// What could be replaced is no larger than the summary's framing and
+    /// what is carried over after it.
+    TooSmall {
+        /// Estimated tokens of the replaceable history.
+        replaced: u64,
+        /// Estimated tokens of the summary's framing.
+        framing: u64,
+        /// Estimated tokens of what the plugins carry over.
+        carried: u64,
+    },
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::OneEntry => write!(f, "the history has fewer than two entries"),
+            Skip::KeptTail { retain } => {
+                write!(f, "the newest ~{retain} tokens are kept verbatim (retainRatio / retainTokens), and that is the whole history")
+            }
+            Skip::NoCleanCut { entries } => write!(
+                f,
+                "each of the {entries} history entries before the kept tail is followed by a result of a tool call made before it, so no cut keeps calls and results together"
+            ),
+            Skip::TooSmall { replaced, framing, carried } => write!(
+                f,
+                "the replaceable history (~{replaced} tokens) is no larger than a summary's framing (~{framing} tokens) plus what is carried over after it (~{carried} tokens, the standing plan)"
+            ),
+        }
+    }
+}
+
+/// The parts of a request no compaction shrinks, in estimated tokens
+/// (the reserved output is already taken off the limit they are compared
+/// with, and is named for the reader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FixedParts {
+    system: u64,
+    tools: u64,
+    tool_count: usize,
+    carried: u64,
+    reserved: u64,
+    summary_frame: u64,
+}
+
+impl FixedParts {
+    fn total(&self) -> u64 {
+        self.system + self.tools + self.carried + self.summary_frame
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "system prompt ~{} tokens, tool schemas ~{} tokens ({} {}), carried plan ~{} tokens, summary framing ~{} tokens; the limit already leaves {} tokens for the answer (max_tokens)",
+            self.system,
+            self.tools,
+            self.tool_count,
+            if self.tool_count == 1 { "tool" } else { "tools" },
+            self.carried,
+            self.summary_frame,
+            self.reserved
+        )
+    }
+}
+
+pub(crate) fn append(session: &Arc<Session>, obs: &mut dyn TurnObserver, kind: &str, data: &Value) -> Result<Event, AppendError> {
     let event = session.append_value(kind, data, Appender::Host)?;
     obs.on_event(session, &event);
     Ok(event)
 }
 
+/// Why a summary request gave no summary.
+enum Failed {
+    /// Ctrl-C stopped it.
+    Interrupted,
+    /// The model failed, or its answer is not a usable summary; why.
+    Unusable(String),
+}
+
+/// The sink of a summary request: records nothing, and stops the request
+/// on Ctrl-C.
+struct SummarySink<'a> {
+    interrupted: &'a dyn Fn() -> bool,
+}
+
+impl StepSink for SummarySink<'_> {
+    fn chunk(&mut self, _chunk: Value) -> Result<(), ModelError> {
+        Ok(())
+    }
+    fn notice(&mut self, _text: &str) {}
+    fn interrupted(&self) -> bool {
+        (self.interrupted)()
+    }
+}
+
 /// Asks the model for a summary of `messages` (the region and the request
-/// for it): the text, the provider's usage, and the framed message's
-/// estimated tokens.
+/// for it), with no tools offered: the text, the provider's usage, and the
+/// framed message's estimated tokens.
 fn summarize(
     model: &mut dyn Model,
     messages: &[Message],
-    tools: &[ToolSchema],
     max_tokens: u32,
     replaced: u64,
-) -> Result<(String, Option<Value>, u64), String> {
-    let request = ModelRequest { messages, tools, purpose: Purpose::Compaction, max_tokens: Some(max_tokens) };
-    let answer = model.next_step(&request, &mut NoSink).map_err(|e| e.to_string())?;
+    interrupted: &dyn Fn() -> bool,
+) -> Result<(String, Option<Value>, u64), Failed> {
+    let request = ModelRequest { messages, tools: &[], purpose: Purpose::Compaction, max_tokens: Some(max_tokens) };
+    let answer = match model.next_step(&request, &mut SummarySink { interrupted }) {
+        Ok(answer) => answer,
+        Err(ModelError::Interrupted) => return Err(Failed::Interrupted),
+        Err(e) if interrupted() => {
+            tracing::debug!("the summary request failed after Ctrl-C: {e}");
+            return Err(Failed::Interrupted);
+        }
+        Err(e) => return Err(Failed::Unusable(e.to_string())),
+    };
     if answer.finish.as_deref() == Some("length") {
-        return Err(format!("the summary was cut off at maxTokens ({max_tokens})"));
+        return Err(Failed::Unusable(format!("the summary was cut off at maxTokens ({max_tokens})")));
     }
     let text = answer.text.trim().to_string();
     if text.is_empty() {
-        return Err("the model gave no summary text".into());
+        let why =
+            if answer.reasoning.trim().is_empty() { "the model gave no summary text" } else { "the model gave reasoning only, no summary text" };
+        return Err(Failed::Unusable(why.into()));
+    }
+    if let Some(why) = not_a_checkpoint(&text) {
+        return Err(Failed::Unusable(format!("the answer is not a checkpoint: {why}")));
     }
     let tokens = message_tokens(&framed(&text));
     if tokens >= replaced {
-        return Err(format!(
+        return Err(Failed::Unusable(format!(
             "the summary (~{tokens} tokens) is not smaller than what it replaces, less what is carried over after it (~{replaced} tokens)"
-        ));
+        )));
     }
     Ok((text, answer.usage, tokens))
+}
+
+/// Why `text` is not a checkpoint in the structure [`SUMMARY_REQUEST`]
+/// asks for, if it is not: it must open with the `## Goal` heading, and
+/// its second-level headings must be [`SECTIONS`], each at most once, in
+/// their order (a section with nothing to say may be left out).
+pub fn not_a_checkpoint(text: &str) -> Option<String> {
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    if first != "## Goal" {
+        let shown: String = first.chars().take(60).collect();
+        return Some(format!("it opens with {shown:?}, not with the heading \"## Goal\""));
+    }
+    let mut next = 0;
+    for heading in text.lines().filter_map(|l| l.trim_end().strip_prefix("## ")) {
+        let heading = heading.trim();
+        match SECTIONS.iter().position(|s| *s == heading) {
+            Some(at) if at >= next => next = at + 1,
+            Some(_) => return Some(format!("the section \"## {heading}\" is repeated or out of order")),
+            None => return Some(format!("\"## {heading}\" is not one of its sections ({})", SECTIONS.join(", "))),
+        }
+    }
+    None
 }
 
 /// The summary as the model reads it, framed.
@@ -427,10 +684,10 @@ fn framed(text: &str) -> Message {
 }
 
 /// What one projection's plugin carries over a compaction.
-struct Contribution {
+pub(crate) struct Contribution {
     plugin: String,
     entry: String,
-    projection: String,
+    pub(crate) projection: String,
     blocks: Vec<Value>,
     /// The event its state stands on (the last one it folded).
     source: Option<u64>,
@@ -439,7 +696,7 @@ struct Contribution {
 
 /// Asks each projection's plugin what the model must still see of its
 /// state after the compaction (the standing plan).
-fn contributions(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Vec<Contribution> {
+pub(crate) fn contributions(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Vec<Contribution> {
     let mut out = Vec::new();
     for (projection, state) in session.states() {
         let blocks = match projection.compaction_context(&state) {
@@ -469,7 +726,7 @@ fn contributions(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Vec<Cont
 
 /// Appends the contributions as user-side messages naming their plugin,
 /// each citing the event its state stands on.
-fn carry_over(
+pub(crate) fn carry_over(
     session: &Arc<Session>,
     carried: Vec<Contribution>,
     compaction_id: &str,
@@ -491,25 +748,15 @@ fn carry_over(
     Ok(plugins)
 }
 
-/// The seq of a `compaction/start` with no `compaction/end` after it.
-fn unmatched_start(events: &[Event]) -> Option<u64> {
-    for e in events.iter().rev() {
-        match e.kind.as_str() {
-            core::COMPACTION_END => return None,
-            core::COMPACTION_START => return Some(e.seq),
-            _ => {}
-        }
-    }
-    None
-}
-
 /// Where the kept tail starts: the first node from the end at which the
 /// tail holds at least `retain` tokens (at least the newest node), moved
-/// back to a cut no tool call crosses. `None` when that leaves nothing to
-/// replace.
-fn keep_from(nodes: &[(u64, Option<Message>)], retain: u64) -> Option<usize> {
+/// back to a cut no tool call crosses. A call with no result anywhere in the
+/// history crosses no cut: the history answers it with an error result
+/// right after its message, on whichever side it lands. [`Skip`] when that
+/// leaves nothing to replace.
+fn keep_from(nodes: &[(u64, Option<Message>)], retain: u64) -> Result<usize, Skip> {
     if nodes.len() < 2 {
-        return None;
+        return Err(Skip::OneEntry);
     }
     let mut kept = 0u64;
     let mut from = nodes.len();
@@ -521,20 +768,34 @@ fn keep_from(nodes: &[(u64, Option<Message>)], retain: u64) -> Option<usize> {
         }
     }
     // Open calls after each prefix: a cut is clean where none are open.
+    let answered: HashSet<&str> = nodes
+        .iter()
+        .filter_map(|(_, m)| match m {
+            Some(Message::Tool { call_id, .. }) => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
     let mut open: Vec<&str> = Vec::new();
     let mut clean = vec![true; nodes.len() + 1];
     for (i, (_, m)) in nodes.iter().enumerate() {
         match m {
-            Some(Message::Assistant { tool_calls, .. }) => open.extend(tool_calls.iter().map(|c| c.id.as_str())),
+            Some(Message::Assistant { tool_calls, .. }) => open.extend(tool_calls.iter().map(|c| c.id.as_str()).filter(|id| answered.contains(id))),
             Some(Message::Tool { call_id, .. }) => open.retain(|c| c != call_id),
             _ => {}
         }
         clean[i + 1] = open.is_empty();
     }
+    let wanted = from;
     while from > 0 && !clean[from] {
         from -= 1;
     }
-    (from > 0).then_some(from)
+    if wanted == 0 {
+        return Err(Skip::KeptTail { retain });
+    }
+    if from == 0 {
+        return Err(Skip::NoCleanCut { entries: wanted });
+    }
+    Ok(from)
 }
 
 fn scaled(window: u64, ratio: f64) -> u64 {
@@ -542,30 +803,103 @@ fn scaled(window: u64, ratio: f64) -> u64 {
     (window as f64 * ratio).floor() as u64
 }
 
-/// The estimated tokens of one history message: `ceil(characters / 4) + 4`.
-pub fn message_tokens(message: &Message) -> u64 {
-    let chars = match message {
-        Message::User { text } => text.chars().count(),
-        Message::Assistant { text, tool_calls, reasoning } => {
-            text.chars().count()
-                + reasoning.chars().count()
-                + tool_calls.iter().map(|c| c.name.len() + c.arguments.chars().count() + c.id.len()).sum::<usize>()
+/// Characters counted by an estimate: wide (CJK) characters, each about a
+/// token, and the others, about four to a token.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Counted {
+    wide: u64,
+    narrow: u64,
+}
+
+impl Counted {
+    fn of(text: &str) -> Counted {
+        let mut c = Counted::default();
+        c.add(text);
+        c
+    }
+
+    fn add(&mut self, text: &str) {
+        for ch in text.chars() {
+            if is_wide(ch) {
+                self.wide += 1;
+            } else {
+                self.narrow += 1;
+            }
         }
-        Message::Tool { text, call_id, .. } => text.chars().count() + call_id.len(),
-    };
-    (chars as u64).div_ceil(4) + 4
+    }
+
+    fn tokens(self) -> u64 {
+        self.wide + self.narrow.div_ceil(4)
+    }
+}
+
+/// Whether `ch` is written by BPE tokenizers as a token or more of its own:
+/// CJK ideographs, kana, hangul, and CJK and fullwidth punctuation.
+fn is_wide(ch: char) -> bool {
+    matches!(ch as u32,
+        0x1100..=0x11FF       // Hangul Jamo
+        | 0x2E80..=0x2FDF     // CJK radicals, Kangxi radicals
+        | 0x3000..=0x30FF     // CJK symbols and punctuation, hiragana, katakana
+        | 0x3100..=0x31FF     // bopomofo, Hangul compatibility Jamo, katakana extensions
+        | 0x3200..=0x4DBF     // enclosed CJK, CJK compatibility, extension A
+        | 0x4E00..=0x9FFF     // CJK unified ideographs
+        | 0xA960..=0xA97F     // Hangul Jamo extended A
+        | 0xAC00..=0xD7FF     // Hangul syllables and Jamo extended B
+        | 0xF900..=0xFAFF     // CJK compatibility ideographs
+        | 0xFE30..=0xFE4F     // CJK compatibility forms
+        | 0xFF00..=0xFFEF     // halfwidth and fullwidth forms
+        | 0x20000..=0x3FFFF // CJK extensions B and later
+    )
+}
+
+/// The estimated tokens of one history message: its text's tokens
+/// ([`text_tokens`]) + 4.
+pub fn message_tokens(message: &Message) -> u64 {
+    let mut c = Counted::default();
+    match message {
+        Message::User { text } => c.add(text),
+        Message::Assistant { text, tool_calls, reasoning } => {
+            c.add(text);
+            c.add(reasoning);
+            for call in tool_calls {
+                c.add(&call.name);
+                c.add(&call.arguments);
+                c.add(&call.id);
+            }
+        }
+        Message::Tool { text, call_id, .. } => {
+            c.add(text);
+            c.add(call_id);
+        }
+    }
+    c.tokens() + 4
+}
+
+/// The estimated tokens of a text: one per CJK character (ideographs,
+/// kana, hangul, CJK and fullwidth punctuation), and `ceil(other
+/// characters / 4)`. A heuristic, not a tokenizer: it counts a token for
+/// each CJK character, about what BPE tokenizers spend on Chinese text
+/// (often a little less), so it errs towards compacting early.
+pub fn text_tokens(text: &str) -> u64 {
+    Counted::of(text).tokens()
 }
 
 /// The estimated tokens of the tool schemas a request sends.
 pub fn tools_tokens(tools: &[ToolSchema]) -> u64 {
-    let chars: usize = tools.iter().map(|t| t.name.len() + t.description.chars().count() + t.parameters.to_string().chars().count()).sum();
-    (chars as u64).div_ceil(4)
+    let mut c = Counted::default();
+    for t in tools {
+        c.add(&t.name);
+        c.add(&t.description);
+        c.add(&t.parameters.to_string());
+    }
+    c.tokens()
 }
 
 /// The size of the request the next step would send, in tokens: the last
 /// reported usage plus an estimate of what came after it, or the estimate
-/// of the whole history (see the [module](self) notes).
-pub fn request_tokens(events: &[Event], tools: &[ToolSchema]) -> u64 {
+/// of the whole history, the tool schemas and `system` (the system
+/// prompt's tokens) (see the [module](self) notes).
+pub fn request_tokens(events: &[Event], tools: &[ToolSchema], system: u64) -> u64 {
     let nodes = surface_nodes(events);
     let reported = events.iter().rev().find_map(|e| {
         if e.kind != core::ASSISTANT_MESSAGE {
@@ -580,7 +914,7 @@ pub fn request_tokens(events: &[Event], tools: &[ToolSchema]) -> u64 {
     let usable = reported.filter(|(seq, _)| !events.iter().any(|e| e.seq > *seq && matches!(e.surface_op, Some(SurfaceOp::Replace { .. }))));
     match usable {
         Some((seq, tokens)) => tokens + nodes.iter().filter(|(s, _)| *s > seq).map(|(_, m)| m.as_ref().map_or(0, message_tokens)).sum::<u64>(),
-        None => nodes.iter().map(|(_, m)| m.as_ref().map_or(0, message_tokens)).sum::<u64>() + tools_tokens(tools),
+        None => nodes.iter().map(|(_, m)| m.as_ref().map_or(0, message_tokens)).sum::<u64>() + tools_tokens(tools) + system,
     }
 }
 
@@ -609,16 +943,48 @@ mod tests {
     fn the_kept_tail_never_splits_a_call_from_its_result() {
         let nodes = vec![(0, user("a".repeat(400).as_str())), (1, call("c1")), (2, result("c1")), (3, call("c2")), (4, result("c2"))];
         // Keeping only the last node would cut c2's call from its result.
-        assert_eq!(keep_from(&nodes, 0), Some(3));
-        assert_eq!(keep_from(&nodes, 10), Some(3));
+        assert_eq!(keep_from(&nodes, 0), Ok(3));
+        assert_eq!(keep_from(&nodes, 10), Ok(3));
         // A tail that needs everything leaves nothing to replace.
-        assert_eq!(keep_from(&nodes, 100_000), None);
-        assert_eq!(keep_from(&nodes[..1], 0), None);
+        assert_eq!(keep_from(&nodes, 100_000), Err(Skip::KeptTail { retain: 100_000 }));
+        assert_eq!(keep_from(&nodes[..1], 0), Err(Skip::OneEntry));
+    }
+
+    #[test]
+    fn a_call_never_answered_does_not_block_every_cut() {
+        // c0 has no result anywhere (an imported log): the history answers
+        // it in place, so cuts after it are clean.
+        let nodes = vec![(0, user("task")), (1, call("c0")), (2, user("go on")), (3, call("c1")), (4, result("c1")), (5, user("next"))];
+        assert_eq!(keep_from(&nodes, 0), Ok(5));
+        // A call answered later still blocks the cuts between the two.
+        assert_eq!(keep_from(&nodes[..5], 0), Ok(3));
+    }
+
+    #[test]
+    fn a_checkpoint_is_recognized_by_its_sections() {
+        assert_eq!(not_a_checkpoint("## Goal\n- x\n## Open work\n- y"), None);
+        assert_eq!(not_a_checkpoint("\n## Goal\n- x\n### a detail\n## Current step\n- z"), None);
+        let chatty = not_a_checkpoint("Sure! Continuing with the next item: I'll now call todo_write").unwrap();
+        assert!(chatty.contains("opens with"), "{chatty}");
+        assert!(not_a_checkpoint("## Goal\n## Open work\n## Goal").unwrap().contains("out of order"));
+        assert!(not_a_checkpoint("## Goal\n## Next steps").unwrap().contains("not one of its sections"));
+        assert!(not_a_checkpoint("").is_some());
     }
 
     #[test]
     fn estimates_round_up_and_count_every_part() {
         assert_eq!(message_tokens(&Message::User { text: "abcde".into() }), 2 + 4);
         assert_eq!(message_tokens(&Message::User { text: String::new() }), 4);
+    }
+
+    #[test]
+    fn cjk_characters_count_a_token_each() {
+        // 10 ideographs, a fullwidth comma, 3 hiragana, 2 hangul syllables.
+        assert_eq!(text_tokens("实现一个会话压缩功能，これは한국"), 16);
+        // Mixed: 4 ideographs and 9 other characters (ceil(9 / 4) = 3).
+        assert_eq!(text_tokens("修复 the bug 错误"), 4 + 3);
+        // Characters / 4 used to give 250 for 1000 ideographs.
+        assert_eq!(text_tokens(&"压".repeat(1000)), 1000);
+        assert_eq!(text_tokens("plain English text!"), 5);
     }
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use cordis_engine::agent::{Model, ScriptedModel, ServiceModel};
 use cordis_engine::runtime::Host;
 
-use crate::cli::boot::boot_for_sessions;
+use crate::cli::boot::{boot_for_sessions, close_cut_short};
 use crate::cli::printer::Printer;
 use crate::cli::{render, Cli, CliError};
 
@@ -42,6 +42,7 @@ fn compact(host: &Host, id: &str, script: Option<&Path>) -> Result<ExitCode, Cli
     for p in &problems {
         eprintln!("warning: {id}: {p}");
     }
+    close_cut_short(id, &session)?;
     let mut out = std::io::stdout().lock();
     let mut printer = Printer::new(&mut out, host);
     // A turn left open by a process that stopped is closed first, as
@@ -52,16 +53,16 @@ fn compact(host: &Host, id: &str, script: Option<&Path>) -> Result<ExitCode, Cli
             .append_value("turn/end", &serde_json::json!({"turn": turn, "reason": {"kind": "interrupted"}}), cordis_session::Appender::Host)
             .map_err(|e| e.to_string())?;
     }
-    let outcome = compactor.compact_now(&session, model.as_mut(), &host.services.tools.schemas(), &mut printer);
+    let outcome = compactor.compact_now(&session, model.as_mut(), &host.services.tools.schemas(), None, &|| false, &mut printer);
     printer.end_stream();
     drop(printer);
     match outcome {
-        Ok(Some(o)) => {
+        Ok(Ok(o)) => {
             let _ = writeln!(out, "{}", o.describe());
             Ok(ExitCode::SUCCESS)
         }
-        Ok(None) => {
-            let _ = writeln!(out, "nothing to compact: the history has one entry, or a tool call and its result that cannot be split");
+        Ok(Err(skip)) => {
+            let _ = writeln!(out, "nothing to compact: {skip}");
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Err(format!("session {}: {e}", render::printable(id)).into()),
