@@ -9,6 +9,7 @@ use std::process::Stdio;
 
 use cordis_session::store::parse_log;
 use cordis_session::{derive_messages, Event, Message};
+use cordis_tests::dev::Dev;
 use cordis_tests::sse_server::{End, Reply, SseServer};
 use cordis_tests::{repo_root, text, Scratch, StoreBackend};
 use serde_json::{json, Value};
@@ -264,20 +265,10 @@ fn compaction_by_hand_from_the_command_line() {
     scratch.composition(&composition("", ""));
     let id = write_long_session(&scratch, 4, 100_000, &[]);
     // A turn left open by a writer that was killed is closed first.
-    let mut dev = scratch.command(&["dev", "--session", &id]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    {
-        use std::io::{BufRead, BufReader, Write};
-        let mut stdin = dev.stdin.take().unwrap();
-        let mut stdout = BufReader::new(dev.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        writeln!(stdin, r#"call todo_write {{"todos": [{{"content": "left open", "status": "in_progress"}}]}}"#).unwrap();
-        line.clear();
-        stdout.read_line(&mut line).unwrap();
-        assert!(line.contains("\"isError\":false"), "{line}");
-        let _ = dev.kill();
-        let _ = dev.wait();
-    }
+    let mut dev = Dev::spawn(scratch.command(&["dev", "--session", &id])).unwrap_or_else(|e| panic!("{e}"));
+    let answer = dev.send(r#"call todo_write {"todos": [{"content": "left open", "status": "in_progress"}]}"#);
+    assert_eq!(answer["isError"], false, "{answer}");
+    dev.kill();
     // A script for compacting may hold summaries alone.
     let summary = serde_json::to_string(SUMMARY).unwrap();
     std::fs::write(scratch.path().join("summary.script.yml"), format!("summaries: [{summary}, {summary}]\n")).unwrap();
@@ -462,7 +453,6 @@ fn the_harness_reads_our_compactions_and_we_read_its_own() {
 
 #[test]
 fn compaction_by_hand_in_the_dev_console() {
-    use std::io::{BufRead, BufReader, Write};
     let summary = "## Goal\n- three writes of a plan";
     let server = SseServer::start(vec![Reply::Stream {
         events: vec![
@@ -477,26 +467,11 @@ fn compaction_by_hand_in_the_dev_console() {
         server.base_url
     );
     scratch.composition(&composition("", &model));
-    let mut child = scratch
-        .command(&["dev"])
-        .env("CORDIS_TEST_KEY", "sk-test")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-    let id = ready["session"].as_str().unwrap().to_string();
-    let mut ask = |command: &str| -> Value {
-        writeln!(stdin, "{command}").unwrap();
-        let mut answer = String::new();
-        stdout.read_line(&mut answer).unwrap();
-        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
-    };
+    let mut cmd = scratch.command(&["dev"]);
+    cmd.env("CORDIS_TEST_KEY", "sk-test");
+    let mut dev = Dev::spawn(cmd).unwrap_or_else(|e| panic!("{e}"));
+    let id = dev.session.clone();
+    let mut ask = |command: &str| -> Value { dev.send(command) };
     let long = "a long pending item ".repeat(20);
     for i in 0..3 {
         let call = format!(
@@ -515,8 +490,7 @@ fn compaction_by_hand_in_the_dev_console() {
     assert!(messages.last().unwrap()["content"].as_str().unwrap().contains("checkpoint"), "{request}");
     assert!(messages.iter().any(|m| m["tool_call_id"] == "dev_1_1"), "the replaced history is replayed: {request}");
     assert_eq!(request["max_tokens"], 512, "the summary is capped at maxTokens");
-    let _ = child.kill();
-    let _ = child.wait();
+    dev.kill();
     let (_, events) = exported(&scratch, None, &id);
     let plans = carried_plans(&events);
     assert_eq!(plans.len(), 1);

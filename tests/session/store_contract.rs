@@ -7,12 +7,13 @@
 //! A "host" is a `cordis` process with its own working folder whose
 //! composition points at the one shared store.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, todo_call, PgBouncer, PgServer, Rng, Scratch};
+pub use cordis_tests::dev::Dev;
+use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, PgBouncer, PgServer, Rng, Scratch};
 use serde_json::Value;
 
 const URL_VAR: &str = "CORDIS_TEST_PG_URL";
@@ -173,19 +174,7 @@ impl Host<'_> {
         if let Some(id) = session {
             args.extend(["--session", id]);
         }
-        let mut child = self.command(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn cordis dev");
-        let stdin = child.stdin.take().expect("stdin");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut ready = String::new();
-        stdout.read_line(&mut ready).expect("read cordis dev");
-        let Ok(parsed) = serde_json::from_str::<Value>(&ready) else {
-            let mut err = String::new();
-            let _ = std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut err);
-            let _ = child.wait();
-            return Err(format!("cordis dev is not ready on {:?}: {ready:?} {err}", self.store.kind));
-        };
-        let id = parsed["session"].as_str().expect("the ready line names the session").to_string();
-        Ok(Dev { child, stdin, stdout, id })
+        Dev::spawn(self.command(&args)).map_err(|e| format!("{:?}: {e}", self.store.kind))
     }
 
     /// Starts `cordis session watch ARGS`; its stdout lines arrive on the
@@ -204,29 +193,6 @@ impl Host<'_> {
             }
         });
         (child, rx)
-    }
-}
-
-/// A running `cordis dev`.
-pub struct Dev {
-    pub child: Child,
-    pub stdin: ChildStdin,
-    pub stdout: BufReader<ChildStdout>,
-    pub id: String,
-}
-
-impl Dev {
-    /// One `todo_write` call through the console; its JSON answer.
-    pub fn call(&mut self, content: &str) -> Value {
-        writeln!(self.stdin, "{}", todo_call(content)).expect("write to cordis dev");
-        let mut answer = String::new();
-        self.stdout.read_line(&mut answer).expect("read cordis dev");
-        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer:?}"))
-    }
-
-    pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -278,11 +244,11 @@ pub fn acknowledged_events_survive_kills(kind: Kind) {
             Some(id) => hosts[round % 2].dev_when_free(id),
             None => hosts[round % 2].dev(None, &[]),
         };
-        session.get_or_insert(dev.id.clone());
+        session.get_or_insert(dev.session.clone());
         // One call before the kills start: the harness store writes nothing
         // before a session's first event.
         let opened = format!("round {round} opened");
-        assert_eq!(dev.call(&opened)["isError"], false);
+        assert_eq!(dev.todo(&opened)["isError"], false);
         acknowledged.push(opened);
         let delay = Duration::from_micros(20_000 + rng.next_u64() % 120_000);
         acknowledged.extend(calls_until_killed(&mut dev.child, &mut dev.stdin, &mut dev.stdout, delay, &format!("round {round}")));
@@ -300,8 +266,8 @@ pub fn one_writer_then_takeover_after_a_kill(kind: Kind) {
     let store = Store::new(kind);
     let (a, b) = (store.host(), store.host());
     let mut dev = a.dev(None, &[]);
-    assert_eq!(dev.call("held by a")["isError"], false);
-    let id = dev.id.clone();
+    assert_eq!(dev.todo("held by a")["isError"], false);
+    let id = dev.session.clone();
     let refused = b.try_run(Some(&id), "mine now").expect_err("a second writer is refused");
     assert!(
         refused.contains("is being written by") || refused.contains("is open in another process"),
@@ -334,9 +300,9 @@ pub fn turn_durability_loses_nothing_on_a_kill(kind: Kind) {
     let mut dev = a.dev(None, &["--durability", "turn"]);
     let contents: Vec<String> = (0..20).map(|i| format!("turn call {i}")).collect();
     for c in &contents {
-        assert_eq!(dev.call(c)["isError"], false);
+        assert_eq!(dev.todo(c)["isError"], false);
     }
-    let id = dev.id.clone();
+    let id = dev.session.clone();
     let seen = written_todos(&reader.export(&id));
     assert_eq!(seen, contents, "{kind:?}: acknowledged events are visible to another reader before the turn ends");
     let _ = Command::new("kill").args(["-KILL", &dev.child.id().to_string()]).status();
@@ -350,22 +316,22 @@ pub fn watch_follows_one_and_every_session(kind: Kind) {
     let store = Store::new(kind);
     let (writer, watcher) = (store.host(), store.host());
     let mut dev = writer.dev(None, &[]);
-    assert_eq!(dev.call("first")["isError"], false);
-    let (mut one, one_rx) = watcher.watch(&[&dev.id]);
+    assert_eq!(dev.todo("first")["isError"], false);
+    let (mut one, one_rx) = watcher.watch(&[&dev.session]);
     let (mut all, all_rx) = watcher.watch(&["--all"]);
     wait_for(&one_rx, "first", Duration::from_secs(10));
     wait_for(&all_rx, "first", Duration::from_secs(10));
     for i in 0..3 {
         let content = format!("written elsewhere {i}");
-        assert_eq!(dev.call(&content)["isError"], false);
+        assert_eq!(dev.todo(&content)["isError"], false);
         let took = wait_for(&one_rx, &content, Duration::from_secs(3));
         wait_for(&all_rx, &content, Duration::from_secs(3));
         eprintln!("{kind:?}: watch showed it after {took:?}");
     }
     // A session started after the watch began.
     let mut other = store.host().dev(None, &[]);
-    assert_eq!(other.call("in a new session")["isError"], false);
-    wait_for(&all_rx, &format!("session {}", other.id), Duration::from_secs(5));
+    assert_eq!(other.todo("in a new session")["isError"], false);
+    wait_for(&all_rx, &format!("session {}", other.session), Duration::from_secs(5));
     for child in [&mut one, &mut all] {
         let _ = child.kill();
         let _ = child.wait();
@@ -454,11 +420,8 @@ pub fn a_compaction_cut_short_is_closed_when_next_opened(kind: Kind) {
     // writes a plan (the killed turn's start cleared the last one) and is
     // killed in turn; then compaction works again.
     let mut dev = scripted.dev_when_free(&id);
-    assert_eq!(dev.call("left open")["isError"], false);
-    let _ = Command::new("kill").args(["-KILL", &dev.child.id().to_string()]).status();
-    let mut said = String::new();
-    let _ = std::io::Read::read_to_string(dev.child.stderr.as_mut().expect("stderr"), &mut said);
-    let _ = dev.child.wait();
+    assert_eq!(dev.todo("left open")["isError"], false);
+    let said = dev.kill().join("\n");
     assert!(said.contains("was cut short before its summary replaced anything"), "{kind:?}: {said}");
     let start = Instant::now();
     let out = loop {
@@ -583,8 +546,8 @@ fn uncertain_commits_are_settled_by_identity(kind: Kind) {
     let store = Store::new(kind);
     let (a, b) = (store.host(), store.host());
     let mut dev = a.dev(None, &[]);
-    assert_eq!(dev.call("before the cut")["isError"], false);
-    let id = dev.id.clone();
+    assert_eq!(dev.todo("before the cut")["isError"], false);
+    let id = dev.session.clone();
     // Directly connected, host A's server connections are cut; behind the
     // pooler, A is frozen past its lease (the pooler would hand it new
     // server connections), then thawed.
@@ -608,7 +571,7 @@ fn uncertain_commits_are_settled_by_identity(kind: Kind) {
     if kind == Kind::PgBouncer {
         let _ = Command::new("kill").args(["-CONT", &pid]).status();
     }
-    let answer = dev.call("after the cut");
+    let answer = dev.todo("after the cut");
     assert!(answer["error"].is_string(), "{kind:?}: an append that another writer's rows overtook is not acknowledged: {answer}");
     let said = answer.to_string();
     assert!(said.contains("no longer this process's to write") || said.contains("another writer"), "{kind:?}: {said}");
@@ -630,15 +593,15 @@ fn restarts_lose_nothing_and_watches_resume(kind: Kind) {
     let store = Store::new(kind);
     let (a, watcher) = (store.host(), store.host());
     let mut dev = a.dev(None, &[]);
-    let id = dev.id.clone();
-    assert_eq!(dev.call("before the restart")["isError"], false);
-    let (mut one, one_rx) = watcher.watch(&[&dev.id, "--resume-within", "5"]);
+    let id = dev.session.clone();
+    assert_eq!(dev.todo("before the restart")["isError"], false);
+    let (mut one, one_rx) = watcher.watch(&[&dev.session, "--resume-within", "5"]);
     let (mut all, all_rx) = watcher.watch(&["--all", "--resume-within", "5"]);
     wait_for(&one_rx, "before the restart", Duration::from_secs(10));
     wait_for(&all_rx, "before the restart", Duration::from_secs(10));
 
     store.server().restart();
-    let answer = dev.call("right after the restart");
+    let answer = dev.todo("right after the restart");
     assert_eq!(answer["isError"], false, "{kind:?}: {answer}");
     wait_for(&one_rx, "right after the restart", Duration::from_secs(10));
     wait_for(&all_rx, "right after the restart", Duration::from_secs(10));
@@ -646,7 +609,7 @@ fn restarts_lose_nothing_and_watches_resume(kind: Kind) {
     if kind == Kind::Postgres {
         let pid = one.id();
         store.server().sql(&format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'cordis@% pid {pid}'"));
-        assert_eq!(dev.call("after the listener was cut")["isError"], false);
+        assert_eq!(dev.todo("after the listener was cut")["isError"], false);
         wait_for(&one_rx, "after the listener was cut", Duration::from_secs(10));
     }
     dev.kill();
@@ -734,11 +697,11 @@ mod servers {
         let store = Store::with_schema(Kind::Postgres, &schema);
         let (a, watcher) = (store.host(), store.host());
         let mut dev = a.dev(None, &[]);
-        assert_eq!(dev.call("in a long schema")["isError"], false);
-        let (mut watch, rx) = watcher.watch(&[&dev.id]);
+        assert_eq!(dev.todo("in a long schema")["isError"], false);
+        let (mut watch, rx) = watcher.watch(&[&dev.session]);
         wait_for(&rx, "in a long schema", Duration::from_secs(10));
         let took = {
-            assert_eq!(dev.call("notified")["isError"], false);
+            assert_eq!(dev.todo("notified")["isError"], false);
             wait_for(&rx, "notified", Duration::from_secs(2))
         };
         assert!(took < Duration::from_millis(900), "notified, not polled: {took:?}");

@@ -118,6 +118,18 @@ impl Dev {
         serde_json::from_str(&answer).unwrap_or_else(|_| panic!("bad answer {answer:?} to {line:?}; stderr: {:?}", self.stderr()))
     }
 
+    /// One `todo_write` call with a single pending todo `content` (see
+    /// [`crate::todo_call`]): its result.
+    pub fn todo(&mut self, content: &str) -> Value {
+        self.send(&crate::todo_call(content))
+    }
+
+    /// Kills the process (SIGKILL) and returns what it wrote to stderr.
+    pub fn kill(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        self.finish()
+    }
+
     /// `call TOOL ARGS`: the tool's result as the console gives it.
     pub fn call(&mut self, tool: &str, args: &str) -> Value {
         self.send(&format!("call {tool} {args}"))
