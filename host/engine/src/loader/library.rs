@@ -691,9 +691,9 @@ fn rebuild_message(theirs: &str) -> String {
 
 /// The first place abi_stable's layout check found a difference, in one
 /// line: the path from the root module through fields and methods, then
-/// what differs there (`at PluginLibrary.plugins → PluginDecl: 8 fields in
-/// the library, 7 in this host`). `None` when the report is not a layout
-/// report.
+/// what differs there, the library's first (`at PluginLibrary.plugins →
+/// PluginDecl: 8 fields, expected 7`). `None` when the report is not a
+/// layout report.
 ///
 /// abi_stable's own error is a formatted text by then, so the check is run
 /// again here on the library's layout to read its structured report.
@@ -725,15 +725,15 @@ fn layout_difference(library: Option<&'static abi_stable::type_layout::TypeLayou
         path.push_str(errors.interface.name());
     }
     let what = first.errs.first().map(|e| match e {
-        AI::FieldCountMismatch(v) => format!("{} fields in the library, {} in this host", v.found, v.expected),
-        AI::UnexpectedField(v) => format!("field `{}` in the library where this host has `{}`", v.found.name(), v.expected.name()),
-        AI::Name(v) => format!("type `{}` in the library where this host has `{}`", v.found, v.expected),
-        AI::Package(v) => format!("the type comes from package `{}` in the library, from `{}` in this host", v.found, v.expected),
-        AI::Size(v) => format!("{} bytes in the library, {} in this host", v.found, v.expected),
-        AI::Alignment(v) => format!("aligned to {} bytes in the library, {} in this host", v.found, v.expected),
-        AI::TooManyVariants(v) => format!("{} variants in the library, {} in this host", v.found, v.expected),
-        AI::UnexpectedVariant(v) => format!("variant `{}` in the library where this host has `{}`", v.found, v.expected),
-        AI::MismatchedPrefixSize(v) => format!("a prefix of {} fields in the library, {} in this host", v.found, v.expected),
+        AI::FieldCountMismatch(v) => format!("{} fields, expected {}", v.found, v.expected),
+        AI::UnexpectedField(v) => format!("field `{}`, expected `{}`", v.found.name(), v.expected.name()),
+        AI::Name(v) => format!("type `{}`, expected `{}`", v.found, v.expected),
+        AI::Package(v) => format!("type from package `{}`, expected `{}`", v.found, v.expected),
+        AI::Size(v) => format!("{} bytes, expected {}", v.found, v.expected),
+        AI::Alignment(v) => format!("alignment {}, expected {}", v.found, v.expected),
+        AI::TooManyVariants(v) => format!("{} variants, expected {}", v.found, v.expected),
+        AI::UnexpectedVariant(v) => format!("variant `{}`, expected `{}`", v.found, v.expected),
+        AI::MismatchedPrefixSize(v) => format!("a prefix of {} fields, expected {}", v.found, v.expected),
         other => {
             let debug = format!("{other:?}");
             let kind = debug.split(|c: char| !c.is_alphanumeric()).next().unwrap_or("a difference").to_string();
@@ -752,12 +752,11 @@ fn abi_error(path: &str, e: LibraryError, layout: Option<&'static abi_stable::ty
             LoadError::IncompatibleAbi { path: path.to_string(), detail: rebuild_message(&theirs) }
         }
         LibraryError::AbiInstability(_) => {
-            let at = layout_difference(layout).map_or_else(String::new, |d| format!(" {d};"));
+            let at = layout_difference(layout).map_or_else(String::new, |d| format!(" {d}"));
             LoadError::IncompatibleAbi {
                 path: path.to_string(),
                 detail: format!(
-                    "the layout of its plugin interface differs from this host's:{at} rebuild it against this host's cordis-abi {} \
-                     (RUST_LOG=debug prints abi_stable's full layout report)",
+                    "its layout differs from this host's{at}; rebuild it against cordis-abi {} (RUST_LOG=debug: the full report)",
                     crate::capabilities::HOST_ABI.major
                 ),
             }
