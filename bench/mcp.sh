@@ -3,7 +3,8 @@
 # official Python SDK over stdio to `cordis mcp`, beside the same 1000 calls
 # made in process through the server's own call path (bench/src/bin/
 # mcp-inproc.rs: no protocol, transport or client), in the same run,
-# interleaved, at each durability. Prints a Markdown table (stdout).
+# interleaved, at each durability. Prints a Markdown table (stdout) in the
+# six columns of bench/run.sh's table, which takes its rows.
 #
 #   bench/mcp.sh [CALLS] [RUNS]      defaults: 1000 calls, 5 runs each
 set -euo pipefail
@@ -53,12 +54,12 @@ def q(xs):
     return statistics.median(xs), qs[0], qs[2], len(xs)
 def fmt(v):
     return f"{v/1000:.2f}k/s" if v >= 1000 else f"{v:.0f}/s"
-print(f"| figure | ours | baseline (same run) | ratio |")
-print(f"| --- | --- | --- | --- |")
+print("| figure | ours | baseline (same run) | ratio | target | verdict |")
+print("| --- | --- | --- | --- | --- | --- |")
 for d in ("event", "none"):
     pick = lambda k: [r["result"]["calls_per_s"] for r in rows if r["kind"] == k and r["durability"] == d]
     assert all(r["result"]["errors"] == 0 for r in rows), "a call failed"
     s, i = q(pick("stdio")), q(pick("inproc"))
     print(f"| MCP over stdio, `--durability {d}` | {calls} sequential `todo_write` calls from the Python SDK over stdio: {fmt(s[0])} (IQR {fmt(s[1])}–{fmt(s[2])}, n={s[3]}) "
-          f"| the same calls in process through the server's call path: {fmt(i[0])} (IQR {fmt(i[1])}–{fmt(i[2])}, n={i[3]}) | {s[0]/i[0]:.2f}× of in-process |")
+          f"| the same calls in process through the server's call path: {fmt(i[0])} (IQR {fmt(i[1])}–{fmt(i[2])}, n={i[3]}) | {s[0]/i[0]:.2f}× of in-process | report | reported |")
 PY

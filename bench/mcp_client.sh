@@ -5,7 +5,8 @@
 # (bench/src/bin/mcp-client-calls.rs: the tool registry, the ABI, the
 # plugin, rmcp's client), beside the same N calls made by the Python SDK's
 # own client (tests/mcp/client.py bench-tool), in the same run,
-# interleaved. Prints a Markdown table (stdout).
+# interleaved. Prints a Markdown table (stdout) in the six columns of
+# bench/run.sh's table, which takes its rows.
 #
 #   bench/mcp_client.sh [CALLS] [RUNS]      defaults: 1000 calls, 5 runs each
 set -euo pipefail
@@ -52,8 +53,8 @@ def fmt(v):
 ours = q([r["result"]["calls_per_s"] for r in rows if r["kind"] == "ours"])
 base = q([r["result"]["calls_per_s"] for r in rows if r["kind"] == "python"])
 verdict = "met" if ours[0] >= base[0] else "missed"
-print("| figure | ours | baseline (same run) | ratio | target |")
-print("| --- | --- | --- | --- | --- |")
+print("| figure | ours | baseline (same run) | ratio | target | verdict |")
+print("| --- | --- | --- | --- | --- | --- |")
 print(f"| tool call through `mcp-client`, stdio | {calls} sequential `echo` calls to a Python-SDK server through mcp-client: {fmt(ours[0])} (IQR {fmt(ours[1])}–{fmt(ours[2])}, n={ours[3]}) "
-      f"| the same calls from the Python SDK's client: {fmt(base[0])} (IQR {fmt(base[1])}–{fmt(base[2])}, n={base[3]}) | {ours[0]/base[0]:.2f}× | ≥ 1× ({verdict}) |")
+      f"| the same calls from the Python SDK's client: {fmt(base[0])} (IQR {fmt(base[1])}–{fmt(base[2])}, n={base[3]}) | {ours[0]/base[0]:.2f}× | ≥ 1× | {verdict} |")
 PY

@@ -38,6 +38,10 @@ struct Options {
     oracle_calls: usize,
     oracle_runs: usize,
     out: Option<PathBuf>,
+    /// Markdown table rows measured by other runners (`bench/mcp.sh`,
+    /// `bench/mcp_client.sh`, `bench/web.py`), in this table's six columns,
+    /// read from the `--rows` files and added to the main table in order.
+    rows: Vec<String>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -51,6 +55,7 @@ fn parse_options() -> Result<Options, String> {
         oracle_calls: 10_000,
         oracle_runs: 5,
         out: Some(paths::target_dir().join("bench-scratch").join("figures.md")),
+        rows: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -68,8 +73,9 @@ fn parse_options() -> Result<Options, String> {
             "--oracle-calls" => o.oracle_calls = number(&value("--oracle-calls")?)?,
             "--oracle-runs" => o.oracle_runs = number(&value("--oracle-runs")?)?,
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
+            "--rows" => o.rows.push(external_rows(std::path::Path::new(&value("--rows")?))?),
             "-h" | "--help" => {
-                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]");
+                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]...");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other} (see --help)")),
@@ -83,6 +89,32 @@ fn parse_options() -> Result<Options, String> {
         o.out = None;
     }
     Ok(o)
+}
+
+/// The table rows in `file`: every line that starts with `| `, less a
+/// header (`| figure |`) and its separator (`| --- |`).
+///
+/// # Errors
+/// When the file cannot be read or a row has other than six columns.
+fn external_rows(file: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("--rows {}: {e}", file.display()))?;
+    let mut out = String::new();
+    for (n, line) in text.lines().enumerate() {
+        if !line.starts_with("| ") || line.starts_with("| figure |") || line.starts_with("| --- |") {
+            continue;
+        }
+        let columns = line.trim_end().trim_end_matches('|').split(" | ").count();
+        if columns != 6 {
+            return Err(format!(
+                "--rows {}:{}: {columns} columns, expected 6 (figure, ours, baseline, ratio, target, verdict)",
+                file.display(),
+                n + 1
+            ));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 fn number(s: &str) -> Result<usize, String> {
@@ -1056,6 +1088,9 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
     out.push_str("\n| figure | ours | baseline (same run) | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
     for r in &rows {
         out.push_str(&format!("| {} | {} | {} | {} | {} | {} |\n", r.figure, r.ours, r.baseline, r.ratio, r.target, r.verdict));
+    }
+    for rows in &o.rows {
+        out.push_str(rows);
     }
 
     out.push_str("\n### Growth\n\nBoot (`cordis check`, whole process): the todo plugin plus N−1 entries of the `fixture-named` library.\n\n");
