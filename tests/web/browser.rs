@@ -14,7 +14,7 @@ use crate::http::{hostile_session, plan_session};
 use crate::{four, target_root, Dev, Web, TODO};
 
 /// The Python that has Playwright, installed by `tests/web/setup.sh`.
-fn python() -> &'static std::path::PathBuf {
+pub fn python() -> &'static std::path::PathBuf {
     static PYTHON: OnceLock<std::path::PathBuf> = OnceLock::new();
     PYTHON.get_or_init(|| {
         let dest = target_root().join("web-peers");
@@ -28,7 +28,7 @@ fn python() -> &'static std::path::PathBuf {
 static ONE_BROWSER: Mutex<()> = Mutex::new(());
 
 /// A running driver (`tests/web/driver.py`).
-struct Browser {
+pub struct Browser {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -36,7 +36,7 @@ struct Browser {
 }
 
 impl Browser {
-    fn start() -> Browser {
+    pub fn start() -> Browser {
         let python = python();
         let turn = ONE_BROWSER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut child = Command::new(python)
@@ -55,7 +55,7 @@ impl Browser {
         Browser { child, stdin, stdout, _turn: turn }
     }
 
-    fn send(&mut self, command: Value) -> Value {
+    pub fn send(&mut self, command: Value) -> Value {
         writeln!(self.stdin, "{command}").expect("write to the driver");
         self.stdin.flush().expect("flush");
         let mut line = String::new();
@@ -67,38 +67,38 @@ impl Browser {
         answer["ok"].clone()
     }
 
-    fn open(&mut self, url: &str, width: u32, locale: &str) {
+    pub fn open(&mut self, url: &str, width: u32, locale: &str) {
         let status = self.send(json!({"cmd": "open", "url": url, "width": width, "locale": locale}));
         assert_eq!(status, 200, "{url}");
     }
 
-    fn texts(&mut self, selector: &str) -> Vec<String> {
+    pub fn texts(&mut self, selector: &str) -> Vec<String> {
         serde_json::from_value(self.send(json!({"cmd": "texts", "selector": selector}))).expect("a list of texts")
     }
 
-    fn eval(&mut self, js: &str) -> Value {
+    pub fn eval(&mut self, js: &str) -> Value {
         self.send(json!({"cmd": "eval", "js": js}))
     }
 
-    fn click(&mut self, selector: &str) {
+    pub fn click(&mut self, selector: &str) {
         self.send(json!({"cmd": "click", "selector": selector}));
     }
 
-    fn count_role(&mut self, role: &str, name: &str) -> u64 {
+    pub fn count_role(&mut self, role: &str, name: &str) -> u64 {
         self.send(json!({"cmd": "count_role", "role": role, "name": name})).as_u64().expect("a count")
     }
 
     /// Milliseconds until an element matching `selector` shows `text`.
-    fn wait_text(&mut self, selector: &str, text: &str, timeout_ms: u64) -> f64 {
+    pub fn wait_text(&mut self, selector: &str, text: &str, timeout_ms: u64) -> f64 {
         self.send(json!({"cmd": "wait_text", "selector": selector, "text": text, "timeout": timeout_ms})).as_f64().expect("a time")
     }
 
-    fn screenshot(&mut self, name: &str) {
+    pub fn screenshot(&mut self, name: &str) {
         self.send(json!({"cmd": "screenshot", "name": name}));
     }
 
     /// Every visible text below WCAG AA contrast.
-    fn assert_contrast(&mut self) {
+    pub fn assert_contrast(&mut self) {
         let report = self.send(json!({"cmd": "contrast"}));
         assert!(report["checked"].as_u64().unwrap_or(0) > 10, "{report}");
         assert_eq!(report["bad"], json!([]), "texts below WCAG AA contrast");

@@ -10,6 +10,7 @@
 
 mod browser;
 mod http;
+mod proxy;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -188,6 +189,11 @@ impl Web {
                 return Ok(Web { child, addr });
             }
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// `http://ADDR` + `path`.

@@ -64,17 +64,48 @@
   var url = main && main.getAttribute('data-live');
   if (!url || !window.EventSource) return;
   var status = document.getElementById('live-status');
-  function live(on) {
+  // The stream's state: 'on' (heartbeats arrive), 'stale' (none for two
+  // intervals: the stream is reopened), 'off' (the browser reconnects).
+  // The status line is written only when the state changes, so a screen
+  // reader hears each change once.
+  var state = null;
+  function show(next) {
+    if (next === state) return;
+    state = next;
+    main.setAttribute('data-live-state', next);
     if (!status) return;
-    status.textContent = main.getAttribute(on ? 'data-live-on' : 'data-live-off');
-    status.className = on ? 'live-status' : 'live-status off';
+    status.textContent = main.getAttribute('data-live-' + next);
+    status.className = next === 'on' ? 'live-status' : 'live-status off';
   }
-  var source = new EventSource(url);
-  source.onopen = function () { live(true); };
-  source.onerror = function () { live(false); };
+  var beat = Number(main.getAttribute('data-beat')) || 15000;
+  var heard = 0, opened = 0, source = null;
+  // The stream's address, resuming after what the page shows.
+  function address() {
+    var last = main.getAttribute('data-last');
+    if (last === null || last === '' || last === 'null') return url;
+    return url.replace(/([?&])after=[^&]*&?/, '$1').replace(/[?&]$/, '') + (url.indexOf('?') < 0 ? '?' : '&') + 'after=' + encodeURIComponent(last);
+  }
+  function heardNow() { heard = Date.now(); show('on'); }
+  function connect() {
+    if (source) source.close();
+    opened = Date.now();
+    source = new EventSource(address());
+    source.onopen = heardNow;
+    source.onerror = function () { if (source.readyState !== EventSource.OPEN) show('off'); };
+    source.addEventListener('beat', heardNow);
+    source.addEventListener('update', function (e) { heardNow(); onUpdate(e); });
+    source.addEventListener('rows', function (e) { heardNow(); onRows(e); });
+  }
+  setInterval(function () {
+    var now = Date.now();
+    if (now - heard > 2 * beat && now - opened > 2 * beat) {
+      if (state === 'on') show('stale');
+      connect();
+    }
+  }, 1000);
 
   // A session page: items that changed, then the header, plans and pager.
-  source.addEventListener('update', function (e) {
+  function onUpdate(e) {
     var d = JSON.parse(e.data);
     var items = document.getElementById('items');
     for (var i = 0; i < d.items.length; i++) upsert(items, d.items[i].id, d.items[i].html);
@@ -84,10 +115,10 @@
       if (old && next) replace(old, next);
     });
     main.setAttribute('data-last', String(d.last));
-  });
+  }
 
   // The list: changed rows move to the top (the most recently updated).
-  source.addEventListener('rows', function (e) {
+  function onRows(e) {
     var d = JSON.parse(e.data);
     var rows = document.getElementById('rows');
     if (!rows) return;
@@ -107,5 +138,7 @@
     }
     var empty = document.getElementById('empty');
     if (empty && rows.children.length) empty.remove();
-  });
+  }
+
+  connect();
 })();

@@ -19,9 +19,19 @@ pub const SHOWN_CHARS: usize = 100_000;
 /// `present_call` when the tool is loaded (`Update todo list`).
 pub type TitleOf<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
 
+/// The live stream a page follows.
+#[derive(Debug, Clone, Copy)]
+pub struct Live<'a> {
+    /// The stream's address.
+    pub url: &'a str,
+    /// How often the server sends a heartbeat; the page says it is stale
+    /// after two intervals without one.
+    pub beat: std::time::Duration,
+}
+
 /// A whole page: `title` and `body` in the layout, with the language
 /// switch linking to `here` (the page's path and query, without `lang`).
-pub fn page(lang: Lang, title: &str, here: &str, body: &str, live: Option<&str>) -> String {
+pub fn page(lang: Lang, title: &str, here: &str, body: &str, live: Option<Live<'_>>) -> String {
     let sep = if here.contains('?') { '&' } else { '?' };
     let switch: String = [Lang::En, Lang::ZhCn]
         .into_iter()
@@ -32,9 +42,14 @@ pub fn page(lang: Lang, title: &str, here: &str, body: &str, live: Option<&str>)
         .collect::<Vec<_>>()
         .join(" ");
     let live_attrs = match live {
-        Some(url) => {
-            format!(" data-live=\"{}\" data-live-on=\"{}\" data-live-off=\"{}\"", attr(url), attr(lang.t(Text::Live)), attr(lang.t(Text::Offline)))
-        }
+        Some(Live { url, beat }) => format!(
+            " data-live=\"{}\" data-beat=\"{}\" data-live-on=\"{}\" data-live-stale=\"{}\" data-live-off=\"{}\"",
+            attr(url),
+            beat.as_millis(),
+            attr(lang.t(Text::Live)),
+            attr(lang.t(Text::Stale)),
+            attr(lang.t(Text::Offline))
+        ),
         None => String::new(),
     };
     let live_status = if live.is_some() { "<p class=\"live-status\" role=\"status\" id=\"live-status\"></p>" } else { "" };

@@ -80,7 +80,14 @@ pub struct WebOptions {
     /// Browser origins allowed besides the server's own
     /// (`scheme://host:port`).
     pub allowed_origins: Vec<String>,
+    /// How often a live stream sends a heartbeat (an SSE comment and a
+    /// `beat` event), so that proxies keep an idle stream open and the page
+    /// can tell a live stream from a silent one.
+    pub heartbeat: Duration,
 }
+
+/// The heartbeat interval `cordis web` uses unless told otherwise.
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// Checks options before binding.
 ///
@@ -96,6 +103,12 @@ pub fn check(options: &WebOptions) -> Result<(), WebError> {
         return Err(WebError::Options(format!(
             "--http {} is reachable from other machines, and the pages show every session of the store: pass --token (or set CORDIS_WEB_TOKEN), or bind 127.0.0.1",
             options.addr
+        )));
+    }
+    if options.heartbeat < Duration::from_millis(100) || options.heartbeat > Duration::from_secs(3600) {
+        return Err(WebError::Options(format!(
+            "--heartbeat {} s: give between 0.1 and 3600 seconds (proxies close streams idle for 60 s by default)",
+            options.heartbeat.as_secs_f64()
         )));
     }
     for host in &options.allowed_hosts {
@@ -162,6 +175,7 @@ struct Shared {
     hosts: Vec<String>,
     origins: Vec<String>,
     catalog: Catalog,
+    heartbeat: Duration,
     stop: AtomicBool,
 }
 
@@ -204,6 +218,7 @@ pub async fn serve(
         hosts,
         origins,
         catalog: Catalog { summaries: Mutex::default(), unreadable: Mutex::default(), ready: ready_tx, changes },
+        heartbeat: options.heartbeat,
         stop: AtomicBool::new(false),
     });
     let follower = shared.clone();
@@ -562,7 +577,8 @@ async fn list_page(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(
     let unreadable: Vec<String> = shared.catalog.unreadable.lock_or_recover().values().cloned().collect();
     let body = render::list_body(lang, &summaries, &unreadable);
     let live = format!("/live?lang={}", lang.tag());
-    page(StatusCode::OK, render::page(lang, lang.t(Text::Sessions), &here(request, query), &body, Some(&live)))
+    let live = render::Live { url: &live, beat: shared.heartbeat };
+    page(StatusCode::OK, render::page(lang, lang.t(Text::Sessions), &here(request, query), &body, Some(live)))
 }
 
 /// One Server-Sent Event: `event: NAME`, an optional `id`, and the JSON
@@ -572,31 +588,41 @@ fn sse(name: &str, id: Option<u64>, data: &serde_json::Value) -> Bytes {
     Bytes::from(format!("{id}event: {name}\ndata: {data}\n\n"))
 }
 
+/// A stream's answer: `text/event-stream`, neither cached nor transformed
+/// (`no-transform` keeps a compressing proxy from holding it back), and
+/// `X-Accel-Buffering: no`, which tells nginx to pass each event on as it
+/// comes instead of filling its buffer first.
 fn stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
     let mut response = Response::new(ChannelBody(rx).boxed());
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
 
-/// How often a quiet stream sends a comment, so that proxies and the
-/// browser keep it open and a closed page is noticed.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// The heartbeat of a quiet stream: a comment, which keeps proxies from
+/// closing it as idle, and a `beat` event, which the page counts (a
+/// comment never reaches the page's script).
+const BEAT: &[u8] = b": heartbeat\nevent: beat\ndata: {}\n\n";
+
+/// The first bytes of every stream: how long the browser waits before it
+/// connects again, and a first beat, so the page is live at once.
+const OPENING: &[u8] = b"retry: 1000\n\n: heartbeat\nevent: beat\ndata: {}\n\n";
 
 fn list_live(shared: &Arc<Shared>, lang: Lang) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let mut changes = shared.catalog.changes.subscribe();
     let shared = shared.clone();
     tokio::spawn(async move {
-        if tx.send(Bytes::from_static(b"retry: 1000\n\n")).await.is_err() {
+        if tx.send(Bytes::from_static(OPENING)).await.is_err() {
             return;
         }
         loop {
             let ids: Vec<String> = tokio::select! {
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep(KEEP_ALIVE) => {
-                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() { return; }
+                _ = tokio::time::sleep(shared.heartbeat) => {
+                    if tx.send(Bytes::from_static(BEAT)).await.is_err() { return; }
                     continue;
                 }
                 changed = changes.recv() => match changed {
@@ -641,6 +667,7 @@ async fn session_page(
 ) -> Response<Body> {
     let here = here(request, query);
     let worker = shared.clone();
+    let beat = shared.heartbeat;
     let built = tokio::task::spawn_blocking(move || {
         let (session, problems) = worker.source.read(&id)?;
         let window = data::window(&worker.source, &session, &problems, before, None);
@@ -650,7 +677,7 @@ async fn session_page(
             format!("{}/live?from={}{after}&lang={}", render::session_href(&id), window.start, lang.tag())
         });
         let title = if window.summary.title.is_empty() { id.clone() } else { window.summary.title.clone() };
-        Ok::<_, StoreError>(render::page(lang, &title, &here, &body, live.as_deref()))
+        Ok::<_, StoreError>(render::page(lang, &title, &here, &body, live.as_deref().map(|url| render::Live { url, beat })))
     })
     .await;
     match built {
@@ -674,7 +701,7 @@ fn session_live(shared: &Arc<Shared>, lang: Lang, id: String, from: usize, after
 /// the page's window (from event index `from`) that changed after seq
 /// `after`, with the header and the plans. Returns when the page goes away.
 fn follow_session(shared: &Shared, lang: Lang, id: &str, from: usize, mut after: Option<u64>, tx: &tokio::sync::mpsc::Sender<Bytes>) {
-    if tx.blocking_send(Bytes::from_static(b"retry: 1000\n\n")).is_err() {
+    if tx.blocking_send(Bytes::from_static(OPENING)).is_err() {
         return;
     }
     let mut follower: Option<Box<dyn cordis_session::store::Follower>> = None;
@@ -694,7 +721,7 @@ fn follow_session(shared: &Shared, lang: Lang, id: &str, from: usize, mut after:
             }
         }
         let Some(f) = follower.as_mut() else { continue };
-        let wait = if pending { Duration::from_millis(50) } else { Duration::from_millis(500) };
+        let wait = if pending { Duration::from_millis(50) } else { Duration::from_millis(500).min(shared.heartbeat) };
         match f.wait(wait) {
             Ok(changed) => pending |= changed,
             Err(_) => {
@@ -734,8 +761,8 @@ fn follow_session(shared: &Shared, lang: Lang, id: &str, from: usize, mut after:
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         }
-        if last_sent.elapsed() >= KEEP_ALIVE {
-            if tx.blocking_send(Bytes::from_static(b": keep-alive\n\n")).is_err() {
+        if last_sent.elapsed() >= shared.heartbeat {
+            if tx.blocking_send(Bytes::from_static(BEAT)).is_err() {
                 return;
             }
             last_sent = Instant::now();
@@ -776,7 +803,13 @@ mod tests {
     use super::*;
 
     fn options(addr: &str, token: Option<&str>) -> WebOptions {
-        WebOptions { addr: parse_addr(addr).unwrap(), token: token.map(str::to_string), allowed_hosts: vec![], allowed_origins: vec![] }
+        WebOptions {
+            addr: parse_addr(addr).unwrap(),
+            token: token.map(str::to_string),
+            allowed_hosts: vec![],
+            allowed_origins: vec![],
+            heartbeat: HEARTBEAT,
+        }
     }
 
     #[test]
