@@ -11,6 +11,7 @@
 mod browser;
 mod http;
 mod proxy;
+mod scale;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;

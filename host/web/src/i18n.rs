@@ -7,7 +7,7 @@
 //! language, by quality), English.
 
 /// A language of the pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lang {
     /// English (`en`).
     En,

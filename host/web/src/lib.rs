@@ -12,13 +12,15 @@
 //! Modules, leaves first: [`html`] (escaping, ids, times), [`i18n`] (the
 //! two languages), [`plan`] (plan shapes and the row summary), [`items`]
 //! (events into conversation items), [`data`] (reading through the host,
-//! windows and their plans), [`render`] (pages and fragments), [`server`]
+//! windows and their plans), [`render`] (pages and fragments), [`live`]
+//! (followed sessions shared by their viewers), [`server`]
 //! (HTTP, security checks, live streams).
 
 pub mod data;
 pub mod html;
 pub mod i18n;
 pub mod items;
+pub mod live;
 pub mod plan;
 pub mod render;
 pub mod server;

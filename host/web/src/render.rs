@@ -29,6 +29,15 @@ pub struct Live<'a> {
     pub beat: std::time::Duration,
 }
 
+/// How the tools loaded in `source` present their calls: the title their
+/// `present_call` gives, if any.
+pub fn title_of(source: &crate::data::Source) -> impl Fn(&str, &str) -> Option<String> + '_ {
+    move |name, arguments| {
+        let tool = source.tools.get(name)?;
+        tool.present_call(arguments).get("title")?.as_str().map(str::to_string)
+    }
+}
+
 /// A whole page: `title` and `body` in the layout, with the language
 /// switch linking to `here` (the page's path and query, without `lang`).
 pub fn page(lang: Lang, title: &str, here: &str, body: &str, live: Option<Live<'_>>) -> String {

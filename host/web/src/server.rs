@@ -19,12 +19,12 @@
 //! the whole text of one event's message as `text/plain`; `/assets/app.css`
 //! and `/assets/app.js`, compiled into the binary. Anything else is 404.
 //!
-//! Streams are Server-Sent Events. A session stream follows the store
-//! ([`cordis_session::SessionStore::follow`]: the file's size and time, or
-//! PostgreSQL's notifications) on a thread of its own and sends, after each
-//! change, the items that changed since the last event the page has (by
-//! seq), the header and the plan strips (event `update`). The list stream
-//! follows every session ([`cordis_session::follow_every_session`]) once for
+//! Streams are Server-Sent Events. A session stream takes its session's
+//! room ([`crate::live`]: one follower of the store per session, shared by
+//! every page) and sends, after each change, the items that changed since
+//! the last event the page has (by seq), the header and the plan strips
+//! (event `update`). The list stream follows every session
+//! ([`cordis_session::follow_every_session`]) once for
 //! all pages and sends the changed rows (event `rows`).
 
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -50,6 +50,7 @@ use cordis_sync::LockExt;
 use crate::data::{self, Source, Summary};
 use crate::html::{self, decode_segment, dom_id};
 use crate::i18n::{self, Lang, Text};
+use crate::live::{self, sse};
 use crate::render;
 use crate::WebError;
 
@@ -175,8 +176,9 @@ struct Shared {
     hosts: Vec<String>,
     origins: Vec<String>,
     catalog: Catalog,
+    rooms: Arc<live::Rooms>,
     heartbeat: Duration,
-    stop: AtomicBool,
+    stop: Arc<AtomicBool>,
 }
 
 /// Serves the store of `source` until `stop` turns true; calls `ready` with
@@ -211,6 +213,8 @@ pub async fn serve(
     origins.extend(options.allowed_origins.iter().map(|o| o.to_ascii_lowercase()));
     let (ready_tx, _) = tokio::sync::watch::channel(false);
     let (changes, _) = tokio::sync::broadcast::channel(64);
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let rooms = live::Rooms::new(source.clone(), store.clone(), stop_flag.clone());
     let shared = Arc::new(Shared {
         source,
         store,
@@ -218,8 +222,9 @@ pub async fn serve(
         hosts,
         origins,
         catalog: Catalog { summaries: Mutex::default(), unreadable: Mutex::default(), ready: ready_tx, changes },
+        rooms,
         heartbeat: options.heartbeat,
-        stop: AtomicBool::new(false),
+        stop: stop_flag,
     });
     let follower = shared.clone();
     std::thread::Builder::new()
@@ -581,13 +586,6 @@ async fn list_page(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(
     page(StatusCode::OK, render::page(lang, lang.t(Text::Sessions), &here(request, query), &body, Some(live)))
 }
 
-/// One Server-Sent Event: `event: NAME`, an optional `id`, and the JSON
-/// data on one line.
-fn sse(name: &str, id: Option<u64>, data: &serde_json::Value) -> Bytes {
-    let id = id.map(|i| format!("id: {i}\n")).unwrap_or_default();
-    Bytes::from(format!("{id}event: {name}\ndata: {data}\n\n"))
-}
-
 /// A stream's answer: `text/event-stream`, neither cached nor transformed
 /// (`no-transform` keeps a compressing proxy from holding it back), and
 /// `X-Accel-Buffering: no`, which tells nginx to pass each event on as it
@@ -649,14 +647,6 @@ fn list_live(shared: &Arc<Shared>, lang: Lang) -> Response<Body> {
     stream(rx)
 }
 
-/// The title a tool call presents, from the loaded tool.
-fn title_of(source: &Source) -> impl Fn(&str, &str) -> Option<String> + '_ {
-    move |name, arguments| {
-        let tool = source.tools.get(name)?;
-        tool.present_call(arguments).get("title")?.as_str().map(str::to_string)
-    }
-}
-
 async fn session_page(
     shared: &Arc<Shared>,
     request: &Request<Incoming>,
@@ -666,106 +656,105 @@ async fn session_page(
     before: Option<usize>,
 ) -> Response<Body> {
     let here = here(request, query);
+    // The page is built from the session's room: one read however many
+    // pages open at once, and the stream the page opens next finds it.
+    let room = match shared.rooms.join(&id) {
+        Ok(room) => room,
+        Err(e) => return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, &format!("cannot follow the session: {e}")),
+    };
+    let mut feed = room.subscribe();
+    let ready = tokio::time::timeout(Duration::from_secs(60), feed.wait_for(|f| f.snapshot.is_some() || f.problem.is_some()))
+        .await
+        .map(|f| f.map(|f| f.clone()));
+    let snapshot = match ready {
+        Ok(Ok(f)) => match (f.snapshot, f.problem) {
+            (Some(s), _) => s,
+            (None, Some(e)) => return store_error(lang, &e),
+            (None, None) => return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, "the session could not be read"),
+        },
+        _ => return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, "the session could not be read in time; try again"),
+    };
     let worker = shared.clone();
     let beat = shared.heartbeat;
     let built = tokio::task::spawn_blocking(move || {
-        let (session, problems) = worker.source.read(&id)?;
-        let window = data::window(&worker.source, &session, &problems, before, None);
-        let body = render::session_body(lang, &window, &title_of(&worker.source));
+        let window = data::window(&worker.source, &snapshot.session, &snapshot.problems, before, None);
+        let body = render::session_body(lang, &window, &render::title_of(&worker.source));
         let live = window.is_tail().then(|| {
             let after = window.last_seq.map(|s| format!("&after={s}")).unwrap_or_default();
             format!("{}/live?from={}{after}&lang={}", render::session_href(&id), window.start, lang.tag())
         });
         let title = if window.summary.title.is_empty() { id.clone() } else { window.summary.title.clone() };
-        Ok::<_, StoreError>(render::page(lang, &title, &here, &body, live.as_deref().map(|url| render::Live { url, beat })))
+        render::page(lang, &title, &here, &body, live.as_deref().map(|url| render::Live { url, beat }))
     })
     .await;
+    drop(room);
     match built {
-        Ok(Ok(html)) => page(StatusCode::OK, html),
-        Ok(Err(e)) => store_error(lang, &e),
+        Ok(html) => page(StatusCode::OK, html),
         Err(e) => error_page(lang, StatusCode::INTERNAL_SERVER_ERROR, &format!("the page could not be built: {e}")),
     }
 }
 
 fn session_live(shared: &Arc<Shared>, lang: Lang, id: String, from: usize, after: Option<u64>) -> Response<Body> {
+    let room = match shared.rooms.join(&id) {
+        Ok(room) => room,
+        Err(e) => return full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("cannot follow the session: {e}")),
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let shared = shared.clone();
-    let spawned = std::thread::Builder::new().name("cordis-web-follow".into()).spawn(move || follow_session(&shared, lang, &id, from, after, &tx));
-    if let Err(e) = spawned {
-        return full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("cannot follow the session: {e}"));
-    }
+    tokio::spawn(async move { view_session(&shared, room, lang, id, from, after, tx).await });
     stream(rx)
 }
 
-/// Follows one session for one page: after each change, sends the items of
-/// the page's window (from event index `from`) that changed after seq
-/// `after`, with the header and the plans. Returns when the page goes away.
-fn follow_session(shared: &Shared, lang: Lang, id: &str, from: usize, mut after: Option<u64>, tx: &tokio::sync::mpsc::Sender<Bytes>) {
-    if tx.blocking_send(Bytes::from_static(OPENING)).is_err() {
+/// One page's stream of session `id`: from the room's latest snapshot,
+/// the items of the page's window (from event index `from`) that changed
+/// after seq `after`, with the header and the plans; a beat when nothing
+/// was sent for a heartbeat. Holds the room until the page goes away.
+async fn view_session(
+    shared: &Arc<Shared>,
+    room: Arc<live::Room>,
+    lang: Lang,
+    id: String,
+    from: usize,
+    mut after: Option<u64>,
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+) {
+    if tx.send(Bytes::from_static(OPENING)).await.is_err() {
         return;
     }
-    let mut follower: Option<Box<dyn cordis_session::store::Follower>> = None;
-    let mut last_sent = Instant::now();
-    // Read again without waiting for a change: the first time, and after a
-    // read that failed (a file caught between two writes).
-    let mut pending = true;
-    while !tx.is_closed() && !shared.stop.load(Ordering::Relaxed) {
-        if follower.is_none() {
-            match shared.store.follow(id) {
-                Ok(f) => follower = Some(f),
-                Err(e) => {
-                    let _ = tx.blocking_send(sse("problem", None, &serde_json::json!({ "message": e.to_string() })));
-                    std::thread::sleep(Duration::from_millis(500));
-                    continue;
-                }
-            }
-        }
-        let Some(f) = follower.as_mut() else { continue };
-        let wait = if pending { Duration::from_millis(50) } else { Duration::from_millis(500).min(shared.heartbeat) };
-        match f.wait(wait) {
-            Ok(changed) => pending |= changed,
-            Err(_) => {
-                follower = None;
-                pending = true;
-                std::thread::sleep(Duration::from_millis(100));
+    let mut feed = room.subscribe();
+    feed.mark_changed();
+    let mut told: Option<String> = None;
+    let id = Arc::new(id);
+    loop {
+        tokio::select! {
+            _ = tx.closed() => return,
+            _ = tokio::time::sleep(shared.heartbeat) => {
+                if tx.send(Bytes::from_static(BEAT)).await.is_err() { return; }
                 continue;
             }
+            changed = feed.changed() => if changed.is_err() { return },
         }
-        if pending {
-            match shared.source.read(id) {
-                Ok((session, problems)) => {
-                    pending = false;
-                    let window = data::window(&shared.source, &session, &problems, None, Some(from));
-                    if window.last_seq.is_some() && window.last_seq != after {
-                        let title_of = title_of(&shared.source);
-                        let items: Vec<serde_json::Value> = window
-                            .items
-                            .iter()
-                            .filter(|i| after.is_none_or(|a| i.last > a))
-                            .map(|i| serde_json::json!({"id": i.id, "html": render::item(lang, id, i, &title_of)}))
-                            .collect();
-                        let update = serde_json::json!({
-                            "items": items,
-                            "head": render::session_head(lang, &window.summary),
-                            "plans": render::plans(lang, &window.strips),
-                            "pager": render::pager(lang, &window),
-                            "last": window.last_seq,
-                        });
-                        if tx.blocking_send(sse("update", window.last_seq, &update)).is_err() {
-                            return;
-                        }
-                        after = window.last_seq;
-                        last_sent = Instant::now();
-                    }
+        let current = feed.borrow_and_update().clone();
+        if let Some(problem) = &current.problem {
+            let message = problem.to_string();
+            if told.as_deref() != Some(&message) {
+                if tx.send(live::sse("problem", None, &serde_json::json!({ "message": message }))).await.is_err() {
+                    return;
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                told = Some(message);
             }
         }
-        if last_sent.elapsed() >= shared.heartbeat {
-            if tx.blocking_send(Bytes::from_static(BEAT)).is_err() {
+        let Some(snapshot) = current.snapshot else { continue };
+        let (worker, id) = (shared.clone(), id.clone());
+        let update = tokio::task::spawn_blocking(move || snapshot.update(&worker.source, &id, lang, from, after).map(|b| (b, snapshot.last_seq)))
+            .await
+            .ok()
+            .flatten();
+        if let Some((bytes, last)) = update {
+            if tx.send(bytes).await.is_err() {
                 return;
             }
-            last_sent = Instant::now();
+            after = last;
         }
     }
 }
