@@ -242,6 +242,7 @@ fn the_zh_cn_labels() {
     assert_eq!(b.count_role("button", "另有 2 项进行中"), 1);
     assert_eq!(b.count_role("img", "成功"), 2);
     assert_eq!(b.texts(".plan-label"), vec!["计划"]);
+    assert!(b.texts(".tool-name").iter().all(|t| t == "更新待办列表"), "{:?}", b.texts(".tool-name"));
     assert!(b.texts("#head")[0].contains("个事件"), "{:?}", b.texts("#head"));
     b.assert_contrast();
     b.screenshot("session-zh-CN");
@@ -250,6 +251,39 @@ fn the_zh_cn_labels() {
     b.wait_text(".plan-counts", "1 completed · 2 in progress · 1 pending", 10_000);
     b.send(json!({"cmd": "goto", "url": web.url("/")}));
     assert_eq!(b.texts("h1"), vec!["Sessions"]);
+}
+
+#[test]
+fn traditional_chinese_readers_get_traditional_with_the_switch() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    // Over HTTP: every Traditional tag, and `?lang=zh-TW` over a Simplified
+    // browser.
+    for accept in ["zh-TW", "zh-HK", "zh-Hant", "zh-Hant-HK,zh;q=0.9", "zh-TW,zh;q=0.9,en-US;q=0.8,en;q=0.7"] {
+        let page = crate::http::request(web.addr, "GET", "/s/web-plan", &[("Accept-Language", accept)]);
+        assert!(page.body.contains("<html lang=\"zh-TW\">"), "{accept}: {}", &page.body[..200]);
+        assert!(page.body.contains("1 已完成 · 2 進行中 · 1 待處理") && !page.body.contains("进行中"), "{accept}");
+    }
+    let chosen = crate::http::request(web.addr, "GET", "/?lang=zh-TW", &[("Accept-Language", "zh-CN")]);
+    assert!(chosen.body.contains("<html lang=\"zh-TW\">") && chosen.body.contains("工作階段"), "{}", chosen.body);
+    // In the browser: the labels, the tool's title, and the switch.
+    let mut b = Browser::start();
+    b.open(&web.url("/s/web-plan"), 1024, "zh-TW");
+    assert_eq!(b.eval("document.documentElement.lang"), "zh-TW");
+    assert_eq!(b.texts(".plan-counts"), vec!["1 已完成 · 2 進行中 · 1 待處理"]);
+    assert_eq!(b.texts(".plan-label"), vec!["計畫"]);
+    assert_eq!(b.count_role("button", "另有 2 項進行中"), 1);
+    assert!(b.texts(".tool-name").iter().all(|t| t == "更新待辦清單"), "{:?}", b.texts(".tool-name"));
+    assert_eq!(b.texts("nav.langs a"), vec!["English", "简体中文", "繁體中文"]);
+    assert_eq!(b.eval("document.querySelector('nav.langs a[aria-current=true]').lang"), "zh-TW");
+    b.assert_contrast();
+    b.screenshot("session-zh-TW");
+    b.click("nav.langs a[lang=en]");
+    b.wait_text(".plan-counts", "1 completed · 2 in progress · 1 pending", 10_000);
+    b.click("nav.langs a[lang=zh-TW]");
+    b.wait_text(".plan-counts", "1 已完成 · 2 進行中 · 1 待處理", 10_000);
 }
 
 #[test]

@@ -5,12 +5,13 @@
 //! prompt, last update, status, plan counts) and one page per session (the
 //! conversation, the plan strips, a row per tool call), both updated live
 //! with Server-Sent Events as any process appends to the store. Pages are
-//! HTML made on the server, in English or Chinese; the stylesheet and a
+//! HTML made on the server, in English or Chinese (Simplified or
+//! Traditional); the stylesheet and a
 //! small script are compiled into the binary, so nothing is fetched from
 //! elsewhere and nothing needs building.
 //!
 //! Modules, leaves first: [`html`] (escaping, ids, times), [`i18n`] (the
-//! two languages), [`plan`] (plan shapes and the row summary), [`items`]
+//! languages), [`plan`] (plan shapes and the row summary), [`items`]
 //! (events into conversation items), [`data`] (reading through the host,
 //! windows and their plans), [`render`] (pages and fragments), [`live`]
 //! (followed sessions shared by their viewers), [`server`]

@@ -42,7 +42,7 @@ pub fn title_of(source: &crate::data::Source) -> impl Fn(&str, &str) -> Option<S
 /// switch linking to `here` (the page's path and query, without `lang`).
 pub fn page(lang: Lang, title: &str, here: &str, body: &str, live: Option<Live<'_>>) -> String {
     let sep = if here.contains('?') { '&' } else { '?' };
-    let switch: String = [Lang::En, Lang::ZhCn]
+    let switch: String = Lang::ALL
         .into_iter()
         .map(|l| {
             let current = if l == lang { " aria-current=\"true\"" } else { "" };
@@ -316,7 +316,7 @@ pub fn item(lang: Lang, id: &str, it: &Item, title_of: TitleOf<'_>) -> String {
 /// glyph, title, ellipsized summary, and the `+N` suffix that never
 /// shrinks), and whose panel holds the arguments and the result.
 fn tool_row(lang: Lang, id: &str, item_id: &str, tool: &Tool, title_of: TitleOf<'_>) -> String {
-    let title = title_of(&tool.name, &tool.arguments).unwrap_or_else(|| tool.name.clone());
+    let title = title_of(&tool.name, &tool.arguments).map_or_else(|| tool.name.clone(), |t| lang.tool_title(&t));
     let (glyph, class, label) = match &tool.result {
         None => ("…", "running", lang.t(Text::Running)),
         Some((_, false)) => ("✓", "ok", lang.t(Text::Succeeded)),
