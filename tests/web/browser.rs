@@ -10,7 +10,7 @@ use std::time::Duration;
 use cordis_tests::{repo_root, text, PgServer, Scratch};
 use serde_json::{json, Value};
 
-use crate::http::{hostile_session, plan_session};
+use crate::http::{hostile_session, long_texts_session, plan_session};
 use crate::{four, target_root, Dev, Web, TODO};
 
 /// The Python that has Playwright, installed by `tests/web/setup.sh`.
@@ -284,6 +284,27 @@ fn traditional_chinese_readers_get_traditional_with_the_switch() {
     b.wait_text(".plan-counts", "1 completed · 2 in progress · 1 pending", 10_000);
     b.click("nav.langs a[lang=zh-TW]");
     b.wait_text(".plan-counts", "1 已完成 · 2 進行中 · 1 待處理", 10_000);
+}
+
+#[test]
+fn long_reasoning_says_what_was_cut_and_links_the_rest() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    long_texts_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    b.open(&web.url("/s/web-long-text"), 1024, "en-US");
+    b.click(".reasoning .fold");
+    let note = b.texts(".reasoning .cut");
+    assert_eq!(note.len(), 2, "{note:?}");
+    assert!(note[0].contains("showing the first 100000 of 150016 characters") && note[0].contains("the whole text"), "{note:?}");
+    let href = b.eval("document.querySelector('.reasoning .cut a').href");
+    let href = href.as_str().expect("a link").to_string();
+    b.send(json!({"cmd": "goto", "url": href}));
+    let whole = b.eval("document.body.innerText");
+    let whole = whole.as_str().expect("the text");
+    assert_eq!(whole.chars().count(), 150_016);
+    assert!(whole.ends_with("END-OF-REASONING"));
 }
 
 #[test]

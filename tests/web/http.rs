@@ -278,3 +278,60 @@ fn an_earlier_page_shows_the_plan_at_its_last_event() {
     let before_plan = get(web.addr, "/s/web-long?before=4");
     assert!(!before_plan.body.contains("class=\"plan\""), "no plan before the first write");
 }
+
+/// A session whose every long text is over 100 000 characters: reasoning
+/// (finished, and still streaming), a call's arguments, a tool's result.
+/// Returns the seqs: (finished message, last streamed chunk, first event
+/// of the call's row, the result).
+pub fn long_texts_session(state: &std::path::Path) -> (u64, u64, u64, u64) {
+    let reasoning = format!("{}END-OF-REASONING", "thinking hard. ".repeat(10_000));
+    assert!(reasoning.chars().count() > 150_000);
+    let args = json!({"todos": [{"content": "x".repeat(120_000), "status": "in_progress"}]}).to_string();
+    let result = format!("{}END-OF-RESULT", "r".repeat(110_000));
+    let mut log = Log::new("web-long-text");
+    log.prompt("Think at length.");
+    log.think(&reasoning, 4, "Done thinking.", true);
+    let message = log.next_seq() - 2;
+    let row = log.next_seq() + 1;
+    log.call("", "todo_write", &args, None, &result, false);
+    let result_seq = log.next_seq() - 2;
+    log.think(&format!("{}STREAMED-END", "streaming thoughts ".repeat(6_000)), 3, "", false);
+    let chunk = log.next_seq() - 1;
+    log.write(state);
+    (message, chunk, row, result_seq)
+}
+
+#[test]
+fn every_cut_says_how_much_and_links_the_whole_text() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let (message, chunk, row, result) = long_texts_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let page = get(web.addr, "/s/web-long-text");
+    assert_eq!(page.status, 200);
+    let links = [
+        format!("/s/web-long-text/text/{message}?part=reasoning"),
+        format!("/s/web-long-text/text/{chunk}?part=reasoning"),
+        format!("/s/web-long-text/text/{row}?part=arguments&amp;call=call_1"),
+        format!("/s/web-long-text/text/{result}"),
+    ];
+    for link in &links {
+        assert!(page.body.contains(&format!("href=\"{link}\"")), "no link {link}");
+    }
+    assert_eq!(page.body.matches("class=\"cut\"").count(), 4, "four cuts, four notes");
+    assert!(page.body.contains("showing the first 100000 of 150016 characters"), "the reasoning's note");
+    for (link, end, chars) in [(&links[0], "END-OF-REASONING", 150_016), (&links[1], "STREAMED-END", 114_012), (&links[3], "END-OF-RESULT", 110_013)]
+    {
+        let whole = get(web.addr, link);
+        assert_eq!(whole.status, 200, "{link}");
+        assert!(whole.body.ends_with(end), "{link}");
+        assert_eq!(whole.body.chars().count(), chars, "{link}");
+        assert_eq!(whole.header("content-security-policy"), Some("sandbox"));
+    }
+    let args = get(web.addr, &links[2].replace("&amp;", "&"));
+    assert_eq!(args.status, 200);
+    let parsed: serde_json::Value = serde_json::from_str(&args.body).expect("the whole arguments");
+    assert_eq!(parsed["todos"][0]["content"].as_str().map(str::len), Some(120_000));
+    assert_eq!(get(web.addr, &format!("/s/web-long-text/text/{message}?part=nope")).status, 404);
+    assert_eq!(get(web.addr, &format!("/s/web-long-text/text/{message}?part=arguments&call=nope")).status, 404);
+}

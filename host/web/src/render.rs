@@ -250,21 +250,45 @@ pub fn session_body(lang: Lang, w: &Window, title_of: TitleOf<'_>) -> String {
     )
 }
 
-/// A block of session text, cut at [`SHOWN_CHARS`] with a link to the
-/// whole text (event `seq` of session `id`).
-fn block(lang: Lang, id: &str, seq: u64, s: &str, class: &str) -> String {
+/// Which text of an event a link to the whole text names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// The message's text (a prompt, an answer, a tool's result, a
+    /// reminder).
+    Text,
+    /// The reasoning of the assistant's message.
+    Reasoning,
+    /// The arguments of the call with this id.
+    Arguments(&'a str),
+}
+
+/// The address of the whole text of `part` of event `seq` of session `id`.
+pub fn text_href(id: &str, seq: u64, part: Part<'_>) -> String {
+    let base = format!("{}/text/{seq}", session_href(id));
+    match part {
+        Part::Text => base,
+        Part::Reasoning => format!("{base}?part=reasoning"),
+        Part::Arguments(call) => format!("{base}?part=arguments&call={}", path_segment(call)),
+    }
+}
+
+/// `s` cut at [`SHOWN_CHARS`], as HTML text, and when it was cut, the note
+/// that says how much is shown and links the whole text (`href`).
+fn shown_and_note(lang: Lang, s: &str, href: &str) -> (String, String) {
     let (shown, was_cut) = cut(s, SHOWN_CHARS);
     let more = if was_cut {
-        format!(
-            "<p class=\"cut\">{} · <a href=\"{}/text/{seq}\">{}</a></p>",
-            lang.cut_note(SHOWN_CHARS, s.chars().count()),
-            attr(&session_href(id)),
-            lang.t(Text::ShowAll)
-        )
+        format!("<p class=\"cut\">{} · <a href=\"{}\">{}</a></p>", lang.cut_note(SHOWN_CHARS, s.chars().count()), attr(href), lang.t(Text::ShowAll))
     } else {
         String::new()
     };
-    format!("<div class=\"{class}\" dir=\"auto\">{}</div>{more}", text(shown))
+    (text(shown), more)
+}
+
+/// A block of session text, cut at [`SHOWN_CHARS`] with a link to the
+/// whole text (event `seq` of session `id`).
+fn block(lang: Lang, id: &str, seq: u64, s: &str, class: &str) -> String {
+    let (shown, more) = shown_and_note(lang, s, &text_href(id, seq, Part::Text));
+    format!("<div class=\"{class}\" dir=\"auto\">{shown}</div>{more}")
 }
 
 /// One conversation item as a `<li>` whose id is the item's.
@@ -275,8 +299,8 @@ pub fn item(lang: Lang, id: &str, it: &Item, title_of: TitleOf<'_>) -> String {
         Kind::User { text: t, seq } => {
             format!("{open} user\"><div class=\"who\">{}</div>{}</li>", lang.t(Text::You), block(lang, id, *seq, t, "text"))
         }
-        Kind::Reminder { text: t } => {
-            format!("{open} reminder\"><div class=\"who\">{}</div><div class=\"text\" dir=\"auto\">{}</div></li>", lang.t(Text::Reminder), text(t))
+        Kind::Reminder { text: t, seq } => {
+            format!("{open} reminder\"><div class=\"who\">{}</div>{}</li>", lang.t(Text::Reminder), block(lang, id, *seq, t, "text"))
         }
         Kind::Assistant { text: t, reasoning, streaming, seq } => {
             if t.is_empty() && reasoning.is_empty() && !streaming {
@@ -286,13 +310,12 @@ pub fn item(lang: Lang, id: &str, it: &Item, title_of: TitleOf<'_>) -> String {
             let thinking = if reasoning.is_empty() {
                 String::new()
             } else {
-                let (shown, _) = cut(reasoning, SHOWN_CHARS);
+                let (shown, more) = shown_and_note(lang, reasoning, &text_href(id, *seq, Part::Reasoning));
                 format!(
                     "<div class=\"reasoning\"><button type=\"button\" class=\"fold\" aria-expanded=\"false\" aria-controls=\"{rid}\">{label}</button>\
-                     <div id=\"{rid}\" class=\"text muted\" dir=\"auto\" hidden>{body}</div></div>",
+                     <div id=\"{rid}\" hidden><div class=\"text muted\" dir=\"auto\">{shown}</div>{more}</div></div>",
                     rid = attr(&format!("{}-r", it.id)),
                     label = lang.t(Text::Reasoning),
-                    body = text(shown),
                 )
             };
             let writing = if *streaming { format!(" <span class=\"muted\">{}</span>", lang.t(Text::Streaming)) } else { String::new() };
@@ -350,7 +373,8 @@ fn tool_row(lang: Lang, id: &str, item_id: &str, tool: &Tool, title_of: TitleOf<
     let arguments = if tool.arguments.is_empty() {
         String::new()
     } else {
-        format!("<h3>{}</h3><pre class=\"text\" dir=\"auto\">{}</pre>", lang.t(Text::Arguments), text(cut(&tool.arguments, SHOWN_CHARS).0))
+        let (shown, more) = shown_and_note(lang, &tool.arguments, &text_href(id, tool.seq, Part::Arguments(&tool.call_id)));
+        format!("<h3>{}</h3><pre class=\"text\" dir=\"auto\">{shown}</pre>{more}", lang.t(Text::Arguments))
     };
     let result = match (&tool.result, tool.result_seq) {
         (Some((t, _)), Some(seq)) => format!("<h3>{}</h3>{}", lang.t(Text::Result), block(lang, id, seq, t, "text pre")),

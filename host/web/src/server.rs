@@ -16,7 +16,8 @@
 //!
 //! Routes: `/` the session list, `/live` its stream; `/s/ID` a session
 //! (`?before=N` an earlier page), `/s/ID/live` its stream, `/s/ID/text/SEQ`
-//! the whole text of one event's message as `text/plain`; `/assets/app.css`
+//! the whole text of one event's message as `text/plain` (`?part=reasoning`
+//! its reasoning, `?part=arguments&call=ID` a call's arguments); `/assets/app.css`
 //! and `/assets/app.js`, compiled into the binary. Anything else is 404.
 //!
 //! Streams are Server-Sent Events. A session stream takes its session's
@@ -560,7 +561,17 @@ async fn route(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(Stri
             session_live(shared, lang, id, number("from").unwrap_or(0), after)
         }
         (Some("text"), Some(seq), None) => match seq.parse::<u64>() {
-            Ok(seq) => event_text(shared, lang, id, seq).await,
+            Ok(seq) => {
+                let part = match (param(query, "part"), param(query, "call")) {
+                    (None | Some("text"), _) => TextPart::Text,
+                    (Some("reasoning"), _) => TextPart::Reasoning,
+                    (Some("arguments"), Some(call)) => TextPart::Arguments(call.to_string()),
+                    (Some(other), _) => {
+                        return error_page(lang, StatusCode::NOT_FOUND, &format!("no part {other:?} (text, reasoning, arguments&call=ID)"))
+                    }
+                };
+                event_text(shared, lang, id, seq, part).await
+            }
             Err(_) => error_page(lang, StatusCode::NOT_FOUND, &format!("no event {seq:?}")),
         },
         _ => error_page(lang, StatusCode::NOT_FOUND, &format!("no page at {path}")),
@@ -759,17 +770,45 @@ async fn view_session(
     }
 }
 
-/// The whole text of the message at event `seq` of session `id`, as plain
-/// text.
-async fn event_text(shared: &Arc<Shared>, lang: Lang, id: String, seq: u64) -> Response<Body> {
+/// Which text of an event `/s/ID/text/SEQ` answers (`?part=`).
+enum TextPart {
+    /// The message's text (the default).
+    Text,
+    /// The reasoning of an assistant's message.
+    Reasoning,
+    /// The arguments of the call with this id (`?part=arguments&call=ID`).
+    Arguments(String),
+}
+
+/// The whole text of `part` of event `seq` of session `id`, as plain text:
+/// a message's text (a streamed answer's, from the chunk that ends it), an
+/// assistant message's reasoning, or a call's arguments.
+async fn event_text(shared: &Arc<Shared>, lang: Lang, id: String, seq: u64, part: TextPart) -> Response<Body> {
     let worker = shared.clone();
     let found = tokio::task::spawn_blocking(move || {
         let (session, _) = worker.source.read(&id)?;
         let text = session.with_events(|events| {
-            let event = events.iter().find(|e| e.seq == seq)?;
-            match cordis_session::event_message(event)? {
-                cordis_session::Message::User { text } | cordis_session::Message::Tool { text, .. } => Some(text),
-                cordis_session::Message::Assistant { text, .. } => Some(text),
+            use crate::items::{items, Kind};
+            match part {
+                TextPart::Text => {
+                    let event = events.iter().find(|e| e.seq == seq)?;
+                    match cordis_session::event_message(event) {
+                        Some(cordis_session::Message::User { text } | cordis_session::Message::Tool { text, .. }) => Some(text),
+                        Some(cordis_session::Message::Assistant { text, .. }) => Some(text),
+                        None => items(events).into_iter().find_map(|i| match i.kind {
+                            Kind::Assistant { text, seq: s, .. } if s == seq && !text.is_empty() => Some(text),
+                            _ => None,
+                        }),
+                    }
+                }
+                TextPart::Reasoning => items(events).into_iter().find_map(|i| match i.kind {
+                    Kind::Assistant { reasoning, seq: s, .. } if s == seq && !reasoning.is_empty() => Some(reasoning),
+                    _ => None,
+                }),
+                TextPart::Arguments(call) => items(events).into_iter().find_map(|i| match i.kind {
+                    Kind::Tool(t) if t.seq == seq && t.call_id == call => Some(t.arguments),
+                    _ => None,
+                }),
             }
         });
         Ok::<_, StoreError>(text)
@@ -781,7 +820,7 @@ async fn event_text(shared: &Arc<Shared>, lang: Lang, id: String, seq: u64) -> R
             response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
             response
         }
-        Ok(Ok(None)) => error_page(lang, StatusCode::NOT_FOUND, &format!("event {seq} holds no message text")),
+        Ok(Ok(None)) => error_page(lang, StatusCode::NOT_FOUND, &format!("event {seq} holds no such text")),
         Ok(Err(e)) => store_error(lang, &e),
         Err(e) => error_page(lang, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     }
