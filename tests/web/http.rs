@@ -335,3 +335,60 @@ fn every_cut_says_how_much_and_links_the_whole_text() {
     assert_eq!(get(web.addr, &format!("/s/web-long-text/text/{message}?part=nope")).status, 404);
     assert_eq!(get(web.addr, &format!("/s/web-long-text/text/{message}?part=arguments&call=nope")).status, 404);
 }
+
+/// Reads SSE lines from `body` until an event named `name` (skipping
+/// beats), or `within` passes; its id and data.
+fn next_event(body: &mut std::io::BufReader<std::net::TcpStream>, name: &str, within: Duration) -> Option<(String, String)> {
+    use std::io::BufRead;
+    let start = std::time::Instant::now();
+    let (mut id, mut event) = (String::new(), String::new());
+    while start.elapsed() < within {
+        let mut line = String::new();
+        if body.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if let Some(v) = line.strip_prefix("id: ") {
+            id = v.to_string();
+        } else if let Some(v) = line.strip_prefix("event: ") {
+            event = v.to_string();
+        } else if let Some(v) = line.strip_prefix("data: ") {
+            if event == name {
+                return Some((id, v.to_string()));
+            }
+            id.clear();
+        }
+    }
+    None
+}
+
+#[test]
+fn the_list_stream_resumes_from_its_event_id_or_sends_a_snapshot() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    plan_session(&state);
+    let web = Web::start(&scratch, &[], &[]);
+    let list = get(web.addr, "/");
+    let after = list.body.split("&amp;after=").nth(1).and_then(|r| r.split('"').next()).expect("the list's live address names its state");
+    // A session created after the page was built.
+    Log::new("web-later").prompt("Later.").end().write(&state);
+    std::thread::sleep(Duration::from_millis(800));
+    let path = format!("/live?lang=en&after={after}");
+    let (_, mut body) = crate::proxy::open_stream(web.addr, &path, Duration::from_secs(5));
+    let (id, data) = next_event(&mut body, "rows", Duration::from_secs(5)).expect("the rows the page missed");
+    assert!(data.contains("Later.") && !data.contains("Fix the parser"), "only what changed: {data}");
+    let (epoch, version) = id.split_once('.').expect("EPOCH.VERSION");
+    assert_eq!(Some(epoch), after.split_once('.').map(|p| p.0));
+    assert!(version.parse::<u64>().expect("a version") > after.split_once('.').and_then(|p| p.1.parse::<u64>().ok()).expect("a version"));
+    // Resuming from the newest id: nothing to send.
+    let (_, mut body) = crate::proxy::open_stream(web.addr, &format!("/live?lang=en&after={id}"), Duration::from_secs(3));
+    assert_eq!(next_event(&mut body, "rows", Duration::from_secs(2)), None);
+    // An id of another run (a restarted server), or none it can read: the
+    // whole list.
+    for stale in ["1.3", "garbage", &format!("{epoch}.999999")] {
+        let (_, mut body) = crate::proxy::open_stream(web.addr, &format!("/live?lang=en&after={stale}"), Duration::from_secs(5));
+        let (_, data) = next_event(&mut body, "snapshot", Duration::from_secs(5)).expect("a snapshot");
+        assert!(data.contains("Later.") && data.contains("Fix the parser"), "{stale}: {data}");
+    }
+}

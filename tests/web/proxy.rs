@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::browser::Browser;
 use crate::http::plan_session;
-use crate::{four, Dev, Web, TODO};
+use crate::{four, Dev, Log, Web, TODO};
 
 /// A running nginx in front of `cordis web`.
 struct Nginx {
@@ -27,10 +27,15 @@ impl Nginx {
     /// `proxy_pass` to `upstream` (HTTP/1.0 to the upstream, nginx's default
     /// buffering on). Panics, with nginx's error log, when it cannot start.
     fn start(upstream: SocketAddr) -> Nginx {
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        Nginx::start_on(upstream, port)
+    }
+
+    /// As [`Nginx::start`], on `port`.
+    fn start_on(upstream: SocketAddr, port: u16) -> Nginx {
         // The peer: the same setup every browser test runs.
         crate::browser::python();
         let dir = Scratch::new();
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
         let root = dir.path().display().to_string();
         let config = format!(
             "daemon off;\nmaster_process off;\nworker_processes 1;\npid {root}/nginx.pid;\nerror_log {root}/error.log info;\n\
@@ -197,4 +202,36 @@ fn a_silent_stream_reads_stale_until_the_beats_return() {
          setTimeout(() => { o.disconnect(); r(n); }, 3500); })",
     );
     assert_eq!(writes, 0, "the live status was rewritten while nothing changed");
+}
+
+#[test]
+fn the_list_gets_what_changed_while_its_stream_was_down() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    let mut running = Log::new("web-was-running");
+    running.prompt("A turn left open.");
+    running.write(&state);
+    let web = Web::start(&scratch, &["--heartbeat", "1"], &[]);
+    let nginx = Nginx::start(web.addr);
+    let port = nginx.addr.port();
+    let mut b = Browser::start();
+    b.open(&nginx.url("/"), 1024, "en-US");
+    b.wait_text("#live-status", "Live", 10_000);
+    assert_eq!(b.texts("#rows .status"), vec!["running"]);
+    // The proxy goes away: the stream breaks, the page says so.
+    drop(nginx);
+    b.wait_text("#live-status", "reconnecting", 5_000);
+    // While it is down, a session is created and the running one finishes.
+    let mut created = Log::new("web-created-meanwhile");
+    created.prompt("Born during the drop.").say("Hello.").end();
+    created.write(&state);
+    running.say("Finished.").end();
+    running.write(&state);
+    std::thread::sleep(Duration::from_millis(1500));
+    let _back = Nginx::start_on(web.addr, port);
+    b.wait_text("#rows", "Born during the drop.", 10_000);
+    b.wait_text("#live-status", "Live", 5_000);
+    assert_eq!(b.texts("#rows .status"), vec!["completed", "completed"]);
+    assert_eq!(b.eval("document.querySelectorAll('#rows tr').length"), 2);
 }

@@ -93,8 +93,14 @@
     source.onopen = heardNow;
     source.onerror = function () { if (source.readyState !== EventSource.OPEN) show('off'); };
     source.addEventListener('beat', heardNow);
-    source.addEventListener('update', function (e) { heardNow(); onUpdate(e); });
-    source.addEventListener('rows', function (e) { heardNow(); onRows(e); });
+    // Each handler remembers the event's id: the stream resumes after it.
+    [['update', onUpdate], ['rows', onRows], ['snapshot', onSnapshot]].forEach(function (h) {
+      source.addEventListener(h[0], function (e) {
+        heardNow();
+        h[1](e);
+        if (e.lastEventId) main.setAttribute('data-last', e.lastEventId);
+      });
+    });
   }
   setInterval(function () {
     var now = Date.now();
@@ -114,10 +120,23 @@
       var next = d[k] && parse(d[k]);
       if (old && next) replace(old, next);
     });
-    main.setAttribute('data-last', String(d.last));
   }
 
   // The list: changed rows move to the top (the most recently updated).
+  // The list, whole: the page's state could not be brought up to date row
+  // by row (the server restarted, or the stream fell behind).
+  function onSnapshot(e) {
+    var d = JSON.parse(e.data);
+    var rows = document.getElementById('rows');
+    if (!rows) return;
+    var t = document.createElement('template');
+    t.innerHTML = d.html;
+    rows.replaceChildren(t.content);
+    localTimes(rows);
+    var empty = document.getElementById('empty');
+    if (empty && d.count) empty.remove();
+  }
+
   function onRows(e) {
     var d = JSON.parse(e.data);
     var rows = document.getElementById('rows');

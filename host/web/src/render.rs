@@ -141,12 +141,17 @@ pub fn list_row(lang: Lang, s: &Summary) -> String {
     )
 }
 
-/// The list page's body: every session, the most recently updated first.
-pub fn list_body(lang: Lang, sessions: &[Summary], skipped: &[String]) -> String {
+/// Every row of the list, the most recently updated first.
+pub fn list_rows(lang: Lang, sessions: &[Summary]) -> String {
     let mut rows: Vec<&Summary> = sessions.iter().collect();
     rows.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
-    let body: String = rows.iter().map(|s| list_row(lang, s)).collect::<Vec<_>>().join("\n");
-    let empty = if rows.is_empty() { format!("<p id=\"empty\" class=\"muted\">{}</p>", lang.t(Text::NoSessions)) } else { String::new() };
+    rows.iter().map(|s| list_row(lang, s)).collect::<Vec<_>>().join("\n")
+}
+
+/// The list page's body: every session, the most recently updated first.
+pub fn list_body(lang: Lang, sessions: &[Summary], skipped: &[String]) -> String {
+    let body = list_rows(lang, sessions);
+    let empty = if sessions.is_empty() { format!("<p id=\"empty\" class=\"muted\">{}</p>", lang.t(Text::NoSessions)) } else { String::new() };
     let skipped: String = skipped.iter().map(|s| format!("<p class=\"warning\">{}</p>", text(s))).collect();
     format!(
         "<h1>{h}</h1>\n{skipped}{empty}\n<table class=\"sessions\"><thead><tr><th scope=\"col\">{t}</th><th scope=\"col\">{u}</th>\

@@ -25,8 +25,9 @@
 //! every page) and sends, after each change, the items that changed since
 //! the last event the page has (by seq), the header and the plan strips
 //! (event `update`). The list stream follows every session
-//! ([`cordis_session::follow_every_session`]) once for
-//! all pages and sends the changed rows (event `rows`).
+//! ([`cordis_session::follow_every_session`]) once for all pages and sends
+//! the changed rows (event `rows`), with ids that let a page that connects
+//! again get what it missed, or the whole list (event `snapshot`).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -51,7 +52,7 @@ use cordis_sync::LockExt;
 use crate::data::{self, Source, Summary};
 use crate::html::{self, decode_segment, dom_id};
 use crate::i18n::{self, Lang, Text};
-use crate::live::{self, sse};
+use crate::live;
 use crate::render;
 use crate::WebError;
 
@@ -162,12 +163,38 @@ impl hyper::body::Body for ChannelBody {
 
 /// The sessions of the store as the list shows them, kept up to date by one
 /// follower of every session.
+///
+/// Every refresh is a new version; the list stream's event ids are
+/// `EPOCH.VERSION`, where the epoch names this run of the server. A page
+/// that connects again with the id it last had gets the rows of every
+/// session changed (or removed) since that version; an id of another run,
+/// or one that cannot be read, gets the whole list instead (`snapshot`).
 struct Catalog {
     summaries: Mutex<BTreeMap<String, Summary>>,
     /// Sessions that could not be read, with why.
     unreadable: Mutex<BTreeMap<String, String>>,
     ready: tokio::sync::watch::Sender<bool>,
-    changes: tokio::sync::broadcast::Sender<Vec<String>>,
+    /// The version of each refresh, with the sessions it read.
+    changes: tokio::sync::broadcast::Sender<(u64, Vec<String>)>,
+    /// This run of the server: its start, in ms since the epoch.
+    epoch: u64,
+    /// The last version, and the version of each session's last change,
+    /// removed sessions included (one number per session ever seen).
+    versions: Mutex<(u64, BTreeMap<String, u64>)>,
+}
+
+impl Catalog {
+    /// The id of the list's state at `version`.
+    fn event_id(&self, version: u64) -> String {
+        format!("{}.{version}", self.epoch)
+    }
+
+    /// The version a list event id names, when it is one of this run's.
+    fn version_of(&self, id: &str) -> Option<u64> {
+        let (epoch, version) = id.split_once('.')?;
+        let version: u64 = version.parse().ok()?;
+        (epoch.parse::<u64>().ok()? == self.epoch && version <= self.versions.lock_or_recover().0).then_some(version)
+    }
 }
 
 struct Shared {
@@ -222,7 +249,14 @@ pub async fn serve(
         token: options.token.clone(),
         hosts,
         origins,
-        catalog: Catalog { summaries: Mutex::default(), unreadable: Mutex::default(), ready: ready_tx, changes },
+        catalog: Catalog {
+            summaries: Mutex::default(),
+            unreadable: Mutex::default(),
+            ready: ready_tx,
+            changes,
+            epoch: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+            versions: Mutex::default(),
+        },
         rooms,
         heartbeat: options.heartbeat,
         stop: stop_flag,
@@ -324,7 +358,16 @@ fn refresh(shared: &Shared, ids: &[String]) {
             }
         }
     }
-    let _ = shared.catalog.changes.send(ids.to_vec());
+    let version = {
+        let mut versions = shared.catalog.versions.lock_or_recover();
+        versions.0 += 1;
+        let version = versions.0;
+        for id in ids {
+            versions.1.insert(id.clone(), version);
+        }
+        version
+    };
+    let _ = shared.catalog.changes.send((version, ids.to_vec()));
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
@@ -538,7 +581,15 @@ async fn route(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(Stri
     let path = request.uri().path();
     match path {
         "/" => return list_page(shared, request, query, lang).await,
-        "/live" => return list_live(shared, lang),
+        "/live" => {
+            let after = request
+                .headers()
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+                .or_else(|| param(query, "after").map(str::to_string));
+            return list_live(shared, lang, after);
+        }
         "/assets/app.css" => return asset("text/css; charset=utf-8", APP_CSS),
         "/assets/app.js" => return asset("text/javascript; charset=utf-8", APP_JS),
         _ => {}
@@ -589,10 +640,12 @@ async fn list_page(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(
     if tokio::time::timeout(Duration::from_secs(60), ready.wait_for(|r| *r)).await.is_err() {
         return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, &format!("{} could not be listed in time; try again", shared.store.location()));
     }
+    // The version first: a change after it is sent again by the stream.
+    let version = shared.catalog.versions.lock_or_recover().0;
     let summaries: Vec<Summary> = shared.catalog.summaries.lock_or_recover().values().cloned().collect();
     let unreadable: Vec<String> = shared.catalog.unreadable.lock_or_recover().values().cloned().collect();
     let body = render::list_body(lang, &summaries, &unreadable);
-    let live = format!("/live?lang={}", lang.tag());
+    let live = format!("/live?lang={}&after={}", lang.tag(), shared.catalog.event_id(version));
     let live = render::Live { url: &live, beat: shared.heartbeat };
     page(StatusCode::OK, render::page(lang, lang.t(Text::Sessions), &here(request, query), &body, Some(live)))
 }
@@ -619,7 +672,37 @@ const BEAT: &[u8] = b": heartbeat\nevent: beat\ndata: {}\n\n";
 /// connects again, and a first beat, so the page is live at once.
 const OPENING: &[u8] = b"retry: 1000\n\n: heartbeat\nevent: beat\ndata: {}\n\n";
 
-fn list_live(shared: &Arc<Shared>, lang: Lang) -> Response<Body> {
+/// The rows of sessions `ids` as the list stream sends them (a removed
+/// session as `removed`).
+fn rows_of(shared: &Shared, lang: Lang, ids: &[String]) -> Vec<serde_json::Value> {
+    let summaries = shared.catalog.summaries.lock_or_recover();
+    ids.iter()
+        .map(|id| match summaries.get(id) {
+            Some(s) => serde_json::json!({"id": dom_id("row-", id), "updated": s.updated, "html": render::list_row(lang, s)}),
+            None => serde_json::json!({"id": dom_id("row-", id), "removed": true}),
+        })
+        .collect()
+}
+
+/// One list event with its id.
+fn list_event(shared: &Shared, name: &str, version: u64, data: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("id: {}\nevent: {name}\ndata: {data}\n\n", shared.catalog.event_id(version)))
+}
+
+/// Every row, for a page whose state cannot be brought up to date row by
+/// row.
+fn snapshot(shared: &Shared, lang: Lang) -> Bytes {
+    let version = shared.catalog.versions.lock_or_recover().0;
+    let summaries: Vec<Summary> = shared.catalog.summaries.lock_or_recover().values().cloned().collect();
+    let html = render::list_rows(lang, &summaries);
+    list_event(shared, "snapshot", version, &serde_json::json!({ "html": html, "count": summaries.len() }))
+}
+
+/// The list's stream. `after` is the last event id the page has (the
+/// `Last-Event-ID` of a reconnect, or the page's own state): the rows
+/// changed since come first, or the whole list when `after` is not one of
+/// this run's ids.
+fn list_live(shared: &Arc<Shared>, lang: Lang, after: Option<String>) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let mut changes = shared.catalog.changes.subscribe();
     let shared = shared.clone();
@@ -627,30 +710,36 @@ fn list_live(shared: &Arc<Shared>, lang: Lang) -> Response<Body> {
         if tx.send(Bytes::from_static(OPENING)).await.is_err() {
             return;
         }
+        // What the page missed: subscribed first, so nothing falls between
+        // this and the changes that follow (a row sent twice is harmless).
+        let missed = after.as_deref().and_then(|id| match shared.catalog.version_of(id) {
+            Some(seen) => {
+                let (version, ids) = {
+                    let versions = shared.catalog.versions.lock_or_recover();
+                    let ids: Vec<String> = versions.1.iter().filter(|(_, v)| **v > seen).map(|(id, _)| id.clone()).collect();
+                    (versions.0, ids)
+                };
+                (!ids.is_empty()).then(|| list_event(&shared, "rows", version, &serde_json::json!({ "rows": rows_of(&shared, lang, &ids) })))
+            }
+            None => Some(snapshot(&shared, lang)),
+        });
+        if let Some(bytes) = missed {
+            if tx.send(bytes).await.is_err() {
+                return;
+            }
+        }
         loop {
-            let ids: Vec<String> = tokio::select! {
+            let bytes = tokio::select! {
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep(shared.heartbeat) => {
-                    if tx.send(Bytes::from_static(BEAT)).await.is_err() { return; }
-                    continue;
-                }
+                _ = tokio::time::sleep(shared.heartbeat) => Bytes::from_static(BEAT),
                 changed = changes.recv() => match changed {
-                    Ok(ids) => ids,
-                    // Fell behind: send every row.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => shared.catalog.summaries.lock_or_recover().keys().cloned().collect(),
+                    Ok((version, ids)) => list_event(&shared, "rows", version, &serde_json::json!({ "rows": rows_of(&shared, lang, &ids) })),
+                    // Fell behind: the whole list.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => snapshot(&shared, lang),
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
             };
-            let rows: Vec<serde_json::Value> = {
-                let summaries = shared.catalog.summaries.lock_or_recover();
-                ids.iter()
-                    .map(|id| match summaries.get(id) {
-                        Some(s) => serde_json::json!({"id": dom_id("row-", id), "updated": s.updated, "html": render::list_row(lang, s)}),
-                        None => serde_json::json!({"id": dom_id("row-", id), "removed": true}),
-                    })
-                    .collect()
-            };
-            if tx.send(sse("rows", None, &serde_json::json!({ "rows": rows }))).await.is_err() {
+            if tx.send(bytes).await.is_err() {
                 return;
             }
         }
