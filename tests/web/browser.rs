@@ -287,6 +287,55 @@ fn traditional_chinese_readers_get_traditional_with_the_switch() {
 }
 
 #[test]
+fn nine_tabs_and_a_tenth_navigation_all_load_and_go_live() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    for n in 0..8 {
+        crate::Log::new(&format!("web-tab-{n}")).prompt(&format!("Tab {n} of many.")).say("Here.").end().write(&state);
+    }
+    let mut dev = Dev::start(&scratch, &[]);
+    dev.write(&json!([{"content": "first task", "status": "in_progress"}]));
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    // Tab 0: the list; tabs 1-7: a session each; tab 8: the session being
+    // written. Browsers allow six connections per host over HTTP/1.1: with
+    // a stream per page, the seventh tab would never load.
+    b.open(&web.url("/"), 1024, "en-US");
+    b.wait_text("#live-status", "Live", 10_000);
+    let mut urls: Vec<String> = (0..7).map(|n| web.url(&format!("/s/web-tab-{n}"))).collect();
+    urls.push(web.url(&format!("/s/{}", dev.id)));
+    for (n, url) in urls.iter().enumerate() {
+        let start = std::time::Instant::now();
+        let tab = b.send(json!({"cmd": "tab_new", "url": url, "timeout": 10_000}));
+        assert_eq!(tab, n as u64 + 1);
+        b.wait_text("#live-status", "Live", 10_000);
+        eprintln!("tab {}: loaded and live after {:?}", n + 1, start.elapsed());
+    }
+    assert_eq!(b.send(json!({"cmd": "tabs"})), 9);
+    // The tenth navigation: the list tab goes to the last stored session.
+    b.send(json!({"cmd": "tab", "index": 0}));
+    b.send(json!({"cmd": "goto", "url": web.url("/s/web-tab-7")}));
+    assert_eq!(b.texts("h1"), vec!["Tab 7 of many."]);
+    b.wait_text("#live-status", "Live", 10_000);
+    // Every tab is live: an append reaches the tab showing its session, and
+    // a tab opened before it.
+    dev.write(&four());
+    b.send(json!({"cmd": "tab", "index": 8}));
+    b.wait_text(".plan-counts", "1 completed · 2 in progress · 1 pending", 10_000);
+    for n in 0..9 {
+        b.send(json!({"cmd": "tab", "index": n}));
+        b.wait_text("#live-status", "Live", 5_000);
+    }
+    // The server holds at most the browser's six connections: one stream
+    // for every tab, and what page loads keep open.
+    let port = web.addr.port();
+    let out = std::process::Command::new("ss").args(["-Htn", "state", "established", &format!("( sport = :{port} )")]).output().expect("run ss");
+    let connections = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert!((1..=6).contains(&connections), "{connections} connections to the server");
+}
+
+#[test]
 fn long_reasoning_says_what_was_cut_and_links_the_rest() {
     let scratch = Scratch::new();
     scratch.composition(TODO);

@@ -392,3 +392,29 @@ fn the_list_stream_resumes_from_its_event_id_or_sends_a_snapshot() {
         assert!(data.contains("Later.") && data.contains("Fix the parser"), "{stale}: {data}");
     }
 }
+
+#[test]
+fn one_multiplexed_stream_carries_several_pages() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let list = html_segment("/live?lang=en");
+    let session = html_segment("/s/web-plan/live?from=0&lang=zh-TW");
+    let (head, mut body) = crate::proxy::open_stream(web.addr, &format!("/mux?sub={list}&sub={session}"), Duration::from_secs(5));
+    assert!(head.contains("x-accel-buffering: no"), "{head}");
+    let (_, data) = next_event(&mut body, "mux", Duration::from_secs(5)).expect("the session's items");
+    let event: serde_json::Value = serde_json::from_str(&data).expect("JSON");
+    assert_eq!(event["sub"], 1, "{event}");
+    assert_eq!(event["event"], "update");
+    assert!(event["data"]["plans"].as_str().is_some_and(|p| p.contains("2 進行中")), "{event}");
+    assert_eq!(event["id"], event["data"]["last"].to_string());
+    for bad in ["", "?sub=%2Fetc%2Fpasswd", "?sub=%2Fs%2Fa%2Fb%2Flive"] {
+        assert_eq!(get(web.addr, &format!("/mux{bad}")).status, 400, "{bad}");
+    }
+}
+
+/// `s` percent-encoded as one query value.
+fn html_segment(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { char::from(b).to_string() } else { format!("%{b:02X}") }).collect()
+}

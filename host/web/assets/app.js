@@ -86,33 +86,66 @@
     return url.replace(/([?&])after=[^&]*&?/, '$1').replace(/[?&]$/, '') + (url.indexOf('?') < 0 ? '?' : '&') + 'after=' + encodeURIComponent(last);
   }
   function heardNow() { heard = Date.now(); show('on'); }
+  var handlers = {update: onUpdate, rows: onRows, snapshot: onSnapshot};
+  // An event of the page's stream; its id is remembered, so that the
+  // stream resumes after it.
+  function deliver(name, data, id) {
+    heardNow();
+    if (handlers[name]) handlers[name](data);
+    if (id) main.setAttribute('data-last', id);
+  }
+
+  // One connection per browser: pages share the stream of a shared worker
+  // (assets/worker.js) that multiplexes every page's stream on one
+  // connection. Browsers without shared workers get a stream per page.
+  var worker = null;
+  if (window.SharedWorker) {
+    try { worker = new SharedWorker('/assets/worker.js', {name: 'cordis-web'}); } catch (e) { worker = null; }
+  }
   function connect() {
-    if (source) source.close();
     opened = Date.now();
+    if (worker) {
+      worker.port.postMessage({type: 'watch', url: url, last: main.getAttribute('data-last')});
+      return;
+    }
+    if (source) source.close();
     source = new EventSource(address());
     source.onopen = heardNow;
     source.onerror = function () { if (source.readyState !== EventSource.OPEN) show('off'); };
     source.addEventListener('beat', heardNow);
-    // Each handler remembers the event's id: the stream resumes after it.
-    [['update', onUpdate], ['rows', onRows], ['snapshot', onSnapshot]].forEach(function (h) {
-      source.addEventListener(h[0], function (e) {
-        heardNow();
-        h[1](e);
-        if (e.lastEventId) main.setAttribute('data-last', e.lastEventId);
-      });
+    Object.keys(handlers).forEach(function (name) {
+      source.addEventListener(name, function (e) { deliver(name, JSON.parse(e.data), e.lastEventId); });
     });
+  }
+  if (worker) {
+    worker.port.onmessage = function (m) {
+      var d = m.data || {};
+      if (d.type === 'open' || d.type === 'beat') heardNow();
+      else if (d.type === 'error') show('off');
+      else if (d.type === 'event') deliver(d.event, d.data, d.id);
+    };
+    worker.port.start();
+    // Leaving (or entering the back-forward cache) gives the page's place
+    // on the shared stream up; coming back takes it again.
+    window.addEventListener('pagehide', function () { worker.port.postMessage({type: 'bye'}); });
+    window.addEventListener('pageshow', function (e) { if (e.persisted) connect(); });
+    setInterval(function () { worker.port.postMessage({type: 'alive'}); }, 10000);
   }
   setInterval(function () {
     var now = Date.now();
     if (now - heard > 2 * beat && now - opened > 2 * beat) {
       if (state === 'on') show('stale');
-      connect();
+      if (worker) {
+        opened = now;
+        worker.port.postMessage({type: 'reconnect'});
+      } else {
+        connect();
+      }
     }
   }, 1000);
 
   // A session page: items that changed, then the header, plans and pager.
-  function onUpdate(e) {
-    var d = JSON.parse(e.data);
+  function onUpdate(d) {
     var items = document.getElementById('items');
     for (var i = 0; i < d.items.length; i++) upsert(items, d.items[i].id, d.items[i].html);
     ['head', 'plans', 'pager'].forEach(function (k) {
@@ -125,8 +158,7 @@
   // The list: changed rows move to the top (the most recently updated).
   // The list, whole: the page's state could not be brought up to date row
   // by row (the server restarted, or the stream fell behind).
-  function onSnapshot(e) {
-    var d = JSON.parse(e.data);
+  function onSnapshot(d) {
     var rows = document.getElementById('rows');
     if (!rows) return;
     var t = document.createElement('template');
@@ -137,8 +169,7 @@
     if (empty && d.count) empty.remove();
   }
 
-  function onRows(e) {
-    var d = JSON.parse(e.data);
+  function onRows(d) {
     var rows = document.getElementById('rows');
     if (!rows) return;
     for (var i = 0; i < d.rows.length; i++) {

@@ -7,7 +7,8 @@
 //! with Server-Sent Events as any process appends to the store. Pages are
 //! HTML made on the server, in English or Chinese (Simplified or
 //! Traditional); the stylesheet and a
-//! small script are compiled into the binary, so nothing is fetched from
+//! small script (with a shared worker that carries every page's stream on
+//! one connection) are compiled into the binary, so nothing is fetched from
 //! elsewhere and nothing needs building.
 //!
 //! Modules, leaves first: [`html`] (escaping, ids, times), [`i18n`] (the

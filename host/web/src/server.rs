@@ -17,8 +17,9 @@
 //! Routes: `/` the session list, `/live` its stream; `/s/ID` a session
 //! (`?before=N` an earlier page), `/s/ID/live` its stream, `/s/ID/text/SEQ`
 //! the whole text of one event's message as `text/plain` (`?part=reasoning`
-//! its reasoning, `?part=arguments&call=ID` a call's arguments); `/assets/app.css`
-//! and `/assets/app.js`, compiled into the binary. Anything else is 404.
+//! its reasoning, `?part=arguments&call=ID` a call's arguments); `/mux` the
+//! streams of several pages on one connection; `/assets/app.css`,
+//! `/assets/app.js` and `/assets/worker.js`, compiled into the binary. Anything else is 404.
 //!
 //! Streams are Server-Sent Events. A session stream takes its session's
 //! room ([`crate::live`]: one follower of the store per session, shared by
@@ -52,7 +53,7 @@ use cordis_sync::LockExt;
 use crate::data::{self, Source, Summary};
 use crate::html::{self, decode_segment, dom_id};
 use crate::i18n::{self, Lang, Text};
-use crate::live;
+use crate::live::{self, sse};
 use crate::render;
 use crate::WebError;
 
@@ -60,6 +61,9 @@ use crate::WebError;
 const APP_CSS: &str = include_str!("../assets/app.css");
 /// The script, compiled in.
 const APP_JS: &str = include_str!("../assets/app.js");
+/// The shared worker that holds one stream for every page of a browser,
+/// compiled in.
+const WORKER_JS: &str = include_str!("../assets/worker.js");
 
 /// The cookie that carries the token after `?token=` was given once.
 pub const TOKEN_COOKIE: &str = "cordis_web_token";
@@ -398,10 +402,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// The query's parameters, percent-decoded (`+` kept as it is).
 fn query(request: &Request<Incoming>) -> Vec<(String, String)> {
-    request
-        .uri()
-        .query()
-        .unwrap_or_default()
+    parse_query(request.uri().query().unwrap_or_default())
+}
+
+/// The parameters of a query string, percent-decoded (`+` kept as it is).
+fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
         .split('&')
         .filter(|p| !p.is_empty())
         .filter_map(|p| {
@@ -592,6 +598,8 @@ async fn route(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(Stri
         }
         "/assets/app.css" => return asset("text/css; charset=utf-8", APP_CSS),
         "/assets/app.js" => return asset("text/javascript; charset=utf-8", APP_JS),
+        "/assets/worker.js" => return asset("text/javascript; charset=utf-8", WORKER_JS),
+        "/mux" => return mux(shared, query),
         _ => {}
     }
     let Some(rest) = path.strip_prefix("/s/") else { return error_page(lang, StatusCode::NOT_FOUND, &format!("no page at {path}")) };
@@ -703,6 +711,11 @@ fn snapshot(shared: &Shared, lang: Lang) -> Bytes {
 /// changed since come first, or the whole list when `after` is not one of
 /// this run's ids.
 fn list_live(shared: &Arc<Shared>, lang: Lang, after: Option<String>) -> Response<Body> {
+    stream(list_feed(shared, lang, after))
+}
+
+/// The list's stream as a channel of whole events (see [`list_live`]).
+fn list_feed(shared: &Arc<Shared>, lang: Lang, after: Option<String>) -> tokio::sync::mpsc::Receiver<Bytes> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let mut changes = shared.catalog.changes.subscribe();
     let shared = shared.clone();
@@ -744,7 +757,7 @@ fn list_live(shared: &Arc<Shared>, lang: Lang, after: Option<String>) -> Respons
             }
         }
     });
-    stream(rx)
+    rx
 }
 
 async fn session_page(
@@ -795,14 +808,122 @@ async fn session_page(
 }
 
 fn session_live(shared: &Arc<Shared>, lang: Lang, id: String, from: usize, after: Option<u64>) -> Response<Body> {
-    let room = match shared.rooms.join(&id) {
-        Ok(room) => room,
-        Err(e) => return full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("cannot follow the session: {e}")),
-    };
+    match session_feed(shared, lang, id, from, after) {
+        Ok(rx) => stream(rx),
+        Err(e) => full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("cannot follow the session: {e}")),
+    }
+}
+
+/// A session page's stream as a channel of whole events (see
+/// [`view_session`]).
+fn session_feed(
+    shared: &Arc<Shared>,
+    lang: Lang,
+    id: String,
+    from: usize,
+    after: Option<u64>,
+) -> std::io::Result<tokio::sync::mpsc::Receiver<Bytes>> {
+    let room = shared.rooms.join(&id)?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let shared = shared.clone();
     tokio::spawn(async move { view_session(&shared, room, lang, id, from, after, tx).await });
+    Ok(rx)
+}
+
+/// The most pages one multiplexed stream carries.
+const MUX_MAX: usize = 64;
+
+/// `/mux?sub=ADDR&sub=ADDR…`: the streams of several pages on one
+/// connection, so that a browser with many pages of the server open holds
+/// one stream however many there are (browsers allow six HTTP/1.1
+/// connections per host; a stream holds one for as long as it lasts).
+/// Each `ADDR` is a page's live address (`/live?…`, `/s/ID/live?…`),
+/// percent-encoded. Every event of page `N` (0-based, in the order given)
+/// comes as a `mux` event whose data is `{"sub": N, "event": NAME, "id":
+/// ID, "data": DATA}`; the beats of the pages come as the stream's own.
+fn mux(shared: &Arc<Shared>, query: &[(String, String)]) -> Response<Body> {
+    let subs: Vec<&str> = query.iter().filter(|(k, _)| k == "sub").map(|(_, v)| v.as_str()).collect();
+    if subs.is_empty() || subs.len() > MUX_MAX {
+        return full(
+            StatusCode::BAD_REQUEST,
+            "text/plain; charset=utf-8",
+            format!("give between 1 and {MUX_MAX} sub=ADDR, each a page's live address"),
+        );
+    }
+    let mut feeds = Vec::with_capacity(subs.len());
+    for sub in subs {
+        match feed_of(shared, sub) {
+            Ok(feed) => feeds.push(feed),
+            Err(message) => return full(StatusCode::BAD_REQUEST, "text/plain; charset=utf-8", message),
+        }
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    // The stream's own retry; each page's opening beat follows.
+    if tx.try_send(Bytes::from_static(b"retry: 1000\n\n")).is_err() {
+        return full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", "cannot open the stream");
+    }
+    for (n, mut feed) in feeds.into_iter().enumerate() {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(bytes) = feed.recv().await {
+                for wrapped in wrap(n, &bytes) {
+                    if tx.send(wrapped).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
     stream(rx)
+}
+
+/// The stream of the page whose live address is `sub`.
+fn feed_of(shared: &Arc<Shared>, sub: &str) -> Result<tokio::sync::mpsc::Receiver<Bytes>, String> {
+    let (path, query) = sub.split_once('?').unwrap_or((sub, ""));
+    let query = parse_query(query);
+    let lang = param(&query, "lang").and_then(Lang::from_tag).unwrap_or(Lang::En);
+    if path == "/live" {
+        return Ok(list_feed(shared, lang, param(&query, "after").map(str::to_string)));
+    }
+    let id = path
+        .strip_prefix("/s/")
+        .and_then(|rest| rest.strip_suffix("/live"))
+        .filter(|segment| !segment.contains('/'))
+        .and_then(decode_segment)
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| format!("sub={sub:?} is not a page's live address (/live?…, /s/ID/live?…)"))?;
+    let from = param(&query, "from").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let after = param(&query, "after").and_then(|v| v.parse().ok());
+    session_feed(shared, lang, id, from, after).map_err(|e| format!("cannot follow the session: {e}"))
+}
+
+/// The events of page `n`'s stream (`bytes`: whole events) as the
+/// multiplexed stream sends them: beats as they are, every other event as
+/// a `mux` event naming the page; comments and `retry` are left out.
+fn wrap(n: usize, bytes: &[u8]) -> Vec<Bytes> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let (mut id, mut name, mut data) = (None, None, None);
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = Some(v);
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                name = Some(v);
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data = Some(v);
+            }
+        }
+        match (name, data) {
+            (Some("beat"), _) => out.push(Bytes::from_static(BEAT)),
+            (Some(name), Some(data)) => {
+                let data: serde_json::Value = serde_json::from_str(data).unwrap_or(serde_json::Value::Null);
+                out.push(sse("mux", None, &serde_json::json!({"sub": n, "event": name, "id": id, "data": data})));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// One page's stream of session `id`: from the room's latest snapshot,
