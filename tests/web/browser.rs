@@ -336,6 +336,61 @@ fn nine_tabs_and_a_tenth_navigation_all_load_and_go_live() {
 }
 
 #[test]
+fn the_list_keeps_each_plan_on_one_line_at_1280_pixels() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    let plan = four();
+    crate::Log::new("web-wide")
+        .prompt(&"a long first prompt that fills the title column ".repeat(5))
+        .call("", "todo_write", &crate::todo_args(&plan), Some(plan.clone()), "ok", false)
+        .end()
+        .write(&state);
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    b.open(&web.url("/"), 1280, "en-US");
+    let lines = b.eval(
+        "(() => { const c = document.querySelector('.c-plan'); const r = document.createRange(); r.selectNodeContents(c);          return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })()",
+    );
+    assert_eq!(lines, 1, "the plan column wraps at 1280 px");
+    let title = b.texts(".c-title a")[0].clone();
+    assert!(title.ends_with('…') && title.chars().count() == 201, "{title}");
+    b.screenshot("list-1280px");
+}
+
+#[test]
+fn a_page_left_open_keeps_a_bounded_number_of_items() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    let mut log = crate::Log::new("web-growing");
+    log.prompt("Grow.");
+    while log.next_seq() < 500 {
+        log.say("early");
+    }
+    log.write(&state);
+    let web = Web::start(&scratch, &[], &[]);
+    let mut b = Browser::start();
+    b.open(&web.url("/s/web-growing"), 1024, "en-US");
+    b.wait_text("#live-status", "Live", 10_000);
+    let first = "Number(/^i(\\d+)/.exec(document.querySelector('#items').firstElementChild.id)[1])";
+    assert_eq!(b.eval(first), 102, "the page opens on the last 400 events");
+    // 900 more events arrive while the page is open.
+    while log.next_seq() < 1_400 {
+        log.say("late");
+    }
+    log.say("the last step").write(&state);
+    b.wait_text("#items", "the last step", 10_000);
+    let total = log.next_seq();
+    let oldest = b.eval(first).as_u64().expect("a seq");
+    assert!(oldest >= total - 800, "the page still holds event {oldest} of {total}");
+    let items = b.eval("document.querySelectorAll('#items > li').length").as_u64().expect("a count");
+    assert!(items <= 800, "{items} items on the page");
+    let earlier = b.eval("document.querySelector('#pager a[rel=prev]').getAttribute('href')");
+    assert_eq!(earlier, format!("/s/web-growing?before={}", total - 800), "the earlier link moves up with the page");
+}
+
+#[test]
 fn long_reasoning_says_what_was_cut_and_links_the_rest() {
     let scratch = Scratch::new();
     scratch.composition(TODO);
@@ -346,7 +401,7 @@ fn long_reasoning_says_what_was_cut_and_links_the_rest() {
     b.click(".reasoning .fold");
     let note = b.texts(".reasoning .cut");
     assert_eq!(note.len(), 2, "{note:?}");
-    assert!(note[0].contains("showing the first 100000 of 150016 characters") && note[0].contains("the whole text"), "{note:?}");
+    assert!(note[0].contains("showing the first 100,000 of 150,016 characters") && note[0].contains("the whole text"), "{note:?}");
     let href = b.eval("document.querySelector('.reasoning .cut a').href");
     let href = href.as_str().expect("a link").to_string();
     b.send(json!({"cmd": "goto", "url": href}));
@@ -379,7 +434,7 @@ fn hostile_text_stays_text_in_the_browser() {
     assert_eq!(b.texts(".pi-text"), vec!["<script>window.__pwned=6</script>"]);
     // The 1 MiB message: cut, with the whole text one link away.
     let cut = b.texts(".cut").join("\n");
-    assert!(cut.contains("showing the first 100000 of 1048576 characters"), "{cut}");
+    assert!(cut.contains("showing the first 100,000 of 1,048,576 characters"), "{cut}");
     assert_eq!(b.eval("typeof window.__pwned"), "undefined");
     b.screenshot("session-hostile");
 }
@@ -393,6 +448,9 @@ fn live_update(b: &mut Browser, web: &Web, dev: &mut Dev, name: &str) -> f64 {
     b.wait_text("#live-status", "Live", 10_000);
     dev.write(&four());
     let took = b.wait_text(".plan-counts", "1 completed · 2 in progress · 1 pending", 15_000);
+    // The change is announced to screen readers, once.
+    assert_eq!(b.eval("document.getElementById('plan-said').getAttribute('aria-live')"), "polite");
+    b.wait_text("#plan-said", "Plan 1 completed · 2 in progress · 1 pending", 2_000);
     b.wait_text(".row-head", "1/4 completed · read the code", 5_000);
     assert_eq!(b.eval("document.querySelectorAll('.row-head').length"), 2);
     b.screenshot(name);

@@ -319,7 +319,7 @@ fn every_cut_says_how_much_and_links_the_whole_text() {
         assert!(page.body.contains(&format!("href=\"{link}\"")), "no link {link}");
     }
     assert_eq!(page.body.matches("class=\"cut\"").count(), 4, "four cuts, four notes");
-    assert!(page.body.contains("showing the first 100000 of 150016 characters"), "the reasoning's note");
+    assert!(page.body.contains("showing the first 100,000 of 150,016 characters"), "the reasoning's note");
     for (link, end, chars) in [(&links[0], "END-OF-REASONING", 150_016), (&links[1], "STREAMED-END", 114_012), (&links[3], "END-OF-RESULT", 110_013)]
     {
         let whole = get(web.addr, link);
@@ -403,9 +403,15 @@ fn one_multiplexed_stream_carries_several_pages() {
     let session = html_segment("/s/web-plan/live?from=0&lang=zh-TW");
     let (head, mut body) = crate::proxy::open_stream(web.addr, &format!("/mux?sub={list}&sub={session}"), Duration::from_secs(5));
     assert!(head.contains("x-accel-buffering: no"), "{head}");
-    let (_, data) = next_event(&mut body, "mux", Duration::from_secs(5)).expect("the session's items");
-    let event: serde_json::Value = serde_json::from_str(&data).expect("JSON");
-    assert_eq!(event["sub"], 1, "{event}");
+    // The list's rows (sub 0) may come first: the session's items are sub 1.
+    let event = loop {
+        let (_, data) = next_event(&mut body, "mux", Duration::from_secs(5)).expect("the session's items");
+        let event: serde_json::Value = serde_json::from_str(&data).expect("JSON");
+        if event["sub"] == 1 {
+            break event;
+        }
+        assert_eq!((&event["sub"], &event["event"]), (&json!(0), &json!("rows")), "{event}");
+    };
     assert_eq!(event["event"], "update");
     assert!(event["data"]["plans"].as_str().is_some_and(|p| p.contains("2 進行中")), "{event}");
     assert_eq!(event["id"], event["data"]["last"].to_string());
@@ -417,4 +423,35 @@ fn one_multiplexed_stream_carries_several_pages() {
 /// `s` percent-encoded as one query value.
 fn html_segment(s: &str) -> String {
     s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { char::from(b).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
+#[test]
+fn counts_are_grouped_and_singular_where_they_should_be() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    let mut log = Log::new("web-many");
+    log.prompt("Many steps.");
+    while log.next_seq() < 1_235 {
+        log.say("step");
+    }
+    log.end();
+    assert_eq!(log.next_seq(), 1_236);
+    log.write(&state);
+    // One unreadable line.
+    let mut bad = Log::new("web-one-bad");
+    bad.prompt("One bad line.").end();
+    bad.write(&state);
+    let path = state.join("sessions/web-one-bad.jsonl");
+    let mut text = std::fs::read_to_string(&path).expect("read");
+    text.push_str("not json\n");
+    std::fs::write(&path, text).expect("write");
+    let web = Web::start(&scratch, &[], &[]);
+    let many = get(web.addr, "/s/web-many");
+    assert!(many.body.contains("1,236 events"), "no grouped count");
+    assert!(many.body.contains("events 837–1,236 of 1,236 events"), "no grouped window");
+    let zh = request(web.addr, "GET", "/s/web-many?lang=zh-CN", &[]);
+    assert!(zh.body.contains("1,236 个事件"));
+    let one = get(web.addr, "/s/web-one-bad");
+    assert!(one.body.contains("1 line of this log could not be read or breaks its rules"), "{}", one.body);
 }

@@ -145,14 +145,32 @@
   }, 1000);
 
   // A session page: items that changed, then the header, plans and pager.
+  // A changed plan is announced (the strip is replaced, and a replaced
+  // element is not read out); items before the window's start are dropped,
+  // so a page open for long keeps a bounded number.
+  function planText() {
+    var strips = document.querySelectorAll('#plans .plan-head');
+    return Array.prototype.map.call(strips, function (s) { return s.textContent; }).join('; ');
+  }
   function onUpdate(d) {
     var items = document.getElementById('items');
     for (var i = 0; i < d.items.length; i++) upsert(items, d.items[i].id, d.items[i].html);
+    var before = planText();
     ['head', 'plans', 'pager'].forEach(function (k) {
       var old = document.getElementById(k);
       var next = d[k] && parse(d[k]);
       if (old && next) replace(old, next);
     });
+    var after = planText();
+    var said = document.getElementById('plan-said');
+    if (said && after && after !== before) said.textContent = after;
+    if (typeof d.from === 'number' && items) {
+      while (items.firstElementChild) {
+        var m = /^i(\d+)/.exec(items.firstElementChild.id);
+        if (!m || Number(m[1]) >= d.from) break;
+        items.firstElementChild.remove();
+      }
+    }
   }
 
   // The list: changed rows move to the top (the most recently updated).

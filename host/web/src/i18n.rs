@@ -202,9 +202,6 @@ impl Lang {
             (Lang::En, NotFound) => "Not found",
             (Lang::ZhCn, NotFound) => "未找到",
             (Lang::ZhTw, NotFound) => "找不到",
-            (Lang::En, Problems) => "lines of this log could not be read or break its rules",
-            (Lang::ZhCn, Problems) => "行日志无法读取或违反其规则",
-            (Lang::ZhTw, Problems) => "行日誌無法讀取或違反其規則",
         }
     }
 
@@ -220,6 +217,31 @@ impl Lang {
         translated.to_string()
     }
 
+    /// `n` with its digits grouped by thousands: `1,048,576` (both
+    /// scripts of Chinese group the same way).
+    pub fn number(self, n: usize) -> String {
+        let digits = n.to_string();
+        let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// How many lines of a log could not be read or break its rules:
+    /// `1 line of this log could not be read or breaks its rules`.
+    pub fn problems(self, n: usize) -> String {
+        match self {
+            Lang::En if n == 1 => "1 line of this log could not be read or breaks its rules".to_string(),
+            Lang::En => format!("{} lines of this log could not be read or break its rules", self.number(n)),
+            Lang::ZhCn => format!("{} 行日志无法读取或违反其规则", self.number(n)),
+            Lang::ZhTw => format!("{} 行日誌無法讀取或違反其規則", self.number(n)),
+        }
+    }
+
     /// `n` of something with its plural form: English `1 event`, `2 events`;
     /// Chinese has one form, with its measure word (`2 个事件`).
     pub fn count(self, n: usize, noun: Noun) -> String {
@@ -231,7 +253,7 @@ impl Lang {
                     Noun::Line => ("line", "lines"),
                     Noun::Character => ("character", "characters"),
                 };
-                format!("{n} {}", if n == 1 { one } else { other })
+                format!("{} {}", self.number(n), if n == 1 { one } else { other })
             }
             Lang::ZhCn => {
                 let word = match noun {
@@ -240,7 +262,7 @@ impl Lang {
                     Noun::Line => "行",
                     Noun::Character => "个字符",
                 };
-                format!("{n} {word}")
+                format!("{} {word}", self.number(n))
             }
             Lang::ZhTw => {
                 let word = match noun {
@@ -249,7 +271,7 @@ impl Lang {
                     Noun::Line => "行",
                     Noun::Character => "個字元",
                 };
-                format!("{n} {word}")
+                format!("{} {word}", self.number(n))
             }
         }
     }
@@ -281,18 +303,18 @@ impl Lang {
     /// Events `from`–`to` of `total` (1-based, inclusive), for a page.
     pub fn window(self, from: usize, to: usize, total: usize) -> String {
         match self {
-            Lang::En => format!("events {from}–{to} of {}", self.count(total, Noun::Event)),
-            Lang::ZhCn => format!("第 {from}–{to} 个事件，共 {total} 个"),
-            Lang::ZhTw => format!("第 {from}–{to} 個事件，共 {total} 個"),
+            Lang::En => format!("events {}–{} of {}", self.number(from), self.number(to), self.count(total, Noun::Event)),
+            Lang::ZhCn => format!("第 {}–{} 个事件，共 {} 个", self.number(from), self.number(to), self.number(total)),
+            Lang::ZhTw => format!("第 {}–{} 個事件，共 {} 個", self.number(from), self.number(to), self.number(total)),
         }
     }
 
     /// `shown: the first 100 000 of 1 048 576 characters`.
     pub fn cut_note(self, shown: usize, total: usize) -> String {
         match self {
-            Lang::En => format!("showing the first {shown} of {}", self.count(total, Noun::Character)),
-            Lang::ZhCn => format!("仅显示前 {shown} 个字符，共 {total} 个"),
-            Lang::ZhTw => format!("僅顯示前 {shown} 個字元，共 {total} 個"),
+            Lang::En => format!("showing the first {} of {}", self.number(shown), self.count(total, Noun::Character)),
+            Lang::ZhCn => format!("仅显示前 {} 个字符，共 {} 个", self.number(shown), self.number(total)),
+            Lang::ZhTw => format!("僅顯示前 {} 個字元，共 {} 個", self.number(shown), self.number(total)),
         }
     }
 }
@@ -337,7 +359,6 @@ pub enum Text {
     Stale,
     Offline,
     NotFound,
-    Problems,
 }
 
 /// A counted noun (see [`Lang::count`]).
@@ -392,5 +413,11 @@ mod tests {
         assert_eq!(Lang::ZhCn.count(2, Noun::Event), "2 个事件");
         assert_eq!(Lang::En.more_in_progress(2), "and 2 more in progress");
         assert_eq!(Lang::ZhCn.more_in_progress(2), "另有 2 项进行中");
+        assert_eq!(Lang::En.count(1_048_576, Noun::Character), "1,048,576 characters");
+        assert_eq!(Lang::En.number(999), "999");
+        assert_eq!(Lang::En.number(1000), "1,000");
+        assert_eq!(Lang::ZhTw.count(20_000, Noun::Event), "20,000 個事件");
+        assert_eq!(Lang::En.problems(1), "1 line of this log could not be read or breaks its rules");
+        assert_eq!(Lang::En.problems(2), "2 lines of this log could not be read or break its rules");
     }
 }

@@ -28,6 +28,10 @@ use crate::data::{self, Source};
 use crate::i18n::Lang;
 use crate::render;
 
+/// The most events a live page keeps: twice a page, so that a page opened
+/// on a full window of [`data::PAGE_EVENTS`] keeps it for as long again.
+pub const LIVE_EVENTS: usize = 2 * data::PAGE_EVENTS;
+
 /// How long a room outlives its last viewer.
 pub const GRACE: Duration = Duration::from_secs(5);
 
@@ -69,6 +73,11 @@ impl Snapshot {
         }
         let cell = self.updates.lock_or_recover().entry((from, lang, after)).or_default().clone();
         cell.get_or_init(|| {
+            // A page open for long keeps the last `LIVE_EVENTS` events: its
+            // window's start moves up, and the page drops the items before
+            // it, so neither the update nor the page grows without bound.
+            let len = self.session.len();
+            let from = from.max(len.saturating_sub(LIVE_EVENTS));
             let window = data::window(source, &self.session, &self.problems, None, Some(from));
             let title_of = render::title_of(source);
             let items: Vec<serde_json::Value> = window
@@ -83,6 +92,7 @@ impl Snapshot {
                 "plans": render::plans(lang, &window.strips),
                 "pager": render::pager(lang, &window),
                 "last": window.last_seq,
+                "from": window.start,
             });
             Some(sse("update", window.last_seq, &update))
         })

@@ -97,7 +97,7 @@ fn status_class(status: Status) -> &'static str {
 /// A plan's header: `1 completed · 2 in progress · 1 pending`, localized,
 /// zero counts left out; `no todos` for an empty plan.
 pub fn plan_header(lang: Lang, counts: &Counts) -> String {
-    let segments: Vec<String> = counts.segments().into_iter().map(|(n, s)| format!("{n} {}", item_status_label(lang, s))).collect();
+    let segments: Vec<String> = counts.segments().into_iter().map(|(n, s)| format!("{} {}", lang.number(n), item_status_label(lang, s))).collect();
     if segments.is_empty() {
         lang.t(Text::NoTodos).to_string()
     } else {
@@ -168,8 +168,7 @@ pub fn list_body(lang: Lang, sessions: &[Summary], skipped: &[String]) -> String
 
 /// The session header fragment (`#head`): status, id, events, last update.
 pub fn session_head(lang: Lang, s: &Summary) -> String {
-    let problems =
-        if s.problems > 0 { format!(" · <span class=\"warning\">{} {}</span>", s.problems, lang.t(Text::Problems)) } else { String::new() };
+    let problems = if s.problems > 0 { format!(" · <span class=\"warning\">{}</span>", lang.problems(s.problems)) } else { String::new() };
     format!(
         "<p id=\"head\" class=\"meta\"><span class=\"status {class}\">{status}</span> · <span class=\"id\">{id}</span> · {events} · \
          <time datetime=\"{iso}\">{utc}</time>{problems}</p>",
@@ -245,7 +244,8 @@ pub fn session_body(lang: Lang, w: &Window, title_of: TitleOf<'_>) -> String {
     let title = if w.summary.title.is_empty() { lang.t(Text::Untitled).to_string() } else { text(&w.summary.title) };
     let items: String = w.items.iter().map(|i| item(lang, &w.summary.id, i, title_of)).collect::<Vec<_>>().join("\n");
     format!(
-        "<nav class=\"crumbs\"><a href=\"/\">{all}</a></nav>\n<h1 class=\"title\"><bdi>{title}</bdi></h1>\n{head}\n{plans}\n{pager}\n\
+        "<nav class=\"crumbs\"><a href=\"/\">{all}</a></nav>\n<h1 class=\"title\"><bdi>{title}</bdi></h1>\n{head}\n{plans}\n\
+         <p id=\"plan-said\" class=\"sr-only\" aria-live=\"polite\"></p>\n{pager}\n\
          <ol id=\"items\" class=\"conversation\" data-from=\"{from}\">\n{items}\n</ol>",
         all = lang.t(Text::AllSessions),
         head = session_head(lang, &w.summary),
