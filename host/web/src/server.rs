@@ -865,7 +865,17 @@ fn mux(shared: &Arc<Shared>, query: &[(String, String)]) -> Response<Body> {
     for (n, mut feed) in feeds.into_iter().enumerate() {
         let tx = tx.clone();
         tokio::spawn(async move {
-            while let Some(bytes) = feed.recv().await {
+            loop {
+                // Ends as soon as the browser goes, not at the page's next
+                // event: the page's stream (and its hold on the session's
+                // follower) ends with it.
+                let bytes = tokio::select! {
+                    _ = tx.closed() => return,
+                    bytes = feed.recv() => match bytes {
+                        Some(bytes) => bytes,
+                        None => return,
+                    },
+                };
                 for wrapped in wrap(n, &bytes) {
                     if tx.send(wrapped).await.is_err() {
                         return;
