@@ -38,6 +38,9 @@ struct Options {
     oracle_calls: usize,
     oracle_runs: usize,
     out: Option<PathBuf>,
+    /// Rows measured by another program of the same run (`bench/web.py`),
+    /// one markdown table row a line, put in the table after ours.
+    rows: Option<PathBuf>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -51,6 +54,7 @@ fn parse_options() -> Result<Options, String> {
         oracle_calls: 10_000,
         oracle_runs: 5,
         out: Some(paths::target_dir().join("bench-scratch").join("figures.md")),
+        rows: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -68,8 +72,9 @@ fn parse_options() -> Result<Options, String> {
             "--oracle-calls" => o.oracle_calls = number(&value("--oracle-calls")?)?,
             "--oracle-runs" => o.oracle_runs = number(&value("--oracle-runs")?)?,
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
+            "--rows" => o.rows = Some(PathBuf::from(value("--rows")?)),
             "-h" | "--help" => {
-                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]");
+                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other} (see --help)")),
@@ -1056,6 +1061,17 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
     out.push_str("\n| figure | ours | baseline (same run) | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
     for r in &rows {
         out.push_str(&format!("| {} | {} | {} | {} | {} | {} |\n", r.figure, r.ours, r.baseline, r.ratio, r.target, r.verdict));
+    }
+    if let Some(path) = &o.rows {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                for line in text.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| figure") && !l.starts_with("| ---")) {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            Err(e) => out.push_str(&format!("| rows of {} | — | — | — | — | not measured: {e} |\n", path.display())),
+        }
     }
 
     out.push_str("\n### Growth\n\nBoot (`cordis check`, whole process): the todo plugin plus N−1 entries of the `fixture-named` library.\n\n");
