@@ -66,3 +66,23 @@ fn twenty_viewers_share_one_follower_that_goes_when_they_leave() {
     // back.
     eventually(Duration::from_secs(30), "the follower ends once every viewer left", || threads_named(pid, "cordis-web-room") == 0);
 }
+
+#[test]
+fn a_closed_tab_lets_its_sessions_follower_go_within_seconds() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    crate::http::plan_session(&scratch.path().join(".cordis"));
+    // A long heartbeat: the follower must go because the page went, not
+    // because a beat found the connection closed.
+    let web = Web::start(&scratch, &["--heartbeat", "600"], &[]);
+    let pid = web.pid();
+    let mut b = crate::browser::Browser::start();
+    b.open(&web.url("/s/web-plan"), 1024, "en-US");
+    b.wait_text("#live-status", "Live", 10_000);
+    assert_eq!(threads_named(pid, "cordis-web-room"), 1);
+    b.send(json!({"cmd": "goto", "url": "about:blank"}));
+    let start = Instant::now();
+    // The grace of 5 s, and a little more.
+    eventually(Duration::from_secs(10), "the follower ends once the tab left", || threads_named(pid, "cordis-web-room") == 0);
+    eprintln!("the follower went {:?} after the tab left", start.elapsed());
+}
