@@ -86,3 +86,13 @@ fn a_closed_tab_lets_its_sessions_follower_go_within_seconds() {
     eventually(Duration::from_secs(10), "the follower ends once the tab left", || threads_named(pid, "cordis-web-room") == 0);
     eprintln!("the follower went {:?} after the tab left", start.elapsed());
 }
+
+#[test]
+fn a_missing_session_leaves_no_follower_behind() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let web = Web::start(&scratch, &[], &[]);
+    assert_eq!(crate::http::get(web.addr, "/s/missing").status, 404);
+    assert_eq!(crate::http::get(web.addr, "/s/missing/text/0").status, 404);
+    eventually(Duration::from_secs(10), "the follower of a missing session ends", || threads_named(web.pid(), "cordis-web-room") == 0);
+}

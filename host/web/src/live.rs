@@ -141,19 +141,36 @@ impl Room {
     }
 }
 
+/// What a room calls with its session's id after each new read of it
+/// (the list takes its row from it), and with `None` when it ends (a
+/// change it had not read yet is then the caller's to read).
+pub type OnRead = Box<dyn Fn(&str, Option<&Snapshot>) + Send + Sync>;
+
 /// Every room, by session id.
 pub struct Rooms {
     source: Source,
     store: Store,
     stop: Arc<AtomicBool>,
     rooms: Mutex<HashMap<String, Weak<Room>>>,
+    on_read: OnceLock<OnRead>,
 }
 
 impl Rooms {
     /// No rooms yet; rooms read through `source` and follow `store`, and
     /// their threads end once `stop` is true.
     pub fn new(source: Source, store: Store, stop: Arc<AtomicBool>) -> Arc<Rooms> {
-        Arc::new(Rooms { source, store, stop, rooms: Mutex::default() })
+        Arc::new(Rooms { source, store, stop, rooms: Mutex::default(), on_read: OnceLock::new() })
+    }
+
+    /// Sets what every room calls after each new read of its session (once;
+    /// later calls are ignored).
+    pub fn on_read(&self, f: OnRead) {
+        let _ = self.on_read.set(f);
+    }
+
+    /// Whether session `id` has a room that reads it after each change.
+    pub fn follows(&self, id: &str) -> bool {
+        self.rooms.lock_or_recover().get(id).is_some_and(|r| r.strong_count() > 0)
     }
 
     /// The number of rooms being followed.
@@ -192,8 +209,12 @@ impl Rooms {
         // Read again without waiting for a change: the first time, and
         // after a read that failed (a file caught between two writes).
         let mut pending = true;
+        // The last read failed.
+        let mut failing = false;
         while !self.stop.load(Ordering::Relaxed) {
-            if Arc::strong_count(&room) == 1 {
+            // Nobody holds the room, and it has read every change it saw (or
+            // cannot read the session at all: a missing one).
+            if Arc::strong_count(&room) == 1 && (!pending || failing) {
                 let since = *idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= GRACE {
                     let mut rooms = self.rooms.lock_or_recover();
@@ -206,6 +227,9 @@ impl Rooms {
                         drop(rooms);
                         drop(room);
                         give_back_freed_memory();
+                        if let Some(f) = self.on_read.get() {
+                            f(id, None);
+                        }
                         return;
                     }
                 }
@@ -234,6 +258,7 @@ impl Rooms {
                 match self.source.read(id) {
                     Ok((session, problems)) => {
                         pending = false;
+                        failing = false;
                         let snapshot = Arc::new(Snapshot::new(session, problems));
                         let unchanged = room
                             .feed
@@ -242,10 +267,14 @@ impl Rooms {
                             .as_ref()
                             .is_some_and(|s| s.last_seq == snapshot.last_seq && s.problems.len() == snapshot.problems.len());
                         if !unchanged {
+                            if let Some(f) = self.on_read.get() {
+                                f(id, Some(&snapshot));
+                            }
                             room.feed.send_replace(Feed { snapshot: Some(snapshot), problem: None });
                         }
                     }
                     Err(e) => {
+                        failing = true;
                         // A first read that fails says why; a later one keeps
                         // the last snapshot and reads again.
                         if room.feed.borrow().snapshot.is_none() {

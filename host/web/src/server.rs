@@ -265,6 +265,17 @@ pub async fn serve(
         heartbeat: options.heartbeat,
         stop: stop_flag,
     });
+    let weak = Arc::downgrade(&shared);
+    shared.rooms.on_read(Box::new(move |id, snapshot| {
+        if let Some(shared) = weak.upgrade() {
+            match snapshot {
+                Some(snapshot) => publish_row(&shared, id, snapshot),
+                // The room is gone: read the session once, in case a change
+                // came between its last read and its end.
+                None => refresh(&shared, &[id.to_string()]),
+            }
+        }
+    }));
     let follower = shared.clone();
     std::thread::Builder::new()
         .name("cordis-web-store".into())
@@ -342,9 +353,15 @@ fn follow_store(shared: &Shared) {
 }
 
 /// Reads the sessions `ids` again into the catalog and tells the list
-/// streams.
+/// streams. A session that has a room is left to it: the room reads it
+/// after each change anyway, and hands the catalog its row
+/// ([`publish_row`]), so the log is read once per change, not twice.
 fn refresh(shared: &Shared, ids: &[String]) {
-    for id in ids {
+    let ids: Vec<String> = ids.iter().filter(|id| !shared.rooms.follows(id)).cloned().collect();
+    if ids.is_empty() {
+        return;
+    }
+    for id in &ids {
         match shared.source.read(id) {
             Ok((session, problems)) => {
                 let summary = data::summarize(&session, &problems);
@@ -362,6 +379,20 @@ fn refresh(shared: &Shared, ids: &[String]) {
             }
         }
     }
+    announce(shared, &ids);
+}
+
+/// Takes a room's new read of session `id` as its row of the list.
+fn publish_row(shared: &Shared, id: &str, snapshot: &live::Snapshot) {
+    let summary = data::summarize(&snapshot.session, &snapshot.problems);
+    shared.catalog.summaries.lock_or_recover().insert(id.to_string(), summary);
+    shared.catalog.unreadable.lock_or_recover().remove(id);
+    announce(shared, &[id.to_string()]);
+}
+
+/// A new version of the list, in which sessions `ids` changed: told to
+/// the list streams.
+fn announce(shared: &Shared, ids: &[String]) {
     let version = {
         let mut versions = shared.catalog.versions.lock_or_recover();
         versions.0 += 1;
