@@ -10,7 +10,8 @@
 //! joins gets the room's current snapshot, without reading the log again.
 //!
 //! The cost of an append is one read of the session, whatever the number
-//! of viewers. A room lives while anything holds it (a stream, a page being
+//! of viewers; the session list takes the session's row from the same read
+//! ([`Rooms::on_read`]). A room lives while anything holds it (a stream, a page being
 //! built) and for [`GRACE`] after, so a page load followed by its stream,
 //! or a reconnect, reuses it; then its thread ends and the snapshot is
 //! freed.
