@@ -1,6 +1,7 @@
-//! The live streams behind a real proxy: Debian's nginx (installed by
-//! `tests/web/setup.sh`), started by each test on a loopback port with a
-//! stock `proxy_pass` block in a scratch folder, and the heartbeat that
+//! The live streams behind real proxies: Debian's nginx and Caddy
+//! (installed by `tests/web/setup.sh`), started by each test on a loopback
+//! port with a stock block (`proxy_pass`, `reverse_proxy`) in a scratch
+//! folder, and the heartbeat that
 //! keeps an idle stream open and tells the page whether it is live.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -88,6 +89,57 @@ impl Drop for Nginx {
     }
 }
 
+/// A running Caddy in front of `cordis web`.
+struct Caddy {
+    child: Child,
+    addr: SocketAddr,
+    _dir: Scratch,
+}
+
+impl Caddy {
+    /// Starts Caddy on a free loopback port with the guide's block: nothing
+    /// but `reverse_proxy` to `upstream` (its admin endpoint and automatic
+    /// HTTPS off, its state in a scratch folder). Panics, with its output,
+    /// when it cannot start.
+    fn start(upstream: SocketAddr) -> Caddy {
+        crate::browser::python();
+        let dir = Scratch::new();
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let config = format!("{{\n  admin off\n  auto_https off\n}}\nhttp://127.0.0.1:{port} {{\n  reverse_proxy {upstream}\n}}\n");
+        std::fs::write(dir.path().join("Caddyfile"), config).expect("write the Caddyfile");
+        let log = std::fs::File::create(dir.path().join("caddy.log")).expect("create the log");
+        let mut child = Command::new("/usr/bin/caddy")
+            .args(["run", "--adapter", "caddyfile", "--config"])
+            .arg(dir.path().join("Caddyfile"))
+            .env("HOME", dir.path())
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start /usr/bin/caddy (tests/web/setup.sh installs it): {e}"));
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(addr).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(dir.path().join("caddy.log")).unwrap_or_default();
+                panic!("caddy exited ({status}) before listening on {addr}:\n{log}");
+            }
+            assert!(Instant::now() < deadline, "caddy did not listen on {addr} within 10 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Caddy { child, addr, _dir: dir }
+    }
+}
+
+impl Drop for Caddy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Opens a stream at `path` over plain TCP; returns the answer's head and a
 /// reader of its body (read with a timeout of `timeout`).
 pub fn open_stream(addr: SocketAddr, path: &str, timeout: Duration) -> (String, BufReader<TcpStream>) {
@@ -150,8 +202,26 @@ fn an_update_after_an_idle_period_passes_nginx_at_once() {
     dev.write(&json!([{"content": "first task", "status": "in_progress"}]));
     let web = Web::start(&scratch, &[], &[]);
     let nginx = Nginx::start(web.addr);
+    idle_then_update(&scratch, &mut dev, &nginx.url(""), "nginx");
+}
+
+#[test]
+fn an_update_after_an_idle_period_passes_caddy_at_once() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let mut dev = Dev::start(&scratch, &[]);
+    dev.write(&json!([{"content": "first task", "status": "in_progress"}]));
+    let web = Web::start(&scratch, &[], &[]);
+    let caddy = Caddy::start(web.addr);
+    idle_then_update(&scratch, &mut dev, &format!("http://{}", caddy.addr), "caddy");
+}
+
+/// Through the proxy at `base`: the page of `dev`'s session goes live,
+/// nothing happens for 5 s, then an append reaches it within 3 s; the
+/// same for a new session on the list page.
+fn idle_then_update(scratch: &Scratch, dev: &mut Dev, base: &str, proxy: &str) {
     let mut b = Browser::start();
-    b.open(&nginx.url(&format!("/s/{}", dev.id)), 1024, "en-US");
+    b.open(&format!("{base}/s/{}", dev.id), 1024, "en-US");
     b.wait_text("#live-status", "Live", 10_000);
     assert_eq!(b.texts(".plan-counts"), vec!["1 in progress"]);
     // Idle: nothing is appended for five seconds, less than a heartbeat.
@@ -159,19 +229,19 @@ fn an_update_after_an_idle_period_passes_nginx_at_once() {
     let start = Instant::now();
     dev.write(&four());
     let took = b.wait_text(".plan-counts", "1 completed · 2 in progress · 1 pending", 3_000);
-    eprintln!("through nginx, after 5 s idle: the append showed after {took:.0} ms ({:?} from the append)", start.elapsed());
-    assert!(start.elapsed() < Duration::from_secs(3), "the update took {:?} through nginx", start.elapsed());
+    eprintln!("through {proxy}, after 5 s idle: the append showed after {took:.0} ms ({:?} from the append)", start.elapsed());
+    assert!(start.elapsed() < Duration::from_secs(3), "the update took {:?} through {proxy}", start.elapsed());
     b.wait_text("#live-status", "Live", 1_000);
-    b.screenshot("live-through-nginx");
-    // The list page's stream passes nginx as well.
-    b.open(&nginx.url("/"), 1024, "en-US");
+    b.screenshot(&format!("live-through-{proxy}"));
+    // The list page's stream passes the proxy as well.
+    b.open(&format!("{base}/"), 1024, "en-US");
     b.wait_text("#live-status", "Live", 10_000);
     std::thread::sleep(Duration::from_secs(3));
-    let mut other = Dev::start(&scratch, &[]);
+    let mut other = Dev::start(scratch, &[]);
     let start = Instant::now();
     other.write(&json!([{"content": "a", "status": "completed"}, {"content": "b", "status": "completed"}, {"content": "c", "status": "completed"}]));
     b.wait_text("#rows", "3 completed", 3_000);
-    assert!(start.elapsed() < Duration::from_secs(3), "the new row took {:?} through nginx", start.elapsed());
+    assert!(start.elapsed() < Duration::from_secs(3), "the new row took {:?} through {proxy}", start.elapsed());
 }
 
 #[test]
