@@ -14,8 +14,10 @@ Playwright for Python (installed by tests/web/setup.sh):
    page shows it. Baseline: the 1-viewer figure.
 4. server memory (RSS) with those 20 viewers, and 10 s after they left.
    Baseline: the server's RSS before the first viewer of that session.
+5. the server's CPU time per append on the 20 000-event session with one
+   viewer. Baseline: the same on a 2 000-event session.
 
-Figures 3 and 4 are taken before figure 2, whose 100 000-event session
+Figures 3 to 5 are taken before figure 2, whose 100 000-event session
 would otherwise be in the server's memory.
 
     python bench/web.py CORDIS_BINARY PLUGIN_DIR [RUNS] [--rows FILE]
@@ -102,6 +104,13 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS")
+
+
+def cpu_ms(pid):
+    """The CPU time (user and system) process `pid` has used, in ms."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
 def verdict(ratio, limit, at_most):
@@ -208,6 +217,20 @@ def main():
             n += 1
             page.wait_for_function(wait, arg=["#live-status", "Live"])
         dev.kill()
+        # The server's CPU per append on a 2 000-event session, the baseline
+        # of the same figure on 20 000 events below.
+        small = os.path.join(folder, ".cordis", "sessions", "big2k.jsonl")
+        big_log(small, 2_000, "big2k")
+        page.goto(f"{base}/s/big2k")
+        page.wait_for_function(wait, arg=["#live-status", "Live"])
+        cpu0 = cpu_ms(web.pid)
+        for k in range(runs):
+            append_turn(small, k + 1)
+            page.wait_for_function(wait, arg=[".item.user .text", f"append {k + 1}"], polling="raf", timeout=60_000)
+        cpu_small = (cpu_ms(web.pid) - cpu0) / runs
+        page.goto("about:blank")
+        time.sleep(6)
+
         # A 20 000-event session, watched by 1 viewer, then by 20.
         log = os.path.join(folder, ".cordis", "sessions", "big20k.jsonl")
         big_log(log, 20_000, "big20k")
@@ -226,7 +249,9 @@ def main():
             page.wait_for_function(wait, arg=[".item.user .text", f"append {n}"], polling="raf", timeout=60_000)
             return (time.monotonic() - t0) * 1000
 
+        cpu0 = cpu_ms(web.pid)
         one = [appended() for _ in range(runs)]
+        cpu_big = (cpu_ms(web.pid) - cpu0) / runs
         # 19 more viewers, each resuming from what the page shows now.
         last = page.evaluate("document.getElementById('main').getAttribute('data-last')")
         path = live_url.split("&after=")[0] + f"&after={last}" if "&after=" in live_url else live_url
@@ -286,6 +311,10 @@ def main():
          f"the page, with 19 more streams of the session: p50 {pct(twenty, 50):.0f} ms, p99 {pct(twenty, 99):.0f} ms (n={len(twenty)})",
          f"1 viewer: p50 {pct(one, 50):.0f} ms",
          f"{pct(twenty, 50) / pct(one, 50):.2f}× at p50", "≤ 1.5×", verdict(pct(twenty, 50) / pct(one, 50), 1.5, True)),
+        ("server CPU per append, 20 000 events, 1 viewer",
+         f"{cpu_big:.0f} ms (n={runs})",
+         f"the same on 2 000 events: {cpu_small:.0f} ms",
+         f"{cpu_big / max(cpu_small, 0.1):.1f}×", "reported (one read of the log per append)", "reported"),
         ("server RSS, 20 viewers of a 20 000-event session",
          f"{with_kib / 1024:.0f} MiB",
          f"before the first viewer: {idle_kib / 1024:.0f} MiB",
