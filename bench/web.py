@@ -8,8 +8,23 @@ Playwright for Python (installed by tests/web/setup.sh):
 2. first view of a 100 000-event session: page load until the plan strip
    and the last page are shown. Baseline: the same bytes served as a
    static file (Python's http.server) and loaded the same way.
+3. append → visible on a 20 000-event session, with 1 viewer (the
+   browser page) and with 20 (the page and 19 more streams of the same
+   session over plain HTTP): a turn appended to the log file, until the
+   page shows it. Baseline: the 1-viewer figure.
+4. server memory (RSS) with those 20 viewers, and 10 s after they left.
+   Baseline: the server's RSS before the first viewer of that session.
+5. the server's CPU time per append on the 20 000-event session with one
+   viewer. Baseline: the same on a 2 000-event session.
 
-    python bench/web.py CORDIS_BINARY PLUGIN_DIR [RUNS]
+Figures 3 to 5 are taken before figure 2, whose 100 000-event session
+would otherwise be in the server's memory.
+
+    python bench/web.py CORDIS_BINARY PLUGIN_DIR [RUNS] [--rows FILE]
+
+It prints its rows of the benchmark table (six columns: figure, ours,
+baseline, ratio, target, verdict); with --rows it writes them to FILE too,
+for bench/run.sh to put in its one table.
 """
 
 import http.server
@@ -45,11 +60,11 @@ def start_web(exe, folder, env):
     raise RuntimeError("cordis web did not start")
 
 
-def big_log(path, events):
+def big_log(path, events, sid="big"):
     """A session of `events` events: turns of a prompt and steps calling
     todo_write, the agent loop's shapes."""
     with open(path, "w") as f:
-        f.write(json.dumps({"type": "session", "version": 0, "id": "big", "createdAt": 0, "cwd": "/", "delegationDepth": 0}) + "\n")
+        f.write(json.dumps({"type": "session", "version": 0, "id": sid, "createdAt": 0, "cwd": "/", "delegationDepth": 0}) + "\n")
         seq, turn = 0, 0
 
         def put(kind, data, surface=False):
@@ -83,9 +98,84 @@ def big_log(path, events):
             put("session/note", {"n": seq})
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def cpu_ms(pid):
+    """The CPU time (user and system) process `pid` has used, in ms."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def verdict(ratio, limit, at_most):
+    met = ratio <= limit if at_most else ratio >= limit
+    if met:
+        return "met"
+    return f"missed: {ratio / limit:.2f}× over the limit" if at_most else f"missed: {(1 - ratio / limit) * 100:.0f}% short"
+
+
+class Stream:
+    """One more viewer: a session page's stream over plain HTTP, read and
+    discarded on a thread of its own."""
+
+    def __init__(self, base, path):
+        import http.client
+        import urllib.parse
+        u = urllib.parse.urlparse(base)
+        self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        self.conn.request("GET", path, headers={"Accept": "text/event-stream"})
+        self.response = self.conn.getresponse()
+        assert self.response.status == 200, self.response.status
+        self.closed = False
+        threading.Thread(target=self.drain, daemon=True).start()
+
+    def drain(self):
+        try:
+            while not self.closed and self.response.fp.readline():
+                pass
+        except Exception:
+            pass
+
+    def close(self):
+        self.closed = True
+        try:
+            self.response.fp.raw._sock.shutdown(2)
+        except Exception:
+            pass
+        self.conn.close()
+
+
+def append_turn(path, n):
+    """Appends a turn whose prompt is `append N` to the log at `path`."""
+    with open(path, "rb") as f:
+        f.seek(-4096, 2)
+        last = json.loads(f.read().decode(errors="replace").strip().split("\n")[-1])
+    seq, turn = last["seq"] + 1, 100_000 + n
+    lines = [
+        {"seq": seq, "time": 1_800_000_000_000 + seq, "type": "turn/start", "data": {"turn": turn}},
+        {"seq": seq + 1, "time": 1_800_000_000_000 + seq, "type": "user/message", "surfaceOp": "append",
+         "data": {"content": [{"type": "text", "text": f"append {n}"}], "role": "user"}},
+        {"seq": seq + 2, "time": 1_800_000_000_000 + seq, "type": "turn/end", "data": {"turn": turn, "reason": {"kind": "completed"}}},
+    ]
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(l) + "\n" for l in lines))
+
+
 def main():
-    exe, plugins = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 30
+    args = sys.argv[1:]
+    rows_file = None
+    if "--rows" in args:
+        at = args.index("--rows")
+        rows_file = args[at + 1]
+        del args[at:at + 2]
+    exe, plugins = os.path.abspath(args[0]), os.path.abspath(args[1])
+    runs = int(args[2]) if len(args) > 2 else 30
     folder = tempfile.mkdtemp(prefix="cordis-web-bench-")
     with open(os.path.join(folder, "cordis.yml"), "w") as f:
         f.write(TODO)
@@ -127,6 +217,54 @@ def main():
             n += 1
             page.wait_for_function(wait, arg=["#live-status", "Live"])
         dev.kill()
+        # The server's CPU per append on a 2 000-event session, the baseline
+        # of the same figure on 20 000 events below.
+        small = os.path.join(folder, ".cordis", "sessions", "big2k.jsonl")
+        big_log(small, 2_000, "big2k")
+        page.goto(f"{base}/s/big2k")
+        page.wait_for_function(wait, arg=["#live-status", "Live"])
+        cpu0 = cpu_ms(web.pid)
+        for k in range(runs):
+            append_turn(small, k + 1)
+            page.wait_for_function(wait, arg=[".item.user .text", f"append {k + 1}"], polling="raf", timeout=60_000)
+        cpu_small = (cpu_ms(web.pid) - cpu0) / runs
+        page.goto("about:blank")
+        time.sleep(6)
+
+        # A 20 000-event session, watched by 1 viewer, then by 20.
+        log = os.path.join(folder, ".cordis", "sessions", "big20k.jsonl")
+        big_log(log, 20_000, "big20k")
+        time.sleep(1)
+        idle_kib = rss_kib(web.pid)
+        page.goto(f"{base}/s/big20k")
+        page.wait_for_function(wait, arg=["#live-status", "Live"])
+        live_url = page.evaluate("document.getElementById('main').getAttribute('data-live')")
+        n = 0
+
+        def appended():
+            nonlocal n
+            n += 1
+            t0 = time.monotonic()
+            append_turn(log, n)
+            page.wait_for_function(wait, arg=[".item.user .text", f"append {n}"], polling="raf", timeout=60_000)
+            return (time.monotonic() - t0) * 1000
+
+        cpu0 = cpu_ms(web.pid)
+        one = [appended() for _ in range(runs)]
+        cpu_big = (cpu_ms(web.pid) - cpu0) / runs
+        # 19 more viewers, each resuming from what the page shows now.
+        last = page.evaluate("document.getElementById('main').getAttribute('data-last')")
+        path = live_url.split("&after=")[0] + f"&after={last}" if "&after=" in live_url else live_url
+        streams = [Stream(base, path) for _ in range(19)]
+        time.sleep(1)
+        twenty = [appended() for _ in range(runs)]
+        time.sleep(0.5)
+        with_kib = rss_kib(web.pid)
+        for st in streams:
+            st.close()
+        page.goto("about:blank")
+        time.sleep(10)
+        after_kib = rss_kib(web.pid)
         # First view of a 100 000-event session, against the same bytes served statically.
         big_log(os.path.join(folder, ".cordis", "sessions", "big.jsonl"), 100_000)
         static_dir = tempfile.mkdtemp()
@@ -140,6 +278,10 @@ def main():
         static_url = f"http://127.0.0.1:{server.server_address[1]}/big.html"
         first, static = [], []
         for _ in range(max(5, runs // 3)):
+            # A first view: the session's follower, kept 5 s after its last
+            # page, has gone, so the view reads the log.
+            page.goto("about:blank")
+            time.sleep(6)
             t0 = time.monotonic()
             page.goto(f"{base}/s/big", wait_until="load")
             page.wait_for_function(wait, arg=[".plan-counts", "in progress"])
@@ -149,18 +291,45 @@ def main():
             page.wait_for_function(wait, arg=[".plan-counts", "in progress"])
             static.append((time.monotonic() - t0) * 1000)
         server.shutdown()
+
         ctx.close()
     web.kill()
     size = len(html.encode())
-    print("| figure | ours | baseline (same run) | ratio | target | verdict |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    print(f"| append → visible (live page) | p50 {pct(live, 50):.0f} ms, p99 {pct(live, 99):.0f} ms (n={len(live)}) | "
-          f"append, then the page reloaded by hand: p50 {pct(reload, 50):.0f} ms, p99 {pct(reload, 99):.0f} ms (n={len(reload)}) | "
-          f"{pct(reload, 50) / pct(live, 50):.1f}× faster at p50 | report | reported |")
-    print(f"| first view, 100 000 events | page load to the plan and the last page: p50 {pct(first, 50):.0f} ms "
-          f"(IQR {pct(first, 25):.0f}–{pct(first, 75):.0f} ms, n={len(first)}; page {size // 1024} KiB) | "
-          f"the same bytes as a static file: p50 {pct(static, 50):.0f} ms (n={len(static)}) | "
-          f"{statistics.median(first) / statistics.median(static):.1f}× slower | report | reported |")
+    rows = [
+        ("append → visible (live page)",
+         f"p50 {pct(live, 50):.0f} ms, p99 {pct(live, 99):.0f} ms (n={len(live)})",
+         f"append, then the page reloaded by hand: p50 {pct(reload, 50):.0f} ms, p99 {pct(reload, 99):.0f} ms (n={len(reload)})",
+         f"{pct(reload, 50) / pct(live, 50):.1f}× faster at p50", "≥ 1× faster", verdict(pct(reload, 50) / pct(live, 50), 1.0, False)),
+        ("first view, 100 000 events",
+         f"page load to the plan and the last page: p50 {pct(first, 50):.0f} ms (IQR {pct(first, 25):.0f}–{pct(first, 75):.0f} ms, n={len(first)}; page {size // 1024} KiB)",
+         f"the same bytes as a static file: p50 {pct(static, 50):.0f} ms (n={len(static)})",
+         f"{statistics.median(first) / statistics.median(static):.1f}× slower", "reported", "reported"),
+        ("append → visible, 20 000 events, 1 viewer",
+         f"p50 {pct(one, 50):.0f} ms, p99 {pct(one, 99):.0f} ms (n={len(one)})",
+         "—", "—", "p99 ≤ 1000 ms", "met" if pct(one, 99) <= 1000 else f"missed: p99 {pct(one, 99):.0f} ms"),
+        ("append → visible, 20 000 events, 20 viewers",
+         f"the page, with 19 more streams of the session: p50 {pct(twenty, 50):.0f} ms, p99 {pct(twenty, 99):.0f} ms (n={len(twenty)})",
+         f"1 viewer: p50 {pct(one, 50):.0f} ms",
+         f"{pct(twenty, 50) / pct(one, 50):.2f}× at p50", "≤ 1.5×", verdict(pct(twenty, 50) / pct(one, 50), 1.5, True)),
+        ("server CPU per append, 20 000 events, 1 viewer",
+         f"{cpu_big:.0f} ms (n={runs})",
+         f"the same on 2 000 events: {cpu_small:.0f} ms",
+         f"{cpu_big / max(cpu_small, 0.1):.1f}×", "reported (one read of the log per append)", "reported"),
+        ("server RSS, 20 viewers of a 20 000-event session",
+         f"{with_kib / 1024:.0f} MiB",
+         f"before the first viewer: {idle_kib / 1024:.0f} MiB",
+         f"{with_kib / idle_kib:.2f}×", "≤ 3×", verdict(with_kib / idle_kib, 3.0, True)),
+        ("server RSS, 10 s after the 20 viewers left",
+         f"{after_kib / 1024:.0f} MiB",
+         f"before the first viewer: {idle_kib / 1024:.0f} MiB",
+         f"{after_kib / idle_kib:.2f}×", "≤ 1.5×", verdict(after_kib / idle_kib, 1.5, True)),
+    ]
+    out = "| figure | ours | baseline (same run) | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n"
+    out += "".join("| " + " | ".join(r) + " |\n" for r in rows)
+    print(out, end="")
+    if rows_file:
+        with open(rows_file, "w") as f:
+            f.write(out)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,19 @@ def main():
                     answer = page.goto(command["url"])
                     page.wait_for_load_state("load")
                     result = answer.status if answer else None
+                elif cmd == "tab_new":
+                    # Another tab of the same browser, which becomes the
+                    # one the commands act on; its index is the answer.
+                    page = context.new_page()
+                    page.set_default_timeout(command.get("timeout", 15000))
+                    answer = page.goto(command["url"], wait_until=command.get("wait", "load"))
+                    result = context.pages.index(page)
+                elif cmd == "tab":
+                    page = context.pages[command["index"]]
+                    page.bring_to_front()
+                    result = page.url
+                elif cmd == "tabs":
+                    result = len(context.pages)
                 elif cmd == "goto":
                     answer = page.goto(command["url"])
                     result = answer.status if answer else None

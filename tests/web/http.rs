@@ -278,3 +278,180 @@ fn an_earlier_page_shows_the_plan_at_its_last_event() {
     let before_plan = get(web.addr, "/s/web-long?before=4");
     assert!(!before_plan.body.contains("class=\"plan\""), "no plan before the first write");
 }
+
+/// A session whose every long text is over 100 000 characters: reasoning
+/// (finished, and still streaming), a call's arguments, a tool's result.
+/// Returns the seqs: (finished message, last streamed chunk, first event
+/// of the call's row, the result).
+pub fn long_texts_session(state: &std::path::Path) -> (u64, u64, u64, u64) {
+    let reasoning = format!("{}END-OF-REASONING", "thinking hard. ".repeat(10_000));
+    assert!(reasoning.chars().count() > 150_000);
+    let args = json!({"todos": [{"content": "x".repeat(120_000), "status": "in_progress"}]}).to_string();
+    let result = format!("{}END-OF-RESULT", "r".repeat(110_000));
+    let mut log = Log::new("web-long-text");
+    log.prompt("Think at length.");
+    log.think(&reasoning, 4, "Done thinking.", true);
+    let message = log.next_seq() - 2;
+    let row = log.next_seq() + 1;
+    log.call("", "todo_write", &args, None, &result, false);
+    let result_seq = log.next_seq() - 2;
+    log.think(&format!("{}STREAMED-END", "streaming thoughts ".repeat(6_000)), 3, "", false);
+    let chunk = log.next_seq() - 1;
+    log.write(state);
+    (message, chunk, row, result_seq)
+}
+
+#[test]
+fn every_cut_says_how_much_and_links_the_whole_text() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let (message, chunk, row, result) = long_texts_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let page = get(web.addr, "/s/web-long-text");
+    assert_eq!(page.status, 200);
+    let links = [
+        format!("/s/web-long-text/text/{message}?part=reasoning"),
+        format!("/s/web-long-text/text/{chunk}?part=reasoning"),
+        format!("/s/web-long-text/text/{row}?part=arguments&amp;call=call_1"),
+        format!("/s/web-long-text/text/{result}"),
+    ];
+    for link in &links {
+        assert!(page.body.contains(&format!("href=\"{link}\"")), "no link {link}");
+    }
+    assert_eq!(page.body.matches("class=\"cut\"").count(), 4, "four cuts, four notes");
+    assert!(page.body.contains("showing the first 100,000 of 150,016 characters"), "the reasoning's note");
+    for (link, end, chars) in [(&links[0], "END-OF-REASONING", 150_016), (&links[1], "STREAMED-END", 114_012), (&links[3], "END-OF-RESULT", 110_013)]
+    {
+        let whole = get(web.addr, link);
+        assert_eq!(whole.status, 200, "{link}");
+        assert!(whole.body.ends_with(end), "{link}");
+        assert_eq!(whole.body.chars().count(), chars, "{link}");
+        assert_eq!(whole.header("content-security-policy"), Some("sandbox"));
+    }
+    let args = get(web.addr, &links[2].replace("&amp;", "&"));
+    assert_eq!(args.status, 200);
+    let parsed: serde_json::Value = serde_json::from_str(&args.body).expect("the whole arguments");
+    assert_eq!(parsed["todos"][0]["content"].as_str().map(str::len), Some(120_000));
+    assert_eq!(get(web.addr, &format!("/s/web-long-text/text/{message}?part=nope")).status, 404);
+    assert_eq!(get(web.addr, &format!("/s/web-long-text/text/{message}?part=arguments&call=nope")).status, 404);
+}
+
+/// Reads SSE lines from `body` until an event named `name` (skipping
+/// beats), or `within` passes; its id and data.
+fn next_event(body: &mut std::io::BufReader<std::net::TcpStream>, name: &str, within: Duration) -> Option<(String, String)> {
+    use std::io::BufRead;
+    let start = std::time::Instant::now();
+    let (mut id, mut event) = (String::new(), String::new());
+    while start.elapsed() < within {
+        let mut line = String::new();
+        if body.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if let Some(v) = line.strip_prefix("id: ") {
+            id = v.to_string();
+        } else if let Some(v) = line.strip_prefix("event: ") {
+            event = v.to_string();
+        } else if let Some(v) = line.strip_prefix("data: ") {
+            if event == name {
+                return Some((id, v.to_string()));
+            }
+            id.clear();
+        }
+    }
+    None
+}
+
+#[test]
+fn the_list_stream_resumes_from_its_event_id_or_sends_a_snapshot() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    plan_session(&state);
+    let web = Web::start(&scratch, &[], &[]);
+    let list = get(web.addr, "/");
+    let after = list.body.split("&amp;after=").nth(1).and_then(|r| r.split('"').next()).expect("the list's live address names its state");
+    // A session created after the page was built.
+    Log::new("web-later").prompt("Later.").end().write(&state);
+    std::thread::sleep(Duration::from_millis(800));
+    let path = format!("/live?lang=en&after={after}");
+    let (_, mut body) = crate::proxy::open_stream(web.addr, &path, Duration::from_secs(5));
+    let (id, data) = next_event(&mut body, "rows", Duration::from_secs(5)).expect("the rows the page missed");
+    assert!(data.contains("Later.") && !data.contains("Fix the parser"), "only what changed: {data}");
+    let (epoch, version) = id.split_once('.').expect("EPOCH.VERSION");
+    assert_eq!(Some(epoch), after.split_once('.').map(|p| p.0));
+    assert!(version.parse::<u64>().expect("a version") > after.split_once('.').and_then(|p| p.1.parse::<u64>().ok()).expect("a version"));
+    // Resuming from the newest id: nothing to send.
+    let (_, mut body) = crate::proxy::open_stream(web.addr, &format!("/live?lang=en&after={id}"), Duration::from_secs(3));
+    assert_eq!(next_event(&mut body, "rows", Duration::from_secs(2)), None);
+    // An id of another run (a restarted server), or none it can read: the
+    // whole list.
+    for stale in ["1.3", "garbage", &format!("{epoch}.999999")] {
+        let (_, mut body) = crate::proxy::open_stream(web.addr, &format!("/live?lang=en&after={stale}"), Duration::from_secs(5));
+        let (_, data) = next_event(&mut body, "snapshot", Duration::from_secs(5)).expect("a snapshot");
+        assert!(data.contains("Later.") && data.contains("Fix the parser"), "{stale}: {data}");
+    }
+}
+
+#[test]
+fn one_multiplexed_stream_carries_several_pages() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    plan_session(&scratch.path().join(".cordis"));
+    let web = Web::start(&scratch, &[], &[]);
+    let list = html_segment("/live?lang=en");
+    let session = html_segment("/s/web-plan/live?from=0&lang=zh-TW");
+    let (head, mut body) = crate::proxy::open_stream(web.addr, &format!("/mux?sub={list}&sub={session}"), Duration::from_secs(5));
+    assert!(head.contains("x-accel-buffering: no"), "{head}");
+    // The list's rows (sub 0) may come first: the session's items are sub 1.
+    let event = loop {
+        let (_, data) = next_event(&mut body, "mux", Duration::from_secs(5)).expect("the session's items");
+        let event: serde_json::Value = serde_json::from_str(&data).expect("JSON");
+        if event["sub"] == 1 {
+            break event;
+        }
+        assert_eq!((&event["sub"], &event["event"]), (&json!(0), &json!("rows")), "{event}");
+    };
+    assert_eq!(event["event"], "update");
+    assert!(event["data"]["plans"].as_str().is_some_and(|p| p.contains("2 進行中")), "{event}");
+    assert_eq!(event["id"], event["data"]["last"].to_string());
+    for bad in ["", "?sub=%2Fetc%2Fpasswd", "?sub=%2Fs%2Fa%2Fb%2Flive"] {
+        assert_eq!(get(web.addr, &format!("/mux{bad}")).status, 400, "{bad}");
+    }
+}
+
+/// `s` percent-encoded as one query value.
+fn html_segment(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { char::from(b).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
+#[test]
+fn counts_are_grouped_and_singular_where_they_should_be() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    let mut log = Log::new("web-many");
+    log.prompt("Many steps.");
+    while log.next_seq() < 1_235 {
+        log.say("step");
+    }
+    log.end();
+    assert_eq!(log.next_seq(), 1_236);
+    log.write(&state);
+    // One unreadable line.
+    let mut bad = Log::new("web-one-bad");
+    bad.prompt("One bad line.").end();
+    bad.write(&state);
+    let path = state.join("sessions/web-one-bad.jsonl");
+    let mut text = std::fs::read_to_string(&path).expect("read");
+    text.push_str("not json\n");
+    std::fs::write(&path, text).expect("write");
+    let web = Web::start(&scratch, &[], &[]);
+    let many = get(web.addr, "/s/web-many");
+    assert!(many.body.contains("1,236 events"), "no grouped count");
+    assert!(many.body.contains("events 837–1,236 of 1,236 events"), "no grouped window");
+    let zh = request(web.addr, "GET", "/s/web-many?lang=zh-CN", &[]);
+    assert!(zh.body.contains("1,236 个事件"));
+    let one = get(web.addr, "/s/web-one-bad");
+    assert!(one.body.contains("1 line of this log could not be read or breaks its rules"), "{}", one.body);
+}

@@ -10,6 +10,8 @@
 
 mod browser;
 mod http;
+mod proxy;
+mod scale;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -115,6 +117,37 @@ impl Log {
         self.event("step/end", json!({"turn": turn, "step": step}), false)
     }
 
+    /// A step where the assistant reasons `reasoning`, streamed as
+    /// `chunks` chunks, and then says `text` in its message (which carries
+    /// the reasoning too), unless `finish` is false (the step still
+    /// streaming).
+    pub fn think(&mut self, reasoning: &str, chunks: usize, text: &str, finish: bool) -> &mut Log {
+        self.step += 1;
+        let (turn, step) = (self.turn, self.step);
+        self.event("step/start", json!({"turn": turn, "step": step}), false);
+        let chars: Vec<char> = reasoning.chars().collect();
+        for part in chars.chunks(chars.len().div_ceil(chunks.max(1)).max(1)) {
+            let part: String = part.iter().collect();
+            self.event("assistant/chunk", json!({"turn": turn, "step": step, "chunk": {"type": "reasoning-delta", "text": part}}), false);
+        }
+        if finish {
+            let source = json!({"kind": "model", "provider": "scripted", "model": "test"});
+            let content = json!([{"type": "reasoning", "text": reasoning}, {"type": "text", "text": text}]);
+            self.event(
+                "assistant/message",
+                json!({"turn": turn, "step": step, "message": {"role": "assistant", "content": content, "source": source}}),
+                true,
+            );
+            self.event("step/end", json!({"turn": turn, "step": step}), false);
+        }
+        self
+    }
+
+    /// The seq the next event gets.
+    pub fn next_seq(&self) -> u64 {
+        self.lines.len() as u64 - 1
+    }
+
     /// `turn/end`, completed.
     pub fn end(&mut self) -> &mut Log {
         let turn = self.turn;
@@ -188,6 +221,11 @@ impl Web {
                 return Ok(Web { child, addr });
             }
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// `http://ADDR` + `path`.

@@ -91,7 +91,8 @@ pub struct Summary {
     /// The id.
     pub id: String,
     /// The last `session/title` event's title, else the first prompt (one
-    /// line, at most 200 characters); empty when there is neither.
+    /// line, at most 200 characters, then `…`); empty when there is
+    /// neither.
     pub title: String,
     /// The last event's time, else the creation time (ms since the epoch).
     pub updated: i64,
@@ -138,7 +139,11 @@ pub fn summarize(session: &Session, problems: &[LineProblem]) -> Summary {
             })
         });
         let title = crate::html::one_line(&title.unwrap_or_default());
-        let title = crate::html::cut(&title, TITLE_CHARS).0.to_string();
+        // A cut title ends with an ellipsis, so it reads as cut.
+        let title = match crate::html::cut(&title, TITLE_CHARS) {
+            (shown, true) => format!("{}…", shown.trim_end()),
+            (shown, false) => shown.to_string(),
+        };
         (title, events.last().map(|e| e.time), events.len())
     });
     let created = i64::try_from(session.header().created_at).unwrap_or(i64::MAX);

@@ -54,6 +54,8 @@ pub enum Kind {
     Reminder {
         /// The text.
         text: String,
+        /// Its event, for the full text of a long reminder.
+        seq: u64,
     },
     /// A `turn/end` whose reason is not `completed`.
     TurnEnded {
@@ -69,6 +71,9 @@ pub enum Kind {
 /// A tool call as a row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tool {
+    /// The event that first named the call (the assistant's message, or
+    /// the `tool/call`): the seq in the row's id.
+    pub seq: u64,
     /// The call id.
     pub call_id: String,
     /// The tool's name.
@@ -161,7 +166,14 @@ pub fn items(events: &[Event]) -> Vec<Item> {
                         out.push(Item {
                             id: format!("i{}-{n}", event.seq),
                             last: event.seq,
-                            kind: Kind::Tool(Tool { call_id: call.id, name: call.name, arguments: call.arguments, result: None, result_seq: None }),
+                            kind: Kind::Tool(Tool {
+                                seq: event.seq,
+                                call_id: call.id,
+                                name: call.name,
+                                arguments: call.arguments,
+                                result: None,
+                                result_seq: None,
+                            }),
                         });
                         out.len() - 1
                     });
@@ -179,7 +191,7 @@ pub fn items(events: &[Event]) -> Vec<Item> {
                     out.push(Item {
                         id: format!("i{}", event.seq),
                         last: event.seq,
-                        kind: Kind::Tool(Tool { call_id, name, arguments, result: None, result_seq: None }),
+                        kind: Kind::Tool(Tool { seq: event.seq, call_id, name, arguments, result: None, result_seq: None }),
                     });
                     out.len() - 1
                 });
@@ -193,7 +205,14 @@ pub fn items(events: &[Event]) -> Vec<Item> {
                     out.push(Item {
                         id: format!("i{}", event.seq),
                         last: event.seq,
-                        kind: Kind::Tool(Tool { call_id, name: String::new(), arguments: String::new(), result: None, result_seq: None }),
+                        kind: Kind::Tool(Tool {
+                            seq: event.seq,
+                            call_id,
+                            name: String::new(),
+                            arguments: String::new(),
+                            result: None,
+                            result_seq: None,
+                        }),
                     });
                     out.len() - 1
                 });
@@ -212,7 +231,7 @@ pub fn items(events: &[Event]) -> Vec<Item> {
             }
             _ if event.surface_op.is_some() => {
                 if let Some(Message::User { text }) = event_message(event) {
-                    out.push(Item { id: format!("i{}", event.seq), last: event.seq, kind: Kind::Reminder { text } });
+                    out.push(Item { id: format!("i{}", event.seq), last: event.seq, kind: Kind::Reminder { text, seq: event.seq } });
                 }
             }
             _ => {}

@@ -5,20 +5,24 @@
 //! prompt, last update, status, plan counts) and one page per session (the
 //! conversation, the plan strips, a row per tool call), both updated live
 //! with Server-Sent Events as any process appends to the store. Pages are
-//! HTML made on the server, in English or Chinese; the stylesheet and a
-//! small script are compiled into the binary, so nothing is fetched from
+//! HTML made on the server, in English or Chinese (Simplified or
+//! Traditional); the stylesheet and a
+//! small script (with a shared worker that carries every page's stream on
+//! one connection) are compiled into the binary, so nothing is fetched from
 //! elsewhere and nothing needs building.
 //!
 //! Modules, leaves first: [`html`] (escaping, ids, times), [`i18n`] (the
-//! two languages), [`plan`] (plan shapes and the row summary), [`items`]
+//! languages), [`plan`] (plan shapes and the row summary), [`items`]
 //! (events into conversation items), [`data`] (reading through the host,
-//! windows and their plans), [`render`] (pages and fragments), [`server`]
+//! windows and their plans), [`render`] (pages and fragments), [`live`]
+//! (followed sessions shared by their viewers), [`server`]
 //! (HTTP, security checks, live streams).
 
 pub mod data;
 pub mod html;
 pub mod i18n;
 pub mod items;
+pub mod live;
 pub mod plan;
 pub mod render;
 pub mod server;

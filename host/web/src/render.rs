@@ -19,11 +19,30 @@ pub const SHOWN_CHARS: usize = 100_000;
 /// `present_call` when the tool is loaded (`Update todo list`).
 pub type TitleOf<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
 
+/// The live stream a page follows.
+#[derive(Debug, Clone, Copy)]
+pub struct Live<'a> {
+    /// The stream's address.
+    pub url: &'a str,
+    /// How often the server sends a heartbeat; the page says it is stale
+    /// after two intervals without one.
+    pub beat: std::time::Duration,
+}
+
+/// How the tools loaded in `source` present their calls: the title their
+/// `present_call` gives, if any.
+pub fn title_of(source: &crate::data::Source) -> impl Fn(&str, &str) -> Option<String> + '_ {
+    move |name, arguments| {
+        let tool = source.tools.get(name)?;
+        tool.present_call(arguments).get("title")?.as_str().map(str::to_string)
+    }
+}
+
 /// A whole page: `title` and `body` in the layout, with the language
 /// switch linking to `here` (the page's path and query, without `lang`).
-pub fn page(lang: Lang, title: &str, here: &str, body: &str, live: Option<&str>) -> String {
+pub fn page(lang: Lang, title: &str, here: &str, body: &str, live: Option<Live<'_>>) -> String {
     let sep = if here.contains('?') { '&' } else { '?' };
-    let switch: String = [Lang::En, Lang::ZhCn]
+    let switch: String = Lang::ALL
         .into_iter()
         .map(|l| {
             let current = if l == lang { " aria-current=\"true\"" } else { "" };
@@ -32,9 +51,14 @@ pub fn page(lang: Lang, title: &str, here: &str, body: &str, live: Option<&str>)
         .collect::<Vec<_>>()
         .join(" ");
     let live_attrs = match live {
-        Some(url) => {
-            format!(" data-live=\"{}\" data-live-on=\"{}\" data-live-off=\"{}\"", attr(url), attr(lang.t(Text::Live)), attr(lang.t(Text::Offline)))
-        }
+        Some(Live { url, beat }) => format!(
+            " data-live=\"{}\" data-beat=\"{}\" data-live-on=\"{}\" data-live-stale=\"{}\" data-live-off=\"{}\"",
+            attr(url),
+            beat.as_millis(),
+            attr(lang.t(Text::Live)),
+            attr(lang.t(Text::Stale)),
+            attr(lang.t(Text::Offline))
+        ),
         None => String::new(),
     };
     let live_status = if live.is_some() { "<p class=\"live-status\" role=\"status\" id=\"live-status\"></p>" } else { "" };
@@ -73,7 +97,7 @@ fn status_class(status: Status) -> &'static str {
 /// A plan's header: `1 completed · 2 in progress · 1 pending`, localized,
 /// zero counts left out; `no todos` for an empty plan.
 pub fn plan_header(lang: Lang, counts: &Counts) -> String {
-    let segments: Vec<String> = counts.segments().into_iter().map(|(n, s)| format!("{n} {}", item_status_label(lang, s))).collect();
+    let segments: Vec<String> = counts.segments().into_iter().map(|(n, s)| format!("{} {}", lang.number(n), item_status_label(lang, s))).collect();
     if segments.is_empty() {
         lang.t(Text::NoTodos).to_string()
     } else {
@@ -117,12 +141,17 @@ pub fn list_row(lang: Lang, s: &Summary) -> String {
     )
 }
 
-/// The list page's body: every session, the most recently updated first.
-pub fn list_body(lang: Lang, sessions: &[Summary], skipped: &[String]) -> String {
+/// Every row of the list, the most recently updated first.
+pub fn list_rows(lang: Lang, sessions: &[Summary]) -> String {
     let mut rows: Vec<&Summary> = sessions.iter().collect();
     rows.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| a.id.cmp(&b.id)));
-    let body: String = rows.iter().map(|s| list_row(lang, s)).collect::<Vec<_>>().join("\n");
-    let empty = if rows.is_empty() { format!("<p id=\"empty\" class=\"muted\">{}</p>", lang.t(Text::NoSessions)) } else { String::new() };
+    rows.iter().map(|s| list_row(lang, s)).collect::<Vec<_>>().join("\n")
+}
+
+/// The list page's body: every session, the most recently updated first.
+pub fn list_body(lang: Lang, sessions: &[Summary], skipped: &[String]) -> String {
+    let body = list_rows(lang, sessions);
+    let empty = if sessions.is_empty() { format!("<p id=\"empty\" class=\"muted\">{}</p>", lang.t(Text::NoSessions)) } else { String::new() };
     let skipped: String = skipped.iter().map(|s| format!("<p class=\"warning\">{}</p>", text(s))).collect();
     format!(
         "<h1>{h}</h1>\n{skipped}{empty}\n<table class=\"sessions\"><thead><tr><th scope=\"col\">{t}</th><th scope=\"col\">{u}</th>\
@@ -139,8 +168,7 @@ pub fn list_body(lang: Lang, sessions: &[Summary], skipped: &[String]) -> String
 
 /// The session header fragment (`#head`): status, id, events, last update.
 pub fn session_head(lang: Lang, s: &Summary) -> String {
-    let problems =
-        if s.problems > 0 { format!(" · <span class=\"warning\">{} {}</span>", s.problems, lang.t(Text::Problems)) } else { String::new() };
+    let problems = if s.problems > 0 { format!(" · <span class=\"warning\">{}</span>", lang.problems(s.problems)) } else { String::new() };
     format!(
         "<p id=\"head\" class=\"meta\"><span class=\"status {class}\">{status}</span> · <span class=\"id\">{id}</span> · {events} · \
          <time datetime=\"{iso}\">{utc}</time>{problems}</p>",
@@ -216,7 +244,8 @@ pub fn session_body(lang: Lang, w: &Window, title_of: TitleOf<'_>) -> String {
     let title = if w.summary.title.is_empty() { lang.t(Text::Untitled).to_string() } else { text(&w.summary.title) };
     let items: String = w.items.iter().map(|i| item(lang, &w.summary.id, i, title_of)).collect::<Vec<_>>().join("\n");
     format!(
-        "<nav class=\"crumbs\"><a href=\"/\">{all}</a></nav>\n<h1 class=\"title\"><bdi>{title}</bdi></h1>\n{head}\n{plans}\n{pager}\n\
+        "<nav class=\"crumbs\"><a href=\"/\">{all}</a></nav>\n<h1 class=\"title\"><bdi>{title}</bdi></h1>\n{head}\n{plans}\n\
+         <p id=\"plan-said\" class=\"sr-only\" aria-live=\"polite\"></p>\n{pager}\n\
          <ol id=\"items\" class=\"conversation\" data-from=\"{from}\">\n{items}\n</ol>",
         all = lang.t(Text::AllSessions),
         head = session_head(lang, &w.summary),
@@ -226,21 +255,45 @@ pub fn session_body(lang: Lang, w: &Window, title_of: TitleOf<'_>) -> String {
     )
 }
 
-/// A block of session text, cut at [`SHOWN_CHARS`] with a link to the
-/// whole text (event `seq` of session `id`).
-fn block(lang: Lang, id: &str, seq: u64, s: &str, class: &str) -> String {
+/// Which text of an event a link to the whole text names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// The message's text (a prompt, an answer, a tool's result, a
+    /// reminder).
+    Text,
+    /// The reasoning of the assistant's message.
+    Reasoning,
+    /// The arguments of the call with this id.
+    Arguments(&'a str),
+}
+
+/// The address of the whole text of `part` of event `seq` of session `id`.
+pub fn text_href(id: &str, seq: u64, part: Part<'_>) -> String {
+    let base = format!("{}/text/{seq}", session_href(id));
+    match part {
+        Part::Text => base,
+        Part::Reasoning => format!("{base}?part=reasoning"),
+        Part::Arguments(call) => format!("{base}?part=arguments&call={}", path_segment(call)),
+    }
+}
+
+/// `s` cut at [`SHOWN_CHARS`], as HTML text, and when it was cut, the note
+/// that says how much is shown and links the whole text (`href`).
+fn shown_and_note(lang: Lang, s: &str, href: &str) -> (String, String) {
     let (shown, was_cut) = cut(s, SHOWN_CHARS);
     let more = if was_cut {
-        format!(
-            "<p class=\"cut\">{} · <a href=\"{}/text/{seq}\">{}</a></p>",
-            lang.cut_note(SHOWN_CHARS, s.chars().count()),
-            attr(&session_href(id)),
-            lang.t(Text::ShowAll)
-        )
+        format!("<p class=\"cut\">{} · <a href=\"{}\">{}</a></p>", lang.cut_note(SHOWN_CHARS, s.chars().count()), attr(href), lang.t(Text::ShowAll))
     } else {
         String::new()
     };
-    format!("<div class=\"{class}\" dir=\"auto\">{}</div>{more}", text(shown))
+    (text(shown), more)
+}
+
+/// A block of session text, cut at [`SHOWN_CHARS`] with a link to the
+/// whole text (event `seq` of session `id`).
+fn block(lang: Lang, id: &str, seq: u64, s: &str, class: &str) -> String {
+    let (shown, more) = shown_and_note(lang, s, &text_href(id, seq, Part::Text));
+    format!("<div class=\"{class}\" dir=\"auto\">{shown}</div>{more}")
 }
 
 /// One conversation item as a `<li>` whose id is the item's.
@@ -251,8 +304,8 @@ pub fn item(lang: Lang, id: &str, it: &Item, title_of: TitleOf<'_>) -> String {
         Kind::User { text: t, seq } => {
             format!("{open} user\"><div class=\"who\">{}</div>{}</li>", lang.t(Text::You), block(lang, id, *seq, t, "text"))
         }
-        Kind::Reminder { text: t } => {
-            format!("{open} reminder\"><div class=\"who\">{}</div><div class=\"text\" dir=\"auto\">{}</div></li>", lang.t(Text::Reminder), text(t))
+        Kind::Reminder { text: t, seq } => {
+            format!("{open} reminder\"><div class=\"who\">{}</div>{}</li>", lang.t(Text::Reminder), block(lang, id, *seq, t, "text"))
         }
         Kind::Assistant { text: t, reasoning, streaming, seq } => {
             if t.is_empty() && reasoning.is_empty() && !streaming {
@@ -262,13 +315,12 @@ pub fn item(lang: Lang, id: &str, it: &Item, title_of: TitleOf<'_>) -> String {
             let thinking = if reasoning.is_empty() {
                 String::new()
             } else {
-                let (shown, _) = cut(reasoning, SHOWN_CHARS);
+                let (shown, more) = shown_and_note(lang, reasoning, &text_href(id, *seq, Part::Reasoning));
                 format!(
                     "<div class=\"reasoning\"><button type=\"button\" class=\"fold\" aria-expanded=\"false\" aria-controls=\"{rid}\">{label}</button>\
-                     <div id=\"{rid}\" class=\"text muted\" dir=\"auto\" hidden>{body}</div></div>",
+                     <div id=\"{rid}\" hidden><div class=\"text muted\" dir=\"auto\">{shown}</div>{more}</div></div>",
                     rid = attr(&format!("{}-r", it.id)),
                     label = lang.t(Text::Reasoning),
-                    body = text(shown),
                 )
             };
             let writing = if *streaming { format!(" <span class=\"muted\">{}</span>", lang.t(Text::Streaming)) } else { String::new() };
@@ -292,7 +344,7 @@ pub fn item(lang: Lang, id: &str, it: &Item, title_of: TitleOf<'_>) -> String {
 /// glyph, title, ellipsized summary, and the `+N` suffix that never
 /// shrinks), and whose panel holds the arguments and the result.
 fn tool_row(lang: Lang, id: &str, item_id: &str, tool: &Tool, title_of: TitleOf<'_>) -> String {
-    let title = title_of(&tool.name, &tool.arguments).unwrap_or_else(|| tool.name.clone());
+    let title = title_of(&tool.name, &tool.arguments).map_or_else(|| tool.name.clone(), |t| lang.tool_title(&t));
     let (glyph, class, label) = match &tool.result {
         None => ("…", "running", lang.t(Text::Running)),
         Some((_, false)) => ("✓", "ok", lang.t(Text::Succeeded)),
@@ -326,7 +378,8 @@ fn tool_row(lang: Lang, id: &str, item_id: &str, tool: &Tool, title_of: TitleOf<
     let arguments = if tool.arguments.is_empty() {
         String::new()
     } else {
-        format!("<h3>{}</h3><pre class=\"text\" dir=\"auto\">{}</pre>", lang.t(Text::Arguments), text(cut(&tool.arguments, SHOWN_CHARS).0))
+        let (shown, more) = shown_and_note(lang, &tool.arguments, &text_href(id, tool.seq, Part::Arguments(&tool.call_id)));
+        format!("<h3>{}</h3><pre class=\"text\" dir=\"auto\">{shown}</pre>{more}", lang.t(Text::Arguments))
     };
     let result = match (&tool.result, tool.result_seq) {
         (Some((t, _)), Some(seq)) => format!("<h3>{}</h3>{}", lang.t(Text::Result), block(lang, id, seq, t, "text pre")),

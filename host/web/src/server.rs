@@ -16,16 +16,19 @@
 //!
 //! Routes: `/` the session list, `/live` its stream; `/s/ID` a session
 //! (`?before=N` an earlier page), `/s/ID/live` its stream, `/s/ID/text/SEQ`
-//! the whole text of one event's message as `text/plain`; `/assets/app.css`
-//! and `/assets/app.js`, compiled into the binary. Anything else is 404.
+//! the whole text of one event's message as `text/plain` (`?part=reasoning`
+//! its reasoning, `?part=arguments&call=ID` a call's arguments); `/mux` the
+//! streams of several pages on one connection; `/assets/app.css`,
+//! `/assets/app.js` and `/assets/worker.js`, compiled into the binary. Anything else is 404.
 //!
-//! Streams are Server-Sent Events. A session stream follows the store
-//! ([`cordis_session::SessionStore::follow`]: the file's size and time, or
-//! PostgreSQL's notifications) on a thread of its own and sends, after each
-//! change, the items that changed since the last event the page has (by
-//! seq), the header and the plan strips (event `update`). The list stream
-//! follows every session ([`cordis_session::follow_every_session`]) once for
-//! all pages and sends the changed rows (event `rows`).
+//! Streams are Server-Sent Events. A session stream takes its session's
+//! room ([`crate::live`]: one follower of the store per session, shared by
+//! every page) and sends, after each change, the items that changed since
+//! the last event the page has (by seq), the header and the plan strips
+//! (event `update`). The list stream follows every session
+//! ([`cordis_session::follow_every_session`]) once for all pages and sends
+//! the changed rows (event `rows`), with ids that let a page that connects
+//! again get what it missed, or the whole list (event `snapshot`).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -34,7 +37,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -50,6 +53,7 @@ use cordis_sync::LockExt;
 use crate::data::{self, Source, Summary};
 use crate::html::{self, decode_segment, dom_id};
 use crate::i18n::{self, Lang, Text};
+use crate::live::{self, sse};
 use crate::render;
 use crate::WebError;
 
@@ -57,6 +61,9 @@ use crate::WebError;
 const APP_CSS: &str = include_str!("../assets/app.css");
 /// The script, compiled in.
 const APP_JS: &str = include_str!("../assets/app.js");
+/// The shared worker that holds one stream for every page of a browser,
+/// compiled in.
+const WORKER_JS: &str = include_str!("../assets/worker.js");
 
 /// The cookie that carries the token after `?token=` was given once.
 pub const TOKEN_COOKIE: &str = "cordis_web_token";
@@ -80,7 +87,14 @@ pub struct WebOptions {
     /// Browser origins allowed besides the server's own
     /// (`scheme://host:port`).
     pub allowed_origins: Vec<String>,
+    /// How often a live stream sends a heartbeat (an SSE comment and a
+    /// `beat` event), so that proxies keep an idle stream open and the page
+    /// can tell a live stream from a silent one.
+    pub heartbeat: Duration,
 }
+
+/// The heartbeat interval `cordis web` uses unless told otherwise.
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// Checks options before binding.
 ///
@@ -96,6 +110,12 @@ pub fn check(options: &WebOptions) -> Result<(), WebError> {
         return Err(WebError::Options(format!(
             "--http {} is reachable from other machines, and the pages show every session of the store: pass --token (or set CORDIS_WEB_TOKEN), or bind 127.0.0.1",
             options.addr
+        )));
+    }
+    if options.heartbeat < Duration::from_millis(100) || options.heartbeat > Duration::from_secs(3600) {
+        return Err(WebError::Options(format!(
+            "--heartbeat {} s: give between 0.1 and 3600 seconds (proxies close streams idle for 60 s by default)",
+            options.heartbeat.as_secs_f64()
         )));
     }
     for host in &options.allowed_hosts {
@@ -147,12 +167,38 @@ impl hyper::body::Body for ChannelBody {
 
 /// The sessions of the store as the list shows them, kept up to date by one
 /// follower of every session.
+///
+/// Every refresh is a new version; the list stream's event ids are
+/// `EPOCH.VERSION`, where the epoch names this run of the server. A page
+/// that connects again with the id it last had gets the rows of every
+/// session changed (or removed) since that version; an id of another run,
+/// or one that cannot be read, gets the whole list instead (`snapshot`).
 struct Catalog {
     summaries: Mutex<BTreeMap<String, Summary>>,
     /// Sessions that could not be read, with why.
     unreadable: Mutex<BTreeMap<String, String>>,
     ready: tokio::sync::watch::Sender<bool>,
-    changes: tokio::sync::broadcast::Sender<Vec<String>>,
+    /// The version of each refresh, with the sessions it read.
+    changes: tokio::sync::broadcast::Sender<(u64, Vec<String>)>,
+    /// This run of the server: its start, in ms since the epoch.
+    epoch: u64,
+    /// The last version, and the version of each session's last change,
+    /// removed sessions included (one number per session ever seen).
+    versions: Mutex<(u64, BTreeMap<String, u64>)>,
+}
+
+impl Catalog {
+    /// The id of the list's state at `version`.
+    fn event_id(&self, version: u64) -> String {
+        format!("{}.{version}", self.epoch)
+    }
+
+    /// The version a list event id names, when it is one of this run's.
+    fn version_of(&self, id: &str) -> Option<u64> {
+        let (epoch, version) = id.split_once('.')?;
+        let version: u64 = version.parse().ok()?;
+        (epoch.parse::<u64>().ok()? == self.epoch && version <= self.versions.lock_or_recover().0).then_some(version)
+    }
 }
 
 struct Shared {
@@ -162,7 +208,9 @@ struct Shared {
     hosts: Vec<String>,
     origins: Vec<String>,
     catalog: Catalog,
-    stop: AtomicBool,
+    rooms: Arc<live::Rooms>,
+    heartbeat: Duration,
+    stop: Arc<AtomicBool>,
 }
 
 /// Serves the store of `source` until `stop` turns true; calls `ready` with
@@ -197,15 +245,37 @@ pub async fn serve(
     origins.extend(options.allowed_origins.iter().map(|o| o.to_ascii_lowercase()));
     let (ready_tx, _) = tokio::sync::watch::channel(false);
     let (changes, _) = tokio::sync::broadcast::channel(64);
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let rooms = live::Rooms::new(source.clone(), store.clone(), stop_flag.clone());
     let shared = Arc::new(Shared {
         source,
         store,
         token: options.token.clone(),
         hosts,
         origins,
-        catalog: Catalog { summaries: Mutex::default(), unreadable: Mutex::default(), ready: ready_tx, changes },
-        stop: AtomicBool::new(false),
+        catalog: Catalog {
+            summaries: Mutex::default(),
+            unreadable: Mutex::default(),
+            ready: ready_tx,
+            changes,
+            epoch: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+            versions: Mutex::default(),
+        },
+        rooms,
+        heartbeat: options.heartbeat,
+        stop: stop_flag,
     });
+    let weak = Arc::downgrade(&shared);
+    shared.rooms.on_read(Box::new(move |id, snapshot| {
+        if let Some(shared) = weak.upgrade() {
+            match snapshot {
+                Some(snapshot) => publish_row(&shared, id, snapshot),
+                // The room is gone: read the session once, in case a change
+                // came between its last read and its end.
+                None => refresh(&shared, &[id.to_string()]),
+            }
+        }
+    }));
     let follower = shared.clone();
     std::thread::Builder::new()
         .name("cordis-web-store".into())
@@ -283,9 +353,15 @@ fn follow_store(shared: &Shared) {
 }
 
 /// Reads the sessions `ids` again into the catalog and tells the list
-/// streams.
+/// streams. A session that has a room is left to it: the room reads it
+/// after each change anyway, and hands the catalog its row
+/// ([`publish_row`]), so the log is read once per change, not twice.
 fn refresh(shared: &Shared, ids: &[String]) {
-    for id in ids {
+    let ids: Vec<String> = ids.iter().filter(|id| !shared.rooms.follows(id)).cloned().collect();
+    if ids.is_empty() {
+        return;
+    }
+    for id in &ids {
         match shared.source.read(id) {
             Ok((session, problems)) => {
                 let summary = data::summarize(&session, &problems);
@@ -303,7 +379,30 @@ fn refresh(shared: &Shared, ids: &[String]) {
             }
         }
     }
-    let _ = shared.catalog.changes.send(ids.to_vec());
+    announce(shared, &ids);
+}
+
+/// Takes a room's new read of session `id` as its row of the list.
+fn publish_row(shared: &Shared, id: &str, snapshot: &live::Snapshot) {
+    let summary = data::summarize(&snapshot.session, &snapshot.problems);
+    shared.catalog.summaries.lock_or_recover().insert(id.to_string(), summary);
+    shared.catalog.unreadable.lock_or_recover().remove(id);
+    announce(shared, &[id.to_string()]);
+}
+
+/// A new version of the list, in which sessions `ids` changed: told to
+/// the list streams.
+fn announce(shared: &Shared, ids: &[String]) {
+    let version = {
+        let mut versions = shared.catalog.versions.lock_or_recover();
+        versions.0 += 1;
+        let version = versions.0;
+        for id in ids {
+            versions.1.insert(id.clone(), version);
+        }
+        version
+    };
+    let _ = shared.catalog.changes.send((version, ids.to_vec()));
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
@@ -334,10 +433,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// The query's parameters, percent-decoded (`+` kept as it is).
 fn query(request: &Request<Incoming>) -> Vec<(String, String)> {
-    request
-        .uri()
-        .query()
-        .unwrap_or_default()
+    parse_query(request.uri().query().unwrap_or_default())
+}
+
+/// The parameters of a query string, percent-decoded (`+` kept as it is).
+fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
         .split('&')
         .filter(|p| !p.is_empty())
         .filter_map(|p| {
@@ -517,9 +618,19 @@ async fn route(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(Stri
     let path = request.uri().path();
     match path {
         "/" => return list_page(shared, request, query, lang).await,
-        "/live" => return list_live(shared, lang),
+        "/live" => {
+            let after = request
+                .headers()
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+                .or_else(|| param(query, "after").map(str::to_string));
+            return list_live(shared, lang, after);
+        }
         "/assets/app.css" => return asset("text/css; charset=utf-8", APP_CSS),
         "/assets/app.js" => return asset("text/javascript; charset=utf-8", APP_JS),
+        "/assets/worker.js" => return asset("text/javascript; charset=utf-8", WORKER_JS),
+        "/mux" => return mux(shared, query),
         _ => {}
     }
     let Some(rest) = path.strip_prefix("/s/") else { return error_page(lang, StatusCode::NOT_FOUND, &format!("no page at {path}")) };
@@ -540,7 +651,17 @@ async fn route(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(Stri
             session_live(shared, lang, id, number("from").unwrap_or(0), after)
         }
         (Some("text"), Some(seq), None) => match seq.parse::<u64>() {
-            Ok(seq) => event_text(shared, lang, id, seq).await,
+            Ok(seq) => {
+                let part = match (param(query, "part"), param(query, "call")) {
+                    (None | Some("text"), _) => TextPart::Text,
+                    (Some("reasoning"), _) => TextPart::Reasoning,
+                    (Some("arguments"), Some(call)) => TextPart::Arguments(call.to_string()),
+                    (Some(other), _) => {
+                        return error_page(lang, StatusCode::NOT_FOUND, &format!("no part {other:?} (text, reasoning, arguments&call=ID)"))
+                    }
+                };
+                event_text(shared, lang, id, seq, part).await
+            }
             Err(_) => error_page(lang, StatusCode::NOT_FOUND, &format!("no event {seq:?}")),
         },
         _ => error_page(lang, StatusCode::NOT_FOUND, &format!("no page at {path}")),
@@ -558,77 +679,116 @@ async fn list_page(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(
     if tokio::time::timeout(Duration::from_secs(60), ready.wait_for(|r| *r)).await.is_err() {
         return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, &format!("{} could not be listed in time; try again", shared.store.location()));
     }
+    // The version first: a change after it is sent again by the stream.
+    let version = shared.catalog.versions.lock_or_recover().0;
     let summaries: Vec<Summary> = shared.catalog.summaries.lock_or_recover().values().cloned().collect();
     let unreadable: Vec<String> = shared.catalog.unreadable.lock_or_recover().values().cloned().collect();
     let body = render::list_body(lang, &summaries, &unreadable);
-    let live = format!("/live?lang={}", lang.tag());
-    page(StatusCode::OK, render::page(lang, lang.t(Text::Sessions), &here(request, query), &body, Some(&live)))
+    let live = format!("/live?lang={}&after={}", lang.tag(), shared.catalog.event_id(version));
+    let live = render::Live { url: &live, beat: shared.heartbeat };
+    page(StatusCode::OK, render::page(lang, lang.t(Text::Sessions), &here(request, query), &body, Some(live)))
 }
 
-/// One Server-Sent Event: `event: NAME`, an optional `id`, and the JSON
-/// data on one line.
-fn sse(name: &str, id: Option<u64>, data: &serde_json::Value) -> Bytes {
-    let id = id.map(|i| format!("id: {i}\n")).unwrap_or_default();
-    Bytes::from(format!("{id}event: {name}\ndata: {data}\n\n"))
-}
-
+/// A stream's answer: `text/event-stream`, neither cached nor transformed
+/// (`no-transform` keeps a compressing proxy from holding it back), and
+/// `X-Accel-Buffering: no`, which tells nginx to pass each event on as it
+/// comes instead of filling its buffer first.
 fn stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
     let mut response = Response::new(ChannelBody(rx).boxed());
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
 
-/// How often a quiet stream sends a comment, so that proxies and the
-/// browser keep it open and a closed page is noticed.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// The heartbeat of a quiet stream: a comment, which keeps proxies from
+/// closing it as idle, and a `beat` event, which the page counts (a
+/// comment never reaches the page's script).
+const BEAT: &[u8] = b": heartbeat\nevent: beat\ndata: {}\n\n";
 
-fn list_live(shared: &Arc<Shared>, lang: Lang) -> Response<Body> {
+/// The first bytes of every stream: how long the browser waits before it
+/// connects again, and a first beat, so the page is live at once.
+const OPENING: &[u8] = b"retry: 1000\n\n: heartbeat\nevent: beat\ndata: {}\n\n";
+
+/// The rows of sessions `ids` as the list stream sends them (a removed
+/// session as `removed`).
+fn rows_of(shared: &Shared, lang: Lang, ids: &[String]) -> Vec<serde_json::Value> {
+    let summaries = shared.catalog.summaries.lock_or_recover();
+    ids.iter()
+        .map(|id| match summaries.get(id) {
+            Some(s) => serde_json::json!({"id": dom_id("row-", id), "updated": s.updated, "html": render::list_row(lang, s)}),
+            None => serde_json::json!({"id": dom_id("row-", id), "removed": true}),
+        })
+        .collect()
+}
+
+/// One list event with its id.
+fn list_event(shared: &Shared, name: &str, version: u64, data: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("id: {}\nevent: {name}\ndata: {data}\n\n", shared.catalog.event_id(version)))
+}
+
+/// Every row, for a page whose state cannot be brought up to date row by
+/// row.
+fn snapshot(shared: &Shared, lang: Lang) -> Bytes {
+    let version = shared.catalog.versions.lock_or_recover().0;
+    let summaries: Vec<Summary> = shared.catalog.summaries.lock_or_recover().values().cloned().collect();
+    let html = render::list_rows(lang, &summaries);
+    list_event(shared, "snapshot", version, &serde_json::json!({ "html": html, "count": summaries.len() }))
+}
+
+/// The list's stream. `after` is the last event id the page has (the
+/// `Last-Event-ID` of a reconnect, or the page's own state): the rows
+/// changed since come first, or the whole list when `after` is not one of
+/// this run's ids.
+fn list_live(shared: &Arc<Shared>, lang: Lang, after: Option<String>) -> Response<Body> {
+    stream(list_feed(shared, lang, after))
+}
+
+/// The list's stream as a channel of whole events (see [`list_live`]).
+fn list_feed(shared: &Arc<Shared>, lang: Lang, after: Option<String>) -> tokio::sync::mpsc::Receiver<Bytes> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let mut changes = shared.catalog.changes.subscribe();
     let shared = shared.clone();
     tokio::spawn(async move {
-        if tx.send(Bytes::from_static(b"retry: 1000\n\n")).await.is_err() {
+        if tx.send(Bytes::from_static(OPENING)).await.is_err() {
             return;
         }
+        // What the page missed: subscribed first, so nothing falls between
+        // this and the changes that follow (a row sent twice is harmless).
+        let missed = after.as_deref().and_then(|id| match shared.catalog.version_of(id) {
+            Some(seen) => {
+                let (version, ids) = {
+                    let versions = shared.catalog.versions.lock_or_recover();
+                    let ids: Vec<String> = versions.1.iter().filter(|(_, v)| **v > seen).map(|(id, _)| id.clone()).collect();
+                    (versions.0, ids)
+                };
+                (!ids.is_empty()).then(|| list_event(&shared, "rows", version, &serde_json::json!({ "rows": rows_of(&shared, lang, &ids) })))
+            }
+            None => Some(snapshot(&shared, lang)),
+        });
+        if let Some(bytes) = missed {
+            if tx.send(bytes).await.is_err() {
+                return;
+            }
+        }
         loop {
-            let ids: Vec<String> = tokio::select! {
+            let bytes = tokio::select! {
                 _ = tx.closed() => return,
-                _ = tokio::time::sleep(KEEP_ALIVE) => {
-                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() { return; }
-                    continue;
-                }
+                _ = tokio::time::sleep(shared.heartbeat) => Bytes::from_static(BEAT),
                 changed = changes.recv() => match changed {
-                    Ok(ids) => ids,
-                    // Fell behind: send every row.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => shared.catalog.summaries.lock_or_recover().keys().cloned().collect(),
+                    Ok((version, ids)) => list_event(&shared, "rows", version, &serde_json::json!({ "rows": rows_of(&shared, lang, &ids) })),
+                    // Fell behind: the whole list.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => snapshot(&shared, lang),
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
             };
-            let rows: Vec<serde_json::Value> = {
-                let summaries = shared.catalog.summaries.lock_or_recover();
-                ids.iter()
-                    .map(|id| match summaries.get(id) {
-                        Some(s) => serde_json::json!({"id": dom_id("row-", id), "updated": s.updated, "html": render::list_row(lang, s)}),
-                        None => serde_json::json!({"id": dom_id("row-", id), "removed": true}),
-                    })
-                    .collect()
-            };
-            if tx.send(sse("rows", None, &serde_json::json!({ "rows": rows }))).await.is_err() {
+            if tx.send(bytes).await.is_err() {
                 return;
             }
         }
     });
-    stream(rx)
-}
-
-/// The title a tool call presents, from the loaded tool.
-fn title_of(source: &Source) -> impl Fn(&str, &str) -> Option<String> + '_ {
-    move |name, arguments| {
-        let tool = source.tools.get(name)?;
-        tool.present_call(arguments).get("title")?.as_str().map(str::to_string)
-    }
+    rx
 }
 
 async fn session_page(
@@ -640,120 +800,266 @@ async fn session_page(
     before: Option<usize>,
 ) -> Response<Body> {
     let here = here(request, query);
+    // The page is built from the session's room: one read however many
+    // pages open at once, and the stream the page opens next finds it.
+    let room = match shared.rooms.join(&id) {
+        Ok(room) => room,
+        Err(e) => return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, &format!("cannot follow the session: {e}")),
+    };
+    let mut feed = room.subscribe();
+    let ready = tokio::time::timeout(Duration::from_secs(60), feed.wait_for(|f| f.snapshot.is_some() || f.problem.is_some()))
+        .await
+        .map(|f| f.map(|f| f.clone()));
+    let snapshot = match ready {
+        Ok(Ok(f)) => match (f.snapshot, f.problem) {
+            (Some(s), _) => s,
+            (None, Some(e)) => return store_error(lang, &e),
+            (None, None) => return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, "the session could not be read"),
+        },
+        _ => return error_page(lang, StatusCode::SERVICE_UNAVAILABLE, "the session could not be read in time; try again"),
+    };
     let worker = shared.clone();
+    let beat = shared.heartbeat;
     let built = tokio::task::spawn_blocking(move || {
-        let (session, problems) = worker.source.read(&id)?;
-        let window = data::window(&worker.source, &session, &problems, before, None);
-        let body = render::session_body(lang, &window, &title_of(&worker.source));
+        let window = data::window(&worker.source, &snapshot.session, &snapshot.problems, before, None);
+        let body = render::session_body(lang, &window, &render::title_of(&worker.source));
         let live = window.is_tail().then(|| {
             let after = window.last_seq.map(|s| format!("&after={s}")).unwrap_or_default();
             format!("{}/live?from={}{after}&lang={}", render::session_href(&id), window.start, lang.tag())
         });
         let title = if window.summary.title.is_empty() { id.clone() } else { window.summary.title.clone() };
-        Ok::<_, StoreError>(render::page(lang, &title, &here, &body, live.as_deref()))
+        render::page(lang, &title, &here, &body, live.as_deref().map(|url| render::Live { url, beat }))
     })
     .await;
+    drop(room);
     match built {
-        Ok(Ok(html)) => page(StatusCode::OK, html),
-        Ok(Err(e)) => store_error(lang, &e),
+        Ok(html) => page(StatusCode::OK, html),
         Err(e) => error_page(lang, StatusCode::INTERNAL_SERVER_ERROR, &format!("the page could not be built: {e}")),
     }
 }
 
 fn session_live(shared: &Arc<Shared>, lang: Lang, id: String, from: usize, after: Option<u64>) -> Response<Body> {
+    match session_feed(shared, lang, id, from, after) {
+        Ok(rx) => stream(rx),
+        Err(e) => full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("cannot follow the session: {e}")),
+    }
+}
+
+/// A session page's stream as a channel of whole events (see
+/// [`view_session`]).
+fn session_feed(
+    shared: &Arc<Shared>,
+    lang: Lang,
+    id: String,
+    from: usize,
+    after: Option<u64>,
+) -> std::io::Result<tokio::sync::mpsc::Receiver<Bytes>> {
+    let room = shared.rooms.join(&id)?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let shared = shared.clone();
-    let spawned = std::thread::Builder::new().name("cordis-web-follow".into()).spawn(move || follow_session(&shared, lang, &id, from, after, &tx));
-    if let Err(e) = spawned {
-        return full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("cannot follow the session: {e}"));
+    tokio::spawn(async move { view_session(&shared, room, lang, id, from, after, tx).await });
+    Ok(rx)
+}
+
+/// The most pages one multiplexed stream carries.
+const MUX_MAX: usize = 64;
+
+/// `/mux?sub=ADDR&sub=ADDR…`: the streams of several pages on one
+/// connection, so that a browser with many pages of the server open holds
+/// one stream however many there are (browsers allow six HTTP/1.1
+/// connections per host; a stream holds one for as long as it lasts).
+/// Each `ADDR` is a page's live address (`/live?…`, `/s/ID/live?…`),
+/// percent-encoded. Every event of page `N` (0-based, in the order given)
+/// comes as a `mux` event whose data is `{"sub": N, "event": NAME, "id":
+/// ID, "data": DATA}`; the beats of the pages come as the stream's own.
+fn mux(shared: &Arc<Shared>, query: &[(String, String)]) -> Response<Body> {
+    let subs: Vec<&str> = query.iter().filter(|(k, _)| k == "sub").map(|(_, v)| v.as_str()).collect();
+    if subs.is_empty() || subs.len() > MUX_MAX {
+        return full(
+            StatusCode::BAD_REQUEST,
+            "text/plain; charset=utf-8",
+            format!("give between 1 and {MUX_MAX} sub=ADDR, each a page's live address"),
+        );
+    }
+    let mut feeds = Vec::with_capacity(subs.len());
+    for sub in subs {
+        match feed_of(shared, sub) {
+            Ok(feed) => feeds.push(feed),
+            Err(message) => return full(StatusCode::BAD_REQUEST, "text/plain; charset=utf-8", message),
+        }
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    // The stream's own retry; each page's opening beat follows.
+    if tx.try_send(Bytes::from_static(b"retry: 1000\n\n")).is_err() {
+        return full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", "cannot open the stream");
+    }
+    for (n, mut feed) in feeds.into_iter().enumerate() {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            loop {
+                // Ends as soon as the browser goes, not at the page's next
+                // event: the page's stream (and its hold on the session's
+                // follower) ends with it.
+                let bytes = tokio::select! {
+                    _ = tx.closed() => return,
+                    bytes = feed.recv() => match bytes {
+                        Some(bytes) => bytes,
+                        None => return,
+                    },
+                };
+                for wrapped in wrap(n, &bytes) {
+                    if tx.send(wrapped).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
     }
     stream(rx)
 }
 
-/// Follows one session for one page: after each change, sends the items of
-/// the page's window (from event index `from`) that changed after seq
-/// `after`, with the header and the plans. Returns when the page goes away.
-fn follow_session(shared: &Shared, lang: Lang, id: &str, from: usize, mut after: Option<u64>, tx: &tokio::sync::mpsc::Sender<Bytes>) {
-    if tx.blocking_send(Bytes::from_static(b"retry: 1000\n\n")).is_err() {
+/// The stream of the page whose live address is `sub`.
+fn feed_of(shared: &Arc<Shared>, sub: &str) -> Result<tokio::sync::mpsc::Receiver<Bytes>, String> {
+    let (path, query) = sub.split_once('?').unwrap_or((sub, ""));
+    let query = parse_query(query);
+    let lang = param(&query, "lang").and_then(Lang::from_tag).unwrap_or(Lang::En);
+    if path == "/live" {
+        return Ok(list_feed(shared, lang, param(&query, "after").map(str::to_string)));
+    }
+    let id = path
+        .strip_prefix("/s/")
+        .and_then(|rest| rest.strip_suffix("/live"))
+        .filter(|segment| !segment.contains('/'))
+        .and_then(decode_segment)
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| format!("sub={sub:?} is not a page's live address (/live?…, /s/ID/live?…)"))?;
+    let from = param(&query, "from").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let after = param(&query, "after").and_then(|v| v.parse().ok());
+    session_feed(shared, lang, id, from, after).map_err(|e| format!("cannot follow the session: {e}"))
+}
+
+/// The events of page `n`'s stream (`bytes`: whole events) as the
+/// multiplexed stream sends them: beats as they are, every other event as
+/// a `mux` event naming the page; comments and `retry` are left out.
+fn wrap(n: usize, bytes: &[u8]) -> Vec<Bytes> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let (mut id, mut name, mut data) = (None, None, None);
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = Some(v);
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                name = Some(v);
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data = Some(v);
+            }
+        }
+        match (name, data) {
+            (Some("beat"), _) => out.push(Bytes::from_static(BEAT)),
+            (Some(name), Some(data)) => {
+                let data: serde_json::Value = serde_json::from_str(data).unwrap_or(serde_json::Value::Null);
+                out.push(sse("mux", None, &serde_json::json!({"sub": n, "event": name, "id": id, "data": data})));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// One page's stream of session `id`: from the room's latest snapshot,
+/// the items of the page's window (from event index `from`) that changed
+/// after seq `after`, with the header and the plans; a beat when nothing
+/// was sent for a heartbeat. Holds the room until the page goes away.
+async fn view_session(
+    shared: &Arc<Shared>,
+    room: Arc<live::Room>,
+    lang: Lang,
+    id: String,
+    from: usize,
+    mut after: Option<u64>,
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+) {
+    if tx.send(Bytes::from_static(OPENING)).await.is_err() {
         return;
     }
-    let mut follower: Option<Box<dyn cordis_session::store::Follower>> = None;
-    let mut last_sent = Instant::now();
-    // Read again without waiting for a change: the first time, and after a
-    // read that failed (a file caught between two writes).
-    let mut pending = true;
-    while !tx.is_closed() && !shared.stop.load(Ordering::Relaxed) {
-        if follower.is_none() {
-            match shared.store.follow(id) {
-                Ok(f) => follower = Some(f),
-                Err(e) => {
-                    let _ = tx.blocking_send(sse("problem", None, &serde_json::json!({ "message": e.to_string() })));
-                    std::thread::sleep(Duration::from_millis(500));
-                    continue;
-                }
-            }
-        }
-        let Some(f) = follower.as_mut() else { continue };
-        let wait = if pending { Duration::from_millis(50) } else { Duration::from_millis(500) };
-        match f.wait(wait) {
-            Ok(changed) => pending |= changed,
-            Err(_) => {
-                follower = None;
-                pending = true;
-                std::thread::sleep(Duration::from_millis(100));
+    let mut feed = room.subscribe();
+    feed.mark_changed();
+    let mut told: Option<String> = None;
+    let id = Arc::new(id);
+    loop {
+        tokio::select! {
+            _ = tx.closed() => return,
+            _ = tokio::time::sleep(shared.heartbeat) => {
+                if tx.send(Bytes::from_static(BEAT)).await.is_err() { return; }
                 continue;
             }
+            changed = feed.changed() => if changed.is_err() { return },
         }
-        if pending {
-            match shared.source.read(id) {
-                Ok((session, problems)) => {
-                    pending = false;
-                    let window = data::window(&shared.source, &session, &problems, None, Some(from));
-                    if window.last_seq.is_some() && window.last_seq != after {
-                        let title_of = title_of(&shared.source);
-                        let items: Vec<serde_json::Value> = window
-                            .items
-                            .iter()
-                            .filter(|i| after.is_none_or(|a| i.last > a))
-                            .map(|i| serde_json::json!({"id": i.id, "html": render::item(lang, id, i, &title_of)}))
-                            .collect();
-                        let update = serde_json::json!({
-                            "items": items,
-                            "head": render::session_head(lang, &window.summary),
-                            "plans": render::plans(lang, &window.strips),
-                            "pager": render::pager(lang, &window),
-                            "last": window.last_seq,
-                        });
-                        if tx.blocking_send(sse("update", window.last_seq, &update)).is_err() {
-                            return;
-                        }
-                        after = window.last_seq;
-                        last_sent = Instant::now();
-                    }
+        let current = feed.borrow_and_update().clone();
+        if let Some(problem) = &current.problem {
+            let message = problem.to_string();
+            if told.as_deref() != Some(&message) {
+                if tx.send(live::sse("problem", None, &serde_json::json!({ "message": message }))).await.is_err() {
+                    return;
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                told = Some(message);
             }
         }
-        if last_sent.elapsed() >= KEEP_ALIVE {
-            if tx.blocking_send(Bytes::from_static(b": keep-alive\n\n")).is_err() {
+        let Some(snapshot) = current.snapshot else { continue };
+        let (worker, id) = (shared.clone(), id.clone());
+        let update = tokio::task::spawn_blocking(move || snapshot.update(&worker.source, &id, lang, from, after).map(|b| (b, snapshot.last_seq)))
+            .await
+            .ok()
+            .flatten();
+        if let Some((bytes, last)) = update {
+            if tx.send(bytes).await.is_err() {
                 return;
             }
-            last_sent = Instant::now();
+            after = last;
         }
     }
 }
 
-/// The whole text of the message at event `seq` of session `id`, as plain
-/// text.
-async fn event_text(shared: &Arc<Shared>, lang: Lang, id: String, seq: u64) -> Response<Body> {
+/// Which text of an event `/s/ID/text/SEQ` answers (`?part=`).
+enum TextPart {
+    /// The message's text (the default).
+    Text,
+    /// The reasoning of an assistant's message.
+    Reasoning,
+    /// The arguments of the call with this id (`?part=arguments&call=ID`).
+    Arguments(String),
+}
+
+/// The whole text of `part` of event `seq` of session `id`, as plain text:
+/// a message's text (a streamed answer's, from the chunk that ends it), an
+/// assistant message's reasoning, or a call's arguments.
+async fn event_text(shared: &Arc<Shared>, lang: Lang, id: String, seq: u64, part: TextPart) -> Response<Body> {
     let worker = shared.clone();
     let found = tokio::task::spawn_blocking(move || {
         let (session, _) = worker.source.read(&id)?;
         let text = session.with_events(|events| {
-            let event = events.iter().find(|e| e.seq == seq)?;
-            match cordis_session::event_message(event)? {
-                cordis_session::Message::User { text } | cordis_session::Message::Tool { text, .. } => Some(text),
-                cordis_session::Message::Assistant { text, .. } => Some(text),
+            use crate::items::{items, Kind};
+            match part {
+                TextPart::Text => {
+                    let event = events.iter().find(|e| e.seq == seq)?;
+                    match cordis_session::event_message(event) {
+                        Some(cordis_session::Message::User { text } | cordis_session::Message::Tool { text, .. }) => Some(text),
+                        Some(cordis_session::Message::Assistant { text, .. }) => Some(text),
+                        None => items(events).into_iter().find_map(|i| match i.kind {
+                            Kind::Assistant { text, seq: s, .. } if s == seq && !text.is_empty() => Some(text),
+                            _ => None,
+                        }),
+                    }
+                }
+                TextPart::Reasoning => items(events).into_iter().find_map(|i| match i.kind {
+                    Kind::Assistant { reasoning, seq: s, .. } if s == seq && !reasoning.is_empty() => Some(reasoning),
+                    _ => None,
+                }),
+                TextPart::Arguments(call) => items(events).into_iter().find_map(|i| match i.kind {
+                    Kind::Tool(t) if t.seq == seq && t.call_id == call => Some(t.arguments),
+                    _ => None,
+                }),
             }
         });
         Ok::<_, StoreError>(text)
@@ -765,7 +1071,7 @@ async fn event_text(shared: &Arc<Shared>, lang: Lang, id: String, seq: u64) -> R
             response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
             response
         }
-        Ok(Ok(None)) => error_page(lang, StatusCode::NOT_FOUND, &format!("event {seq} holds no message text")),
+        Ok(Ok(None)) => error_page(lang, StatusCode::NOT_FOUND, &format!("event {seq} holds no such text")),
         Ok(Err(e)) => store_error(lang, &e),
         Err(e) => error_page(lang, StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     }
@@ -776,7 +1082,13 @@ mod tests {
     use super::*;
 
     fn options(addr: &str, token: Option<&str>) -> WebOptions {
-        WebOptions { addr: parse_addr(addr).unwrap(), token: token.map(str::to_string), allowed_hosts: vec![], allowed_origins: vec![] }
+        WebOptions {
+            addr: parse_addr(addr).unwrap(),
+            token: token.map(str::to_string),
+            allowed_hosts: vec![],
+            allowed_origins: vec![],
+            heartbeat: HEARTBEAT,
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! cordis [OPTIONS] session export ID|PATH [-o FILE]
 //! cordis [OPTIONS] session watch (ID | --all) [--resume-within SECS]
 //! cordis [OPTIONS] session compact ID [--script FILE]
-//! cordis [OPTIONS] web [--http ADDR] [--token T] [--allow-host H]... [--allow-origin O]...
+//! cordis [OPTIONS] web [--http ADDR] [--token T] [--allow-host H]... [--allow-origin O]... [--heartbeat SECS]
 //! ```
 //!
 //! Exit codes: 0 success; 1 a failed entry (`check`, or any command under
@@ -204,6 +204,10 @@ pub enum Command {
         /// scheme://host:port (repeatable).
         #[arg(long = "allow-origin", value_name = "ORIGIN")]
         allow_origins: Vec<String>,
+        /// Seconds between the heartbeats of a live stream (a page that
+        /// hears none for two intervals says it is stale and reconnects).
+        #[arg(long, value_name = "SECS", default_value_t = 15.0)]
+        heartbeat: f64,
     },
     /// Inspect stored sessions.
     Session {
@@ -347,8 +351,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             commands::mcp::run(&cli, session.as_deref(), http.as_deref(), token.clone(), (allow_origins.clone(), allow_hosts.clone()), watch)
         }
         Command::Run { script, session, prompt } => commands::run::run(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
-        Command::Web { http, token, allow_hosts, allow_origins } => {
-            commands::web::run(&cli, commands::web::WebArgs { http, token: token.as_ref(), allow_hosts, allow_origins })
+        Command::Web { http, token, allow_hosts, allow_origins, heartbeat } => {
+            commands::web::run(&cli, commands::web::WebArgs { http, token: token.as_ref(), allow_hosts, allow_origins, heartbeat: *heartbeat })
         }
         Command::Session { command, .. } => match command {
             SessionCommand::Ls => commands::session::ls::run(&cli),
