@@ -21,14 +21,14 @@
 //! A stdio server runs under a supervising process that ends its process
 //! group when the entry is disposed or the host ends, however it ends
 //! ([`process`]); its stdout is read by a line transport that tells every
-//! message it drops ([`line`]); its stderr is read, labelled and bounded
+//! message it drops ([`line`](mod@line)); its stderr is read, labelled and bounded
 //! ([`stderr`]). Over Streamable HTTP a lost session is noticed
 //! ([`session`]). `headers` and `env` are marked `writeOnly` in the config
 //! schema, so the host hides their values where it shows a config.
 //!
 //! Modules: [`names`] (public tool names), [`content`] (results to text and
 //! value), and with the default `client` feature `client` (the connection,
-//! its supervisor task and the tool source), [`process`], [`line`],
+//! its supervisor task and the tool source), [`process`], [`line`](mod@line),
 //! [`stderr`] and [`session`].
 
 pub mod content;
