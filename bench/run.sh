@@ -7,7 +7,9 @@
 #   bench/run.sh --rust-only   leave out the figures whose peers need
 #                              Python or npm: the reference oracle (npm),
 #                              MCP over stdio (Python and npm), mcp-client
-#                              (Python) and the web app (Python, Chromium)
+#                              (Python) and the web app (Python, Chromium);
+#                              the PostgreSQL rows stay (Debian's postgresql,
+#                              installed as the tests install it)
 #
 # stdout gets only the table (also written to
 # target/release/bench-scratch/figures.md); progress and criterion's own
