@@ -121,7 +121,10 @@ fn strict_refuses_to_run_with_a_failed_entry() {
     let out = scratch.cordis(&["--strict", "tools"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
-    assert!(stderr.contains("1 of 1 entry is not running: 1 failed (tool-todo); --strict refuses any entry that did not load"), "{stderr}");
+    assert!(
+        stderr.contains("1 of 1 entry is not running: 1 failed; not loaded: tool-todo; --strict refuses any entry that did not load"),
+        "{stderr}"
+    );
     // Without --strict the failure is a warning and the command runs.
     let out = scratch.cordis(&["tools"]);
     let (stdout, stderr) = text(&out);

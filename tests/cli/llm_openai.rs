@@ -582,7 +582,7 @@ fn the_plugin_loads_through_the_composition_and_refuses_bad_config() {
         .unwrap();
     let (stdout, stderr) = text(&run);
     assert!(!run.status.success() && !stdout.contains("assistant"), "{stdout}");
-    assert!(stderr.contains("1 failed (model); a failed entry refuses the start") && stderr.contains("CORDIS_TEST_KEY"), "{stderr}");
+    assert!(stderr.contains("1 failed; failed: model; a failed entry refuses the start") && stderr.contains("CORDIS_TEST_KEY"), "{stderr}");
 
     // A key in the file instead of its variable's name is not a config key.
     scratch.composition(&composition("http://127.0.0.1:9/v1", "    apiKey: sk-123\n"));

@@ -115,7 +115,10 @@ fn a_broken_composition_never_looks_like_success() {
     for command in [&["run", "hi"][..], &["dev"], &["mcp"], &["mcp", "--watch"]] {
         let (code, stdout, stderr) = cordis(&scratch, command);
         assert_eq!(code, Some(1), "{command:?}: {stdout}\n{stderr}");
-        assert!(stderr.contains("2 of 2 entries are not running: 2 failed (todo, nudge); a failed entry refuses the start"), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("2 of 2 entries are not running: 2 failed; failed: todo, nudge; a failed entry refuses the start"),
+            "{command:?}: {stderr}"
+        );
         assert!(!stdout.contains("turn 1") && !stdout.contains("assistant") && !stdout.contains("jsonrpc"), "{command:?}: {stdout}");
     }
 
@@ -135,7 +138,7 @@ fn a_broken_composition_never_looks_like_success() {
     assert!(stderr.contains("warning: 1 of 2 entries is not running: 1 missing; starting without them"), "{stderr}");
     let (code, _, stderr) = cordis(&scratch, &[&["--strict"][..], &script].concat());
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("1 missing (nudge); --strict refuses any entry that did not load"), "{stderr}");
+    assert!(stderr.contains("1 missing; not loaded: nudge; --strict refuses any entry that did not load"), "{stderr}");
 
     // Waiting: `check` passes with the summary, fails under --strict.
     scratch.composition("- id: nudge\n  name: todo-nudge\n  config:\n    maxNudges: 2\n");
@@ -231,7 +234,7 @@ fn a_failing_switch_fails_only_its_own_entry() {
     // `run` refuses to start for the failed entry, and says so.
     let (code, stdout, stderr) = cordis(&scratch, &["run"]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
-    assert!(stderr.contains("1 of 2 entries is not running: 1 failed (nudge)"), "{stderr}");
+    assert!(stderr.contains("1 of 2 entries is not running: 1 failed; failed: nudge"), "{stderr}");
 }
 
 /// `cordis config` output loads again to the same values, also for text a

@@ -576,7 +576,7 @@ fn a_library_that_lands_after_dev_started_loads_then() {
     scratch.composition(both);
     let refused = scratch.cordis(&["dev"]);
     assert_eq!(refused.status.code(), Some(1), "{:?}", text(&refused));
-    assert!(text(&refused).1.contains("1 failed, 1 missing (v); a failed entry refuses the start"), "{:?}", text(&refused));
+    assert!(text(&refused).1.contains("1 failed, 1 missing; failed: v; a failed entry refuses the start"), "{:?}", text(&refused));
     scratch.composition("- id: todo\n  name: ./out/lib/libtool_todo.so\n  config:\n    allowParallelInProgress: true\n");
     let mut dev = Dev::start(scratch.path(), &[]);
     assert!(dev.running().is_empty());
@@ -1134,7 +1134,7 @@ fn dev_refuses_to_start_with_a_failed_entry() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stderr.contains("cordis.yml:3: entry todo: $.allowParallelInProgress is required"), "{stderr}");
-    assert!(stderr.contains("1 of 2 entries is not running: 1 failed (todo); a failed entry refuses the start"), "{stderr}");
+    assert!(stderr.contains("1 of 2 entries is not running: 1 failed; failed: todo; a failed entry refuses the start"), "{stderr}");
     assert!(!stdout.contains("ready"), "{stdout}");
 }
 

@@ -177,8 +177,11 @@ pub(crate) fn judge(cli: &Cli, host: &Host, verdict: Verdict, details: bool) -> 
         return Ok(());
     }
     let failed: Vec<&str> = host.reports.iter().filter(|r| r.state.fails(cli.strict)).map(|r| r.id.as_str()).collect();
-    let why = if cli.strict { "--strict refuses any entry that did not load" } else { "a failed entry refuses the start" };
-    Err(CliError { code: 1, message: format!("{summary} ({}); {why}; run `{}` for details", failed.join(", "), invocation(cli, "check")) })
+    // The ids named are those the verdict is about: the failed entries,
+    // or under --strict every entry that did not load.
+    let (which, why) =
+        if cli.strict { ("not loaded", "--strict refuses any entry that did not load") } else { ("failed", "a failed entry refuses the start") };
+    Err(CliError { code: 1, message: format!("{summary}; {which}: {}; {why}; run `{}` for details", failed.join(", "), invocation(cli, "check")) })
 }
 
 /// Closes a compaction of `session` that a stopped process cut short (a
