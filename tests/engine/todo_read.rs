@@ -37,13 +37,12 @@ fn todo_read_answers_with_the_calling_sessions_plan() {
 }
 
 #[test]
-fn without_tool_todo_todo_read_says_what_is_missing() {
+fn without_tool_todo_todo_read_waits_and_check_says_for_what() {
     let scratch = Scratch::new();
     scratch.composition("- id: read\n  name: todo-read\n");
-    let mut dev = Dev::start(scratch.path(), &[]);
-    let answer = dev.call("todo_read", "{}");
-    assert_eq!(answer["isError"], true, "{answer}");
-    assert!(answer["text"].as_str().unwrap().contains("no `todos` projection is registered: add tool-todo"), "{answer}");
+    let stdout = String::from_utf8_lossy(&scratch.cordis(&["check"]).stdout).to_string();
+    assert!(stdout.contains("waiting  read (todo-read)"), "{stdout}");
+    assert!(stdout.contains("waiting for service `todos`, which nothing provides"), "{stdout}");
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //! through the host capability `session.read` (cordis-abi 1.4), which it
 //! requires, so a host older than 1.4 refuses it before it runs, naming the
 //! capability. It reads the projection by its key only and never links
-//! tool-todo: any plugin folding a `todos` projection of that shape serves.
+//! tool-todo. It injects tool-todo's `todos` service, so without a
+//! provider of the plan it waits (and `cordis check` says for what) rather
+//! than loading a tool whose every call fails.
 
 use cordis_abi::capabilities::SESSION_READ;
 use cordis_abi::prelude::*;
@@ -97,7 +99,7 @@ pub struct ReadPlugin;
 
 impl Plugin for ReadPlugin {
     const NAME: &'static str = PLUGIN_NAME;
-    const INJECT: &'static [&'static str] = &["tools"];
+    const INJECT: &'static [&'static str] = &["tools", "todos"];
     const REQUIRES: &'static [Capability] = &[SESSION_READ];
     type Config = Config;
 
