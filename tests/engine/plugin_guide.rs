@@ -83,6 +83,12 @@ fn the_guides_plugins_load_and_their_tools_answer() {
     ));
     let mut dev = Dev::start(scratch.path(), &[]);
     assert_eq!(dev.call("greet", r#"{"name": "Ada"}"#)["text"], "Hello, Ada!");
+    // Named without an export, the library's several plugins are listed and
+    // the hint names it as the entry does.
+    let lonely = Scratch::new();
+    lonely.composition(&format!("- id: which\n  name: {lib}\n"));
+    let stdout = String::from_utf8_lossy(&lonely.cordis(&["check"]).stdout).to_string();
+    assert!(stdout.contains("exports several plugins (") && stdout.contains(&format!("pick one with `{lib}/<export>`")), "{stdout}");
     // The consumer is listed before its provider, and calls it with `?`.
     assert_eq!(dev.call("welcome", r#"{"name": "Ada"}"#)["text"], "Welcome, Ada!");
     let stamped = dev.call("stamp", r#"{"at": 1700000000}"#);

@@ -524,7 +524,15 @@ impl Loader {
                 None => return Err(missing(resolve::package_not_found(&name, &self.plugin_path))),
             },
         };
-        let picked = library::unwrap_export(&library, export.as_deref()).map_err(|e| fail(e.to_string()))?;
+        let picked = library::unwrap_export(&library, export.as_deref()).map_err(|e| match e {
+            // The hint names the library as this entry does (a path, or a
+            // bare name found on the plugin path), which is what resolves.
+            library::UnwrapError::Unspecified { path, library, available } => fail(format!(
+                "plugin library {path} exports several plugins ({available}) and none is named `{library}`; pick one with `{}/<export>`",
+                entry.name
+            )),
+            other => fail(other.to_string()),
+        })?;
         let decl_name = picked.decl.name.to_string();
         // Capabilities the plugin cannot work without: refused before any
         // of its code runs, in a host older than the plugin.
