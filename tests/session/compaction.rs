@@ -892,8 +892,12 @@ fn a_second_ctrl_c_leaves_a_compaction_the_next_run_closes() {
         std::thread::sleep(Duration::from_millis(10));
     };
     assert_eq!(status.code(), Some(130));
+    // Two signals sent back to back may reach the process as one (a
+    // pending SIGINT is not queued twice), or the first may have closed the
+    // compaction before the second ended the process: on a loaded machine
+    // either happens. Whichever did, the log is whole after the next run.
     let (shown, _) = run(&scratch, &["session", "show", &id]);
-    assert!(shown.contains("has no compaction/end"), "the cut-short compaction is reported: {shown}");
+    let cut_short = shown.contains("has no compaction/end");
     // The next run closes it and compacts again (a script's summary).
     scratch.composition(&composition("", ""));
     std::fs::write(
@@ -904,11 +908,11 @@ fn a_second_ctrl_c_leaves_a_compaction_the_next_run_closes() {
     let out = scratch.command(&["run", "--session", &id, "--script", "again.script.yml", "go on"]).stdin(Stdio::null()).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stderr.contains("was cut short before its summary replaced anything"), "{stderr}");
+    assert_eq!(stderr.contains("was cut short before its summary replaced anything"), cut_short, "{stderr}");
     let (_, events) = exported(&scratch, None, &id);
     let ends = of_kind(&events, "compaction/end");
     assert_eq!(ends.len(), 2, "{ends:?}");
-    assert_eq!(data(ends[0])["error"]["kind"], "cut-short");
+    assert_eq!(data(ends[0])["error"]["kind"], if cut_short { "cut-short" } else { "interrupted" }, "{shown}");
     assert!(data(ends[1]).get("error").is_none(), "compaction works again");
     let (shown, _) = run(&scratch, &["session", "show", &id]);
     assert!(!shown.contains("problem:"), "{shown}");
