@@ -58,12 +58,17 @@ for target in "${targets[@]}"; do
     # outlives each input); LeakSanitizer counts a live pool thread's
     # per-thread storage as a leak, so leak checks are off for it. Memory
     # stays bounded by libFuzzer's -rss_limit_mb (2 GB) all the same.
+    # libFuzzer's -detect_leaks=0 covers the runs; the sanitizer's own leak
+    # check at process exit, when the pool's threads still hold their
+    # storage, is switched off through ASAN_OPTIONS.
     extra=()
+    asan_options="${ASAN_OPTIONS:-}"
     if [ "$target" = mcp_stdio ]; then
         extra=(-detect_leaks=0)
+        asan_options="${asan_options:+$asan_options:}detect_leaks=0"
     fi
     # The first folder receives new inputs; the seeds are only read.
-    cargo fuzz run "$target" "$corpus" "seeds/$target" -- \
+    ASAN_OPTIONS="$asan_options" cargo fuzz run "$target" "$corpus" "seeds/$target" -- \
         -max_total_time="$seconds" -max_len="$max_len" -timeout="$timeout" "${extra[@]}" \
         -dict="dicts/$target.dict" -print_final_stats=1 >"$log" 2>&1 || status=$?
     grep -E '^(Done [0-9]+ runs|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" | sed "s/^/fuzz: $target: /" || true
