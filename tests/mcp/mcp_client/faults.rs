@@ -211,6 +211,42 @@ fn a_server_inherits_only_allow_listed_variables_and_a_missing_one_is_an_error()
     assert!(!seen.contains("env HOME=unset") && !seen.contains("env PATH=unset"), "{seen}");
 }
 
+#[test]
+fn an_env_or_header_expression_reading_an_unset_variable_is_an_error_naming_it() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("faulty.log");
+    let flags = format!("--log {} --env GREETING --env GH_TOKEN", log.display());
+    let extra = "    env:\n      GREETING: hello\n      GH_TOKEN: !!js process.env.CORDIS_TEST_GH_TOKEN\n";
+    let http = "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: http://127.0.0.1:9/mcp\n    headers:\n      Authorization: !!js process.env['CORDIS_TEST_REMOTE_TOKEN']\n";
+    scratch.composition(&format!("{}{http}", row("gh", &marker("unset"), &flags, extra)));
+    let started = Instant::now();
+    let out = super::cordis(&scratch, &["check"], &[]);
+    let elapsed = started.elapsed();
+    let (stdout, stderr) = cordis_tests::text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    let all = format!("{stdout}{stderr}");
+    assert!(
+        all.contains(
+            "cordis.yml:10: entry gh: config.env.GH_TOKEN is `!!js process.env.CORDIS_TEST_GH_TOKEN`, which is undefined \
+             (CORDIS_TEST_GH_TOKEN is not set in cordis's environment); plugin mcp-client needs a value there"
+        ),
+        "the error names the line, the entry, the key and the variable:\n{all}"
+    );
+    assert!(
+        all.contains("entry remote: config.headers.Authorization is `!!js process.env['CORDIS_TEST_REMOTE_TOKEN']`, which is undefined (CORDIS_TEST_REMOTE_TOKEN is not set"),
+        "{all}"
+    );
+    assert!(!log.exists(), "the server was not started");
+    assert!(elapsed < Duration::from_secs(10), "check took {elapsed:?}");
+
+    let out = super::cordis(&scratch, &["check", "--json"], &[("CORDIS_TEST_GH_TOKEN", "ghp_secret")]);
+    let (stdout, stderr) = cordis_tests::text(&out);
+    assert!(stdout.contains("CORDIS_TEST_REMOTE_TOKEN is not set"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("GH_TOKEN is `"), "set now, the server's entry loads:\n{stdout}");
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(seen.contains("env GREETING=hello\n") && seen.contains("env GH_TOKEN=ghp_secret\n"), "{seen}");
+}
+
 /// Waits until the fake server's log has a line starting with `line`.
 fn logged(log: &std::path::Path, line: &str) {
     within(Duration::from_secs(20), &format!("the server did not log {line:?}"), || {
