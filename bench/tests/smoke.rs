@@ -23,6 +23,9 @@ fn every_figure_still_runs() {
         ("| reload |", true),
         ("| memory (peak RSS) |", true),
         ("| compaction, a session of 3001 events |", true),
+        ("| token estimate, english |", true),
+        ("| token estimate, code |", true),
+        ("| token estimate, chinese |", true),
     ];
     for (figure, measured) in rows {
         let Some(line) = stdout.lines().find(|l| l.starts_with(figure)) else {

@@ -7,6 +7,7 @@
 //! ```text
 //! cordis-bench [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]
 //! cordis-bench --smoke      every figure once, tiny sizes, no criterion, no oracle: checks it all still runs
+//! cordis-bench --tokens     only the token estimate against o200k_base and cl100k_base, as a table
 //! cordis-bench --profile tool_call|direct|replay|resume [SIZE] [SECONDS]
 //!                           repeat one in-process workload (for `perf record` or callgrind)
 //! cordis-bench --profile reload [RELOADS]
@@ -25,6 +26,7 @@ use cordis_bench::paths;
 use cordis_bench::process::{interleaved, Program};
 use cordis_bench::reload;
 use cordis_bench::stats::{format_value, Shown, Summary, Unit};
+use cordis_bench::tokens;
 use cordis_bench::workload;
 use serde_json::Value;
 
@@ -42,6 +44,8 @@ struct Options {
     /// `bench/mcp_client.sh`, `bench/web.py`), in this table's six columns,
     /// read from the `--rows` files and added to the main table in order.
     rows: Vec<String>,
+    /// Only the token estimate's figure, printed as a table of its own.
+    tokens_only: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -56,12 +60,14 @@ fn parse_options() -> Result<Options, String> {
         oracle_runs: 5,
         out: Some(paths::target_dir().join("bench-scratch").join("figures.md")),
         rows: Vec::new(),
+        tokens_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match a.as_str() {
             "--smoke" => o.smoke = true,
+            "--tokens" => o.tokens_only = true,
             "--runs" => o.runs = number(&value("--runs")?)?,
             "--rss-runs" => o.rss_runs = number(&value("--rss-runs")?)?,
             "--reloads" => o.reloads = number(&value("--reloads")?)?,
@@ -75,7 +81,7 @@ fn parse_options() -> Result<Options, String> {
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
             "--rows" => o.rows.push(external_rows(std::path::Path::new(&value("--rows")?))?),
             "-h" | "--help" => {
-                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]...");
+                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]... | --tokens");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other} (see --help)")),
@@ -137,6 +143,19 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if options.tokens_only {
+        let mut f = Figures::default();
+        if let Err(e) = token_figure(&options, &mut f) {
+            eprintln!("cordis-bench: {e}");
+            std::process::exit(1);
+        }
+        let mut out = String::from("| figure | ours | baseline (same run) | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
+        for r in token_rows(&f) {
+            out.push_str(&format!("| {} | {} | {} | {} | {} | {} |\n", r.figure, r.ours, r.baseline, r.ratio, r.target, r.verdict));
+        }
+        print!("{out}");
+        return;
+    }
     match run(&options) {
         Ok(report) => {
             println!("{report}");
@@ -163,6 +182,10 @@ struct Figures {
     rss: BTreeMap<String, Summary>,
     /// Notes on figures that could not be measured.
     missing: BTreeMap<String, String>,
+    /// The token estimate against the tokenizers, by kind of text.
+    tokens: Vec<tokens::Counted>,
+    /// Seconds it took to build `o200k_base`.
+    tokenizer_build: Option<f64>,
 }
 
 impl Figures {
@@ -191,6 +214,7 @@ fn run(o: &Options) -> Result<String, String> {
     }
     store_sizes(o, &mut f)?;
     compaction_figure(o, &mut f)?;
+    token_figure(o, &mut f)?;
     oracle(o, &mut f);
     let load_after = load_average();
     Ok(render(o, &f, &at_start, &load_before, &load_after, started.elapsed().as_secs_f64()))
@@ -474,6 +498,55 @@ fn compaction_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
     put(f, "tokens/after", Some(Summary::single(tokens.1 as f64)));
     put(f, "events", Some(Summary::single(n as f64)));
     Ok(())
+}
+
+/// The compaction's token estimate against `o200k_base` and `cl100k_base`
+/// on English, code and mostly-Chinese text, and what each costs.
+fn token_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
+    progress("the token estimate against o200k_base and cl100k_base");
+    let tokenizers = tokens::Tokenizers::new()?;
+    f.tokenizer_build = Some(tokenizers.o200k_build_seconds);
+    let runs = if o.smoke { 1 } else { 20 };
+    for (kind, source, text) in tokens::texts(&paths::repo_root(), o.smoke)? {
+        f.tokens.push(tokenizers.count(kind, source, &text, runs));
+    }
+    Ok(())
+}
+
+/// The rows of [`token_figure`].
+fn token_rows(f: &Figures) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for c in &f.tokens {
+        let of_o200k = c.estimate as f64 / c.o200k.max(1) as f64;
+        let of_cl100k = c.estimate as f64 / c.cl100k.max(1) as f64;
+        let within = (0.85..=1.15).contains(&of_o200k);
+        rows.push(Row {
+            figure: format!("token estimate, {}", c.kind),
+            ours: format!(
+                "{}: {} characters, estimated {} tokens in {}",
+                c.source,
+                c.chars,
+                c.estimate,
+                show(Summary::of(&c.estimate_seconds), Unit::Seconds)
+            ),
+            baseline: format!(
+                "o200k_base: {} tokens in {} (cl100k_base: {}; building o200k_base: {})",
+                c.o200k,
+                show(Summary::of(&c.o200k_seconds), Unit::Seconds),
+                c.cl100k,
+                show(f.tokenizer_build.map(Summary::single), Unit::Seconds)
+            ),
+            ratio: format!(
+                "{:+.1}% of o200k_base ({:+.1}% of cl100k_base); {} the time",
+                (of_o200k - 1.0) * 100.0,
+                (of_cl100k - 1.0) * 100.0,
+                x(ratio_of(Summary::of(&c.estimate_seconds), Summary::of(&c.o200k_seconds)))
+            ),
+            target: "within 15% of o200k_base".into(),
+            verdict: if within { "met".into() } else { format!("missed: {:+.1}%", (of_o200k - 1.0) * 100.0) },
+        });
+    }
+    rows
 }
 
 /// Disk bytes per event of one log in the harness store, zstd and plain
@@ -1014,6 +1087,7 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         target: "state".into(),
         verdict: "reported".into(),
     });
+    rows.extend(token_rows(f));
     let bytes = |k: &str| t(&format!("store/bytes/{k}")).map_or_else(|| "—".into(), |s| format!("{:.0} B", s.median));
     rows.push(Row {
         figure: "disk per event, harness store".into(),
