@@ -469,7 +469,10 @@ impl Drop for Refusing {
 
 #[test]
 fn http_401_and_403_are_one_auth_error_naming_the_header_and_not_retried() {
-    for (extra, status) in [(&[][..], "HTTP 401"), (&["--forbid"][..], "HTTP 403")] {
+    for (extra, status) in [
+        (&[][..], r#"HTTP 401, WWW-Authenticate: Bearer realm="tools", error="invalid_token""#),
+        (&["--forbid"][..], r#"HTTP 403, WWW-Authenticate: Bearer error="insufficient_scope""#),
+    ] {
         let scratch = Scratch::new();
         let log = scratch.path().join("requests.log");
         let server = Refusing::start(&log, extra);
@@ -501,23 +504,63 @@ fn a_lost_http_session_fails_the_call_at_once_and_a_new_session_serves_the_next(
         server.url
     ));
     let mut dev = dev(&scratch);
-    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 2 tools");
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 4 tools");
     assert_eq!(dev.call("mcp__remote__forget", "{}")["text"], "forgotten");
     let start = Instant::now();
     let lost = dev.call("mcp__remote__echo", r#"{"text": "lost"}"#);
     let took = start.elapsed();
     let text = lost["text"].as_str().unwrap_or_default();
     assert!(
-        lost["isError"] == true && text.contains("the server no longer knows this MCP session (Bad Request: No valid session ID provided)"),
+        lost["isError"] == true
+            && text.contains("the server refused a request without naming it: Bad Request: No valid session ID provided (code -32600)"),
         "{lost}"
     );
     assert!(took < Duration::from_secs(3), "the call failed after {took:?}");
     let sessions = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
     within(Duration::from_secs(10), "no new session was initialised", || sessions() == 2);
-    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 2 tools");
+    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 4 tools");
+    assert!(
+        dev.stderr().iter().any(|l| l.contains("the server no longer knows this MCP session: it refused a request without naming it")),
+        "the reconnect says why: {:?}",
+        dev.stderr()
+    );
     assert_eq!(dev.call("mcp__remote__echo", r#"{"text": "back"}"#)["text"], "back");
     assert_eq!(sessions(), 2, "one new session");
     eprintln!("the call under a lost session failed after {took:?}");
+
+    // A refusal that names no request while the session is still known
+    // (an id of null): the call fails at once, the session answers the
+    // ping, and it is kept.
+    let start = Instant::now();
+    let refused = dev.call("mcp__remote__refuse", "{}");
+    let took = start.elapsed();
+    let text = refused["text"].as_str().unwrap_or_default();
+    assert!(refused["isError"] == true && text.contains("Bad Request: refused for no reason given (code -32000)"), "{refused}");
+    assert!(took < Duration::from_secs(3), "the refused call failed after {took:?}");
+    let notice = dev.expect_notice("the session still answers a ping, so it is kept");
+    assert!(notice.starts_with("mcp-client(remote): the server refused a request without naming it"), "{notice}");
+    assert_eq!(dev.call("mcp__remote__echo", r#"{"text": "still"}"#)["text"], "still");
+    assert_eq!(sessions(), 2, "the session was kept");
+}
+
+#[test]
+fn an_undecodable_sse_event_is_logged_under_the_server_name_and_the_answer_still_arrives() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("sessions.log");
+    let server = Refusing::script("http_forgetful.py", &log, &[]);
+    scratch.composition(&format!(
+        "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: {}\n",
+        server.url
+    ));
+    let mut dev = dev(&scratch);
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 4 tools");
+    let start = Instant::now();
+    let answer = dev.call("mcp__remote__garbled", r#"{"text": "through"}"#);
+    let took = start.elapsed();
+    assert_eq!(answer["text"], "through", "{answer}");
+    let notice = dev.expect_notice("failed to deserialize server message");
+    assert!(notice.starts_with("mcp-client(remote): rmcp dropped or refused something"), "{notice}");
+    assert!(took < Duration::from_secs(3), "the call took {took:?}");
 }
 
 #[test]

@@ -5,7 +5,10 @@ Usage: http_forgetful.py LOG. Prints its URL on stdout; appends
 `initialize` to LOG for every session it opens. Tools: echo {text};
 forget (answers, then forgets every session: later requests under an old
 session id get HTTP 400 with a JSON-RPC error whose id is not theirs, as
-the Python SDK answers an unknown session).
+the Python SDK answers an unknown session); refuse (HTTP 400 with an
+error whose id is null, as the TypeScript SDK words a refusal, while the
+session stays known); garbled {text} (answers as an SSE stream whose
+first event's data is not JSON, then the answer).
 """
 
 import json
@@ -18,6 +21,8 @@ SESSIONS = set()
 TOOLS = [
     {"name": "echo", "description": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
     {"name": "forget", "description": "forget", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "refuse", "description": "refuse", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "garbled", "description": "garbled", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}},
 ]
 
 
@@ -51,6 +56,20 @@ class Forgetful(BaseHTTPRequestHandler):
             return self.answer(202)
         if method == "tools/list":
             return self.answer(200, {"jsonrpc": "2.0", "id": id_, "result": {"tools": TOOLS}})
+        if method == "tools/call" and message["params"]["name"] == "refuse":
+            error = {"code": -32000, "message": "Bad Request: refused for no reason given"}
+            return self.answer(400, {"jsonrpc": "2.0", "id": None, "error": error})
+        if method == "tools/call" and message["params"]["name"] == "garbled":
+            text = message["params"].get("arguments", {}).get("text", "")
+            answer = {"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": text}]}}
+            data = ("event: message\ndata: <<not json at all>>\n\n"
+                    f"event: message\ndata: {json.dumps(answer)}\n\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return None
         if method == "tools/call":
             name = message["params"]["name"]
             text = message["params"].get("arguments", {}).get("text", "") if name == "echo" else "forgotten"

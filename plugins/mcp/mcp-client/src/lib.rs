@@ -29,13 +29,15 @@
 //! Modules: [`names`] (public tool names), [`content`] (results to text and
 //! value), and with the default `client` feature `client` (the connection,
 //! its supervisor task and the tool source), [`process`], [`line`](mod@line),
-//! [`stderr`] and [`session`].
+//! [`stderr`], [`session`] and [`discards`].
 
 pub mod content;
 pub mod names;
 
 #[cfg(feature = "client")]
 mod client;
+#[cfg(feature = "client")]
+pub mod discards;
 #[cfg(feature = "client")]
 pub mod line;
 #[cfg(feature = "client")]
