@@ -504,7 +504,7 @@ fn a_lost_http_session_fails_the_call_at_once_and_a_new_session_serves_the_next(
         server.url
     ));
     let mut dev = dev(&scratch);
-    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 4 tools");
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
     assert_eq!(dev.call("mcp__remote__forget", "{}")["text"], "forgotten");
     let start = Instant::now();
     let lost = dev.call("mcp__remote__echo", r#"{"text": "lost"}"#);
@@ -516,9 +516,9 @@ fn a_lost_http_session_fails_the_call_at_once_and_a_new_session_serves_the_next(
         "{lost}"
     );
     assert!(took < Duration::from_secs(3), "the call failed after {took:?}");
-    let sessions = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    let sessions = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| *l == "initialize").count();
     within(Duration::from_secs(10), "no new session was initialised", || sessions() == 2);
-    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 4 tools");
+    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
     assert!(
         dev.stderr().iter().any(|l| l.contains("the server no longer knows this MCP session: it refused a request without naming it")),
         "the reconnect says why: {:?}",
@@ -553,7 +553,7 @@ fn an_undecodable_sse_event_is_logged_under_the_server_name_and_the_answer_still
         server.url
     ));
     let mut dev = dev(&scratch);
-    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 4 tools");
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
     let start = Instant::now();
     let answer = dev.call("mcp__remote__garbled", r#"{"text": "through"}"#);
     let took = start.elapsed();
@@ -561,6 +561,41 @@ fn an_undecodable_sse_event_is_logged_under_the_server_name_and_the_answer_still
     let notice = dev.expect_notice("failed to deserialize server message");
     assert!(notice.starts_with("mcp-client(remote): rmcp dropped or refused something"), "{notice}");
     assert!(took < Duration::from_secs(3), "the call took {took:?}");
+}
+
+#[test]
+fn a_reload_under_dev_cancels_a_hung_http_call_and_finishes_within_seconds() {
+    use std::io::{BufRead, Write};
+    let scratch = Scratch::new();
+    let log = scratch.path().join("requests.log");
+    let server = Refusing::script("http_forgetful.py", &log, &[]);
+    let row = |timeout: u64| {
+        format!(
+            "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: {}\n    toolCallTimeoutMs: {timeout}\n",
+            server.url
+        )
+    };
+    scratch.composition(&row(60_000));
+    let mut dev = dev(&scratch);
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
+    writeln!(dev.stdin, "call mcp__remote__hang {{}}").unwrap();
+    dev.stdin.flush().unwrap();
+    logged(&log, "call hang");
+    let start = Instant::now();
+    scratch.composition(&row(59_000));
+    let mut answer = String::new();
+    dev.stdout.read_line(&mut answer).unwrap();
+    let took = start.elapsed();
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert!(
+        answer["isError"] == true && answer["text"].as_str().unwrap_or_default().contains("was cancelled (its entry is being reloaded)"),
+        "{answer}"
+    );
+    assert!(took < Duration::from_secs(5), "the hung call held the reload for {took:?}");
+    dev.expect_reloads(1);
+    logged(&log, "cancelled ");
+    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
+    eprintln!("the hung HTTP call was answered {took:?} after the change");
 }
 
 #[test]
