@@ -26,6 +26,8 @@ fn every_figure_still_runs() {
         ("| token estimate, english |", true),
         ("| token estimate, code |", true),
         ("| token estimate, chinese |", true),
+        ("| summary requests per compaction |", true),
+        ("| summary requests, a summarizer that never summarizes |", true),
     ];
     for (figure, measured) in rows {
         let Some(line) = stdout.lines().find(|l| l.starts_with(figure)) else {
