@@ -272,16 +272,30 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                             let mut options = PeerRequestOptions::no_options();
                             options.timeout = Some(PING_TIMEOUT);
                             let ping = peer.send_request_with_option(ClientRequest::PingRequest(Default::default()), options);
+                            // Any answer naming the ping, an error too, is
+                            // the session answering; a refusal that names
+                            // no request again fails it with our own code.
                             let answered = tokio::select! {
-                                answer = async { ping.await.map_err(|e| e.to_string())?.await_response().await.map_err(|e| e.to_string()) } => answer,
-                                _ = stop.changed() => Err("stopping".to_string()),
+                                answer = async {
+                                    match ping.await?.await_response().await {
+                                        Err(ServiceError::McpError(e)) if e.code.0 != crate::session::UNNAMED_REFUSAL_CODE => Ok(()),
+                                        other => other.map(|_| ()),
+                                    }
+                                } => answer.map_err(|e| short_error(&e)),
+                                _ = stop.changed() => {
+                                    if let Some(cancel) = cancel.take() {
+                                        cancel.cancel();
+                                    }
+                                    let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
+                                    if let Some(process) = process.take() {
+                                        process.stop().await;
+                                    }
+                                    return;
+                                }
                             };
                             while suspect_rx.try_recv().is_ok() {}
-                            if *stop.borrow() {
-                                continue;
-                            }
                             match answered {
-                                Ok(_) => shared.notice(format!(
+                                Ok(()) => shared.notice(format!(
                                     "{}: the server refused a request without naming it ({said}); the session still answers a ping, so it is kept",
                                     shared.label()
                                 )),
