@@ -13,7 +13,8 @@
 //! - [`criterion_results`]: reading what criterion measured;
 //! - [`process`]: whole-process timing and peak RSS (`/usr/bin/time -v`);
 //! - [`reload`]: hot reload in a running `cordis dev` and its baseline;
-//! - [`pg`]: the PostgreSQL store against plain SQL on a server of its own.
+//! - [`pg`]: the PostgreSQL store against plain SQL on a server of its own;
+//! - [`tokens`]: the compaction's token estimate against real tokenizers.
 //!
 //! Nothing here asserts on a time: the smoke run (`cordis-bench --smoke`,
 //! run by `tests/smoke.rs`) only checks that every figure still runs.
@@ -25,4 +26,5 @@ pub mod pg;
 pub mod process;
 pub mod reload;
 pub mod stats;
+pub mod tokens;
 pub mod workload;

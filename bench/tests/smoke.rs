@@ -23,6 +23,11 @@ fn every_figure_still_runs() {
         ("| reload |", true),
         ("| memory (peak RSS) |", true),
         ("| compaction, a session of 3001 events |", true),
+        ("| token estimate, english |", true),
+        ("| token estimate, code |", true),
+        ("| token estimate, chinese |", true),
+        ("| summary requests per compaction |", true),
+        ("| summary requests, a summarizer that never summarizes |", true),
     ];
     for (figure, measured) in rows {
         let Some(line) = stdout.lines().find(|l| l.starts_with(figure)) else {

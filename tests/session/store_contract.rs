@@ -412,9 +412,15 @@ pub fn a_compaction_cut_short_is_closed_when_next_opened(kind: Kind) {
     assert_eq!(events.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(), ["compaction/start"], "{kind:?}: the kill left a start alone");
     let problems = shown_problems(&scripted, &id);
     assert!(
-        problems.iter().any(|p| p.contains("has no compaction/end") && p.contains("cut short")),
-        "{kind:?}: session show reports it: {problems:?}"
+        problems
+            .iter()
+            .any(|p| p.contains("has no compaction/end") && p.contains("cut short") && p.contains("closed as failed with the history as it was")),
+        "{kind:?}: session show reports it and how it will be closed: {problems:?}"
     );
+    let listed = text(&scripted.cordis(&["session", "ls"])).0;
+    let row = listed.lines().find(|l| l.starts_with(&id)).unwrap_or_default();
+    assert!(row.contains("(compaction cut short at seq "), "{kind:?}: session ls flags it: {listed}");
+    assert!(listed.contains("1 session has a compaction with no compaction/end"), "{kind:?}: {listed}");
 
     // The next writer closes it before anything else: a dev console, which
     // writes a plan (the killed turn's start cleared the last one) and is
@@ -441,6 +447,8 @@ pub fn a_compaction_cut_short_is_closed_when_next_opened(kind: Kind) {
     assert_eq!(events[1].1["error"]["kind"], "cut-short", "{kind:?}: {}", events[1].1);
     assert!(events[4].1.get("error").is_none(), "{kind:?}");
     assert!(shown_problems(&scripted, &id).is_empty(), "{kind:?}: {:?}", shown_problems(&scripted, &id));
+    let listed = text(&scripted.cordis(&["session", "ls"])).0;
+    assert!(!listed.contains("compaction cut short"), "{kind:?}: {listed}");
 
     // The whole compaction, cut after each of its later events.
     let lines: Vec<&str> = whole.lines().collect();
@@ -466,7 +474,8 @@ pub fn a_compaction_cut_short_is_closed_when_next_opened(kind: Kind) {
         assert!(out.status.success(), "{kind:?} cut {n}: {}", text(&out).1);
         let cut_id = header["id"].as_str().unwrap_or_default().to_string();
         let problems = shown_problems(&scripted, &cut_id);
-        assert!(problems.iter().any(|p| p.contains("has no compaction/end")), "{kind:?} cut {n}: {problems:?}");
+        let how = if landed { "so it will be completed" } else { "so it will be closed as failed" };
+        assert!(problems.iter().any(|p| p.contains("has no compaction/end") && p.contains(how)), "{kind:?} cut {n}: {problems:?}");
         let out = scripted.cordis(&["session", "compact", &cut_id, "--script", &summary]);
         let (stdout, stderr) = text(&out);
         // Whatever else it says, it does not refuse for the old start.
@@ -492,6 +501,97 @@ pub fn a_compaction_cut_short_is_closed_when_next_opened(kind: Kind) {
         assert!(shown_problems(&scripted, &cut_id).is_empty(), "{kind:?} cut {n}: {:?}", shown_problems(&scripted, &cut_id));
     }
     eprintln!("{kind:?}: a compaction cut short at each step was closed and compaction worked again, in {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(120), "{kind:?}: took {:?}", started.elapsed());
+}
+
+/// A real SIGKILL of `cordis session compact` at each step of a compaction
+/// (after `compaction/start`, before the summary is requested; after
+/// `compaction/summary`; after the replacing message; after the carried
+/// plan; see `CORDIS_DEBUG_KILL_IN_COMPACTION`): the log holds exactly the
+/// events up to that step, `session show` and `session ls` report it, and
+/// the next `session compact` closes it (completing it when its summary
+/// had replaced the history) and compacts again.
+pub fn a_compaction_killed_at_each_step_is_closed_by_the_next_writer(kind: Kind) {
+    let started = Instant::now();
+    let store = Store::new(kind);
+    let host = store.host_with(COMPACTION);
+    let long = host.scratch.path().join("long.script.yml");
+    std::fs::write(&long, crate::compaction::long_script(10, 100_000, &[])).expect("write the script");
+    let summary = host.scratch.path().join("summary.script.yml");
+    let one = serde_json::to_string(crate::compaction::SUMMARY).expect("a JSON string");
+    std::fs::write(&summary, format!("summaries: [{one}]\n")).expect("write the script");
+    let summary = summary.display().to_string();
+    let steps: [(&str, &[&str], bool); 4] = [
+        ("start", &["compaction/start"], false),
+        ("summary", &["compaction/start", "compaction/summary"], false),
+        ("replaced", &["compaction/start", "compaction/summary", "user/message"], true),
+        ("carried", &["compaction/start", "compaction/summary", "user/message", "user/message"], true),
+    ];
+    for (step, left, landed) in steps {
+        let step_started = Instant::now();
+        let out = host.cordis(&["run", "--script", &long.display().to_string(), "do the long job"]);
+        assert!(out.status.success(), "{kind:?} {step}: {}", text(&out).1);
+        let id = text(&out)
+            .0
+            .lines()
+            .find_map(|l| l.strip_prefix("session "))
+            .and_then(|l| l.split_whitespace().next())
+            .expect("a session line")
+            .to_string();
+
+        let out = host
+            .command(&["session", "compact", &id, "--script", &summary])
+            .env("CORDIS_DEBUG_KILL_IN_COMPACTION", step)
+            .output()
+            .expect("run cordis");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(9), "{kind:?} {step}: killed by SIGKILL: {:?} {}", out.status, text(&out).1);
+        let export = host.export(&id);
+        let tail: Vec<Value> =
+            export.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).skip_while(|e| e["type"] != "compaction/start").collect();
+        let kinds: Vec<&str> = tail.iter().filter_map(|e| e["type"].as_str()).collect();
+        assert_eq!(kinds, left, "{kind:?} {step}: the log ends at the step");
+        let how = if landed { "so it will be completed" } else { "so it will be closed as failed" };
+        let problems = shown_problems(&host, &id);
+        assert!(problems.iter().any(|p| p.contains("has no compaction/end") && p.contains(how)), "{kind:?} {step}: {problems:?}");
+        let listed = text(&host.cordis(&["session", "ls"])).0;
+        assert!(listed.lines().any(|l| l.starts_with(&id) && l.contains("(compaction cut short at seq ")), "{kind:?} {step}: {listed}");
+
+        // The next writer closes it, then compacts (or says why not).
+        let retry = Instant::now();
+        let out = loop {
+            let out = host.cordis(&["session", "compact", &id, "--script", &summary]);
+            let said = text(&out).1;
+            if out.status.success() || said.contains("not smaller than what it replaces") || retry.elapsed() > store.takeover_within() {
+                break out;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let (stdout, stderr) = text(&out);
+        let said = format!("{stdout}{stderr}");
+        assert!(!said.contains("already under way"), "{kind:?} {step}: {said}");
+        let expected = if landed { "after its summary replaced the history; it was completed" } else { "before its summary replaced anything" };
+        assert!(stderr.contains(expected), "{kind:?} {step}: {said}");
+        let after = host.export(&id);
+        assert!(every_start_ended(&after), "{kind:?} {step}: {after}");
+        let events = compaction_events(&after);
+        let first = events[0].1["compactionId"].clone();
+        let ends: Vec<&Value> = events.iter().filter(|(t, d)| t == "compaction/end" && d["compactionId"] == first).map(|(_, d)| d).collect();
+        assert_eq!(ends.len(), 1, "{kind:?} {step}");
+        assert_eq!(ends[0].get("error").is_none(), landed, "{kind:?} {step}: {}", ends[0]);
+        let plans = after
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["type"] == "user/message" && e["data"]["source"]["plugin"] == "tool-todo" && e["data"]["source"]["compactionId"] == first)
+            .count();
+        assert_eq!(plans, usize::from(landed), "{kind:?} {step}: the plan is carried once when it landed, never otherwise");
+        if !landed {
+            assert!(out.status.success() && stdout.contains("compacted"), "{kind:?} {step}: compaction works again: {said}");
+        }
+        assert!(shown_problems(&host, &id).is_empty(), "{kind:?} {step}: {:?}", shown_problems(&host, &id));
+        eprintln!("{kind:?}: killed after {step}, closed and compacted again in {:?}", step_started.elapsed());
+        assert!(step_started.elapsed() < Duration::from_secs(30), "{kind:?} {step}: took {:?}", step_started.elapsed());
+    }
     assert!(started.elapsed() < Duration::from_secs(120), "{kind:?}: took {:?}", started.elapsed());
 }
 
@@ -523,6 +623,11 @@ macro_rules! contract {
             #[test]
             fn a_compaction_cut_short_is_closed_when_next_opened() {
                 super::a_compaction_cut_short_is_closed_when_next_opened($kind);
+            }
+
+            #[test]
+            fn a_compaction_killed_at_each_step_is_closed_by_the_next_writer() {
+                super::a_compaction_killed_at_each_step_is_closed_by_the_next_writer($kind);
             }
         }
     )*};

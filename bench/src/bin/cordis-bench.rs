@@ -7,6 +7,8 @@
 //! ```text
 //! cordis-bench [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]
 //! cordis-bench --smoke      every figure once, tiny sizes, no criterion, no oracle: checks it all still runs
+//! cordis-bench --tokens     only the token estimate against o200k_base and cl100k_base, as a table
+//! cordis-bench --summaries  only the summary requests per compaction of a long scripted turn, as a table
 //! cordis-bench --profile tool_call|direct|replay|resume [SIZE] [SECONDS]
 //!                           repeat one in-process workload (for `perf record` or callgrind)
 //! cordis-bench --profile reload [RELOADS]
@@ -25,6 +27,7 @@ use cordis_bench::paths;
 use cordis_bench::process::{interleaved, Program};
 use cordis_bench::reload;
 use cordis_bench::stats::{format_value, Shown, Summary, Unit};
+use cordis_bench::tokens;
 use cordis_bench::workload;
 use serde_json::Value;
 
@@ -42,6 +45,10 @@ struct Options {
     /// `bench/mcp_client.sh`, `bench/web.py`), in this table's six columns,
     /// read from the `--rows` files and added to the main table in order.
     rows: Vec<String>,
+    /// Only the token estimate's figure, printed as a table of its own.
+    tokens_only: bool,
+    /// Only the summary requests' figure, printed as a table of its own.
+    summaries_only: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -56,12 +63,16 @@ fn parse_options() -> Result<Options, String> {
         oracle_runs: 5,
         out: Some(paths::target_dir().join("bench-scratch").join("figures.md")),
         rows: Vec::new(),
+        tokens_only: false,
+        summaries_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match a.as_str() {
             "--smoke" => o.smoke = true,
+            "--tokens" => o.tokens_only = true,
+            "--summaries" => o.summaries_only = true,
             "--runs" => o.runs = number(&value("--runs")?)?,
             "--rss-runs" => o.rss_runs = number(&value("--rss-runs")?)?,
             "--reloads" => o.reloads = number(&value("--reloads")?)?,
@@ -75,7 +86,7 @@ fn parse_options() -> Result<Options, String> {
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
             "--rows" => o.rows.push(external_rows(std::path::Path::new(&value("--rows")?))?),
             "-h" | "--help" => {
-                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]...");
+                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]... | --tokens | --summaries");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other} (see --help)")),
@@ -137,6 +148,20 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if options.tokens_only || options.summaries_only {
+        let mut f = Figures::default();
+        let measured = if options.tokens_only { token_figure(&options, &mut f) } else { summary_requests_figure(&options, &mut f) };
+        if let Err(e) = measured {
+            eprintln!("cordis-bench: {e}");
+            std::process::exit(1);
+        }
+        let mut out = String::from("| figure | ours | baseline (same run) | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
+        for r in if options.tokens_only { token_rows(&f) } else { summary_rows(&f) } {
+            out.push_str(&format!("| {} | {} | {} | {} | {} | {} |\n", r.figure, r.ours, r.baseline, r.ratio, r.target, r.verdict));
+        }
+        print!("{out}");
+        return;
+    }
     match run(&options) {
         Ok(report) => {
             println!("{report}");
@@ -163,6 +188,10 @@ struct Figures {
     rss: BTreeMap<String, Summary>,
     /// Notes on figures that could not be measured.
     missing: BTreeMap<String, String>,
+    /// The token estimate against the tokenizers, by kind of text.
+    tokens: Vec<tokens::Counted>,
+    /// Seconds it took to build `o200k_base`.
+    tokenizer_build: Option<f64>,
 }
 
 impl Figures {
@@ -191,6 +220,8 @@ fn run(o: &Options) -> Result<String, String> {
     }
     store_sizes(o, &mut f)?;
     compaction_figure(o, &mut f)?;
+    token_figure(o, &mut f)?;
+    summary_requests_figure(o, &mut f)?;
     oracle(o, &mut f);
     let load_after = load_average();
     Ok(render(o, &f, &at_start, &load_before, &load_after, started.elapsed().as_secs_f64()))
@@ -474,6 +505,172 @@ fn compaction_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
     put(f, "tokens/after", Some(Summary::single(tokens.1 as f64)));
     put(f, "events", Some(Summary::single(n as f64)));
     Ok(())
+}
+
+/// The summary of the summary-requests figure's scripted model: a
+/// checkpoint in the structure the compaction asks for.
+const CHECKPOINT: &str = "## Goal\n- a long job\n## Open work\n- the steps after the last one done";
+
+/// Steps of the summary-requests figure's turn.
+const SUMMARY_STEPS: usize = 40;
+
+/// Summary requests per compaction in one long scripted turn (`cordis run`,
+/// a 2400-token window, threshold 0.5, `compactionRetries: 1`): with a
+/// summarizer that answers well, and with one that always answers
+/// something that is not a summary. Counted from the log: a
+/// `compaction/start` per request, a `compaction/end` without `error` per
+/// compaction that landed.
+fn summary_requests_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
+    progress("summary requests per compaction in a long turn");
+    let steps = if o.smoke { 12 } else { SUMMARY_STEPS };
+    let cordis = paths::binary("cordis")?;
+    let todo = paths::library("tool-todo")?;
+    for (case, summary) in [("good", CHECKPOINT), ("failing", "Sure! Continuing with the next item.")] {
+        let dir = paths::scratch(&format!("summaries-{case}"), true)?;
+        let composition = format!(
+            "{}- id: compaction\n  name: '@deepseek-ai/dsh-compaction-basic'\n  config:\n    thresholdRatio: 0.5\n    retainRatio: 0.1\n    maxTokens: 512\n    compactionRetries: 1\n",
+            workload::todo_entry(&todo)
+        );
+        std::fs::write(dir.join("cordis.yml"), composition).map_err(|e| e.to_string())?;
+        let mut script = String::from("model: long\ncontextWindow: 2400\nsummaries:\n");
+        for _ in 0..steps * 2 {
+            script.push_str(&format!("  - {}\n", serde_json::to_string(summary).map_err(|e| e.to_string())?));
+        }
+        script.push_str("steps:\n");
+        for i in 0..steps {
+            let todos = serde_json::json!({"todos": [
+                {"content": format!("step {i}: {}", "work item text ".repeat(20)), "status": "completed"},
+                {"content": format!("step {i} next"), "status": "in_progress"},
+            ]});
+            script.push_str(&format!(
+                "  - text: {}\n    calls:\n      - name: todo_write\n        arguments: {}\n",
+                serde_json::to_string(&format!("Working on step {i}.")).map_err(|e| e.to_string())?,
+                serde_json::to_string(&todos.to_string()).map_err(|e| e.to_string())?
+            ));
+        }
+        script.push_str("  - text: Done.\n");
+        std::fs::write(dir.join("long.script.yml"), script).map_err(|e| e.to_string())?;
+        let out = Command::new(&cordis)
+            .args(["run", "--script", "long.script.yml", "do the long job"])
+            .current_dir(&dir)
+            .output()
+            .map_err(|e| format!("cordis run: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("cordis run ({case} summaries) failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let id = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("session "))
+            .and_then(|l| l.split_whitespace().next())
+            .ok_or_else(|| format!("cordis run printed no session line: {stdout}"))?;
+        let log = std::fs::read_to_string(dir.join(".cordis").join("sessions").join(format!("{id}.jsonl"))).map_err(|e| e.to_string())?;
+        let (mut requests, mut landed) = (0u32, 0u32);
+        for line in log.lines() {
+            let Ok(event) = serde_json::from_str::<Value>(line) else { continue };
+            match event["type"].as_str() {
+                Some("compaction/start") => requests += 1,
+                Some("compaction/end") if event["data"].get("error").is_none() => landed += 1,
+                _ => {}
+            }
+        }
+        f.time.insert(format!("summaries/{case}/requests"), Summary::single(f64::from(requests)));
+        f.time.insert(format!("summaries/{case}/landed"), Summary::single(f64::from(landed)));
+        f.time.insert("summaries/steps".into(), Summary::single(steps as f64));
+    }
+    Ok(())
+}
+
+/// The compaction's token estimate against `o200k_base` and `cl100k_base`
+/// on English, code and mostly-Chinese text, and what each costs.
+fn token_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
+    progress("the token estimate against o200k_base and cl100k_base");
+    let tokenizers = tokens::Tokenizers::new()?;
+    f.tokenizer_build = Some(tokenizers.o200k_build_seconds);
+    let runs = if o.smoke { 1 } else { 20 };
+    for (kind, source, text) in tokens::texts(&paths::repo_root(), o.smoke)? {
+        f.tokens.push(tokenizers.count(kind, source, &text, runs));
+    }
+    Ok(())
+}
+
+/// The rows of [`summary_requests_figure`].
+fn summary_rows(f: &Figures) -> Vec<Row> {
+    let t = |k: &str| f.t(k);
+    let mut rows = Vec::new();
+    let count = |k: &str| t(k).map(|s| s.median);
+    let (good, landed, failing) = (count("summaries/good/requests"), count("summaries/good/landed"), count("summaries/failing/requests"));
+    let steps = count("summaries/steps").map_or_else(|| "—".into(), |n| format!("{n:.0}"));
+    let shown = |n: Option<f64>| n.map_or_else(|| "—".into(), |n| format!("{n:.0}"));
+    rows.push(Row {
+        figure: "summary requests per compaction".into(),
+        ours: format!(
+            "a {steps}-step scripted turn (2400-token window, threshold 0.5), a summarizer that answers well: {} requests, {} compactions",
+            shown(good),
+            shown(landed)
+        ),
+        baseline: "one request per compaction, the least there can be".into(),
+        ratio: match (good, landed) {
+            (Some(g), Some(l)) if l > 0.0 => format!("{:.2} requests per compaction", g / l),
+            _ => "—".into(),
+        },
+        target: "≤ compactions + compactionRetries + 1 in the turn".into(),
+        verdict: match (good, landed) {
+            (Some(g), Some(l)) => {
+                if g <= l + 2.0 {
+                    "met".into()
+                } else {
+                    format!("missed: {g:.0} > {:.0}", l + 2.0)
+                }
+            }
+            _ => "not measured".into(),
+        },
+    });
+    rows.push(Row {
+        figure: "summary requests, a summarizer that never summarizes".into(),
+        ours: format!("the same turn, every answer not a checkpoint: {} requests", shown(failing)),
+        baseline: "compactionRetries + 1 = 2".into(),
+        ratio: failing.map_or_else(|| "—".into(), |n| format!("{:.2}×", n / 2.0)),
+        target: "≤ 1×".into(),
+        verdict: verdict(failing.map(|n| n / 2.0), 1.0, true),
+    });
+    rows
+}
+
+/// The rows of [`token_figure`].
+fn token_rows(f: &Figures) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for c in &f.tokens {
+        let of_o200k = c.estimate as f64 / c.o200k.max(1) as f64;
+        let of_cl100k = c.estimate as f64 / c.cl100k.max(1) as f64;
+        let within = (0.85..=1.15).contains(&of_o200k);
+        rows.push(Row {
+            figure: format!("token estimate, {}", c.kind),
+            ours: format!(
+                "{}: {} characters, estimated {} tokens in {}",
+                c.source,
+                c.chars,
+                c.estimate,
+                show(Summary::of(&c.estimate_seconds), Unit::Seconds)
+            ),
+            baseline: format!(
+                "o200k_base: {} tokens in {} (cl100k_base: {}; building o200k_base: {})",
+                c.o200k,
+                show(Summary::of(&c.o200k_seconds), Unit::Seconds),
+                c.cl100k,
+                show(f.tokenizer_build.map(Summary::single), Unit::Seconds)
+            ),
+            ratio: format!(
+                "{:+.1}% of o200k_base ({:+.1}% of cl100k_base); {} the time",
+                (of_o200k - 1.0) * 100.0,
+                (of_cl100k - 1.0) * 100.0,
+                x(ratio_of(Summary::of(&c.estimate_seconds), Summary::of(&c.o200k_seconds)))
+            ),
+            target: "within 15% of o200k_base".into(),
+            verdict: if within { "met".into() } else { format!("missed: {:+.1}%", (of_o200k - 1.0) * 100.0) },
+        });
+    }
+    rows
 }
 
 /// Disk bytes per event of one log in the harness store, zstd and plain
@@ -1014,6 +1211,8 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
         target: "state".into(),
         verdict: "reported".into(),
     });
+    rows.extend(token_rows(f));
+    rows.extend(summary_rows(f));
     let bytes = |k: &str| t(&format!("store/bytes/{k}")).map_or_else(|| "—".into(), |s| format!("{:.0} B", s.median));
     rows.push(Row {
         figure: "disk per event, harness store".into(),

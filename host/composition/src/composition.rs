@@ -250,10 +250,23 @@ impl Entry {
     /// A message naming the file and line of the offending node: a value
     /// with no JSON form, a non-string key, or what `eval` reported.
     pub fn config_json(&self, eval: &mut dyn FnMut(&str) -> Result<Option<Json>, String>) -> Result<Json, String> {
-        let Some(node) = self.config() else { return Ok(Json::Object(Default::default())) };
-        match to_json(&node.value, &mut Some(eval)) {
-            Ok(Some(Json::Null) | None) => Ok(Json::Object(Default::default())),
-            Ok(Some(json)) => Ok(json),
+        self.config_json_traced(eval).map(|(json, _)| json)
+    }
+
+    /// As [`Entry::config_json`], and also every place where a `!!js`
+    /// expression was `undefined` (a key left out, or `null` in a list),
+    /// in document order, so that a caller can refuse one where the
+    /// plugin needs a value.
+    ///
+    /// # Errors
+    /// As [`Entry::config_json`].
+    pub fn config_json_traced(&self, eval: &mut dyn FnMut(&str) -> Result<Option<Json>, String>) -> Result<(Json, Vec<UndefinedValue>), String> {
+        let Some(node) = self.config() else { return Ok((Json::Object(Default::default()), Vec::new())) };
+        let mut undefined = Vec::new();
+        let mut trail = Vec::new();
+        match to_json_at(&node.value, &mut Some(eval), &mut trail, &mut undefined) {
+            Ok(Some(Json::Null) | None) => Ok((Json::Object(Default::default()), undefined)),
+            Ok(Some(json)) => Ok((json, undefined)),
             Err((rel, message)) => Err(format!("{}: entry {}: {message}", self.locate_config(&rel), self.id)),
         }
     }
@@ -911,10 +924,30 @@ fn has_expressions(value: &Yaml) -> bool {
     }
 }
 
+/// A place in an entry's config where a `!!js` expression was `undefined`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndefinedValue {
+    /// Where, below `config`: keys and list indexes.
+    pub path: Vec<Step>,
+    /// The expression's source.
+    pub source: String,
+}
+
 /// Converts a YAML value to JSON (`None`: `undefined`, from an expression).
 /// `!!js` nodes go through `eval`; without one they are an error. Errors
 /// carry the relative path of the offending node.
 fn to_json(value: &Yaml, eval: &mut Eval<'_>) -> Result<Option<Json>, (Vec<Step>, String)> {
+    to_json_at(value, eval, &mut Vec::new(), &mut Vec::new())
+}
+
+/// [`to_json`] at `trail` (the path of `value`), recording in `undefined`
+/// every expression that was `undefined`.
+fn to_json_at(
+    value: &Yaml,
+    eval: &mut Eval<'_>,
+    trail: &mut Vec<Step>,
+    undefined: &mut Vec<UndefinedValue>,
+) -> Result<Option<Json>, (Vec<Step>, String)> {
     Ok(Some(match value {
         Yaml::Null => Json::Null,
         Yaml::Bool(b) => Json::Bool(*b),
@@ -934,10 +967,13 @@ fn to_json(value: &Yaml, eval: &mut Eval<'_>) -> Result<Option<Json>, (Vec<Step>
         Yaml::Sequence(items) => {
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let json = to_json(item, eval).map_err(|(mut p, m)| {
+                trail.push(Step::Index(i));
+                let json = to_json_at(item, eval, trail, undefined).map_err(|(mut p, m)| {
                     p.insert(0, Step::Index(i));
                     (p, m)
-                })?;
+                });
+                trail.pop();
+                let json = json?;
                 out.push(json.unwrap_or(Json::Null));
             }
             Json::Array(out)
@@ -954,10 +990,13 @@ fn to_json(value: &Yaml, eval: &mut Eval<'_>) -> Result<Option<Json>, (Vec<Step>
                 if key == MERGE_KEY && is_merge_value(v) {
                     return Err((vec![Step::Key(key)], MERGE_KEY_MESSAGE.to_string()));
                 }
-                let json = to_json(v, eval).map_err(|(mut p, m)| {
+                trail.push(Step::Key(key.clone()));
+                let json = to_json_at(v, eval, trail, undefined).map_err(|(mut p, m)| {
                     p.insert(0, Step::Key(key.clone()));
                     (p, m)
-                })?;
+                });
+                trail.pop();
+                let json = json?;
                 if let Some(json) = json {
                     out.insert(key, json);
                 }
@@ -968,10 +1007,12 @@ fn to_json(value: &Yaml, eval: &mut Eval<'_>) -> Result<Option<Json>, (Vec<Step>
             let Some(source) = js_source(value) else {
                 return Err((vec![], "`!!js` must tag a scalar holding an expression".into()));
             };
-            return match eval {
-                Some(eval) => eval(&source).map_err(|m| (vec![], m)),
-                None => Err((vec![], "a `!!js` expression is not allowed here".into())),
-            };
+            let Some(eval) = eval else { return Err((vec![], "a `!!js` expression is not allowed here".into())) };
+            let json = eval(&source).map_err(|m| (vec![], m))?;
+            if json.is_none() {
+                undefined.push(UndefinedValue { path: trail.clone(), source });
+            }
+            return Ok(json);
         }
         Yaml::Tagged(t) => {
             return Err((vec![], format!("the tag {} is not supported: values are plain YAML or `!!js` expressions", t.tag)));
@@ -1036,6 +1077,14 @@ mod tests {
             .unwrap();
         assert_eq!(json, serde_json::json!({"root": "v", "list": [1, null]}));
         assert_eq!(seen[0], "process.env.X ?? 'y'");
+        let (_, undefined) = e.config_json_traced(&mut |src| Ok(if src == "undefined" { None } else { Some(serde_json::json!("v")) })).unwrap();
+        assert_eq!(
+            undefined,
+            [
+                UndefinedValue { path: vec![Step::Key("gone".into())], source: "undefined".into() },
+                UndefinedValue { path: vec![Step::Key("list".into()), Step::Index(1)], source: "undefined".into() },
+            ]
+        );
         let err = e.config_json(&mut |_| Err("boom".into())).unwrap_err();
         assert_eq!(err, "cordis.yml:4: entry a@0: boom");
     }

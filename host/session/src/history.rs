@@ -41,6 +41,63 @@ pub fn unended_compaction(events: &[Event]) -> Option<&Event> {
     None
 }
 
+/// A compaction with a `compaction/start` and no `compaction/end`, and how
+/// far it got: what the next writer of the session will find when it
+/// closes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutShortCompaction {
+    /// The compaction's id (`compactionId`).
+    pub compaction_id: String,
+    /// The seq of its `compaction/start`.
+    pub start: u64,
+    /// The `turn` its start names (`null` for a compaction outside turns).
+    pub turn: Value,
+    /// Whether its replacing `user/message` landed (the summary already
+    /// replaced the history; closing completes it), or not (closing marks
+    /// it failed and the history stays as it was).
+    pub landed: bool,
+    /// The projections whose context it already carried over.
+    pub carried: Vec<String>,
+}
+
+impl CutShortCompaction {
+    /// One line for an operator: which compaction, and how it will be
+    /// closed.
+    pub fn describe(&self) -> String {
+        let how = if self.landed {
+            "its summary already replaced the history, so it will be completed"
+        } else {
+            "its summary replaced nothing, so it will be closed as failed with the history as it was"
+        };
+        format!(
+            "compaction {} (compaction/start at seq {}) has no compaction/end: it was cut short, unless a running cordis is compacting this session now; \
+             the next run or `cordis session compact` of this session closes it: {how}",
+            self.compaction_id, self.start
+        )
+    }
+}
+
+/// The compaction [`unended_compaction`] finds, with how far it got.
+pub fn cut_short_compaction(events: &[Event]) -> Option<CutShortCompaction> {
+    let start = unended_compaction(events)?;
+    let data = start.data_value();
+    let compaction_id = data.get("compactionId").and_then(Value::as_str).unwrap_or_default().to_string();
+    let mut landed = false;
+    let mut carried: Vec<String> = Vec::new();
+    for e in events.iter().filter(|e| e.seq > start.seq && e.kind == core::USER_MESSAGE) {
+        let source = e.data_value().get("source").cloned().unwrap_or(Value::Null);
+        if source.get("compactionId").and_then(Value::as_str) != Some(compaction_id.as_str()) {
+            continue;
+        }
+        if matches!(e.surface_op, Some(SurfaceOp::Replace { .. })) {
+            landed = true;
+        } else if let Some(key) = source.get("projection").and_then(Value::as_str) {
+            carried.push(key.to_string());
+        }
+    }
+    Some(CutShortCompaction { compaction_id, start: start.seq, turn: data.get("turn").cloned().unwrap_or(Value::Null), landed, carried })
+}
+
 /// One tool call in an assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolCallPart {

@@ -36,7 +36,10 @@ use std::sync::Arc;
 
 pub use event::{Event, Header};
 pub use event_types::EventTypes;
-pub use history::{derive_history, derive_messages, event_message, surface_nodes, unended_compaction, well_formed_history, Message};
+pub use history::{
+    cut_short_compaction, derive_history, derive_messages, event_message, surface_nodes, unended_compaction, well_formed_history, CutShortCompaction,
+    Message,
+};
 pub use log::{AppendError, Appender, Backing, Session};
 pub use owner::Owner;
 #[cfg(feature = "harness")]
@@ -68,6 +71,8 @@ pub struct SessionInfo {
     pub summaries: Vec<(String, String)>,
     /// Lines that could not be read.
     pub problems: usize,
+    /// A compaction with no `compaction/end`, if the log ends in one.
+    pub cut_short: Option<CutShortCompaction>,
 }
 
 /// What an import did.
@@ -288,10 +293,10 @@ impl Sessions {
             match self.view(&id) {
                 Ok((session, problems)) => {
                     let header = session.header();
-                    let (events, last_time) = session.with_events(|e| (e.len(), e.last().map_or(0, |e| e.time)));
+                    let (events, last_time, cut_short) = session.with_events(|e| (e.len(), e.last().map_or(0, |e| e.time), cut_short_compaction(e)));
                     let summaries =
                         session.states().into_iter().map(|(p, state)| (p.key.clone(), p.summary(&state))).filter(|(_, s)| !s.is_empty()).collect();
-                    out.push(SessionInfo { id, created_at: header.created_at, events, last_time, summaries, problems: problems.len() });
+                    out.push(SessionInfo { id, created_at: header.created_at, events, last_time, summaries, problems: problems.len(), cut_short });
                 }
                 Err(e) => skipped.push(format!("skipping session {id}: {e}")),
             }

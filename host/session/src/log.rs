@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::event::{core, now_ms, to_raw, Event, Header, SurfaceOp};
 use crate::event_types::{EventTypes, OwnedType};
-use crate::history::{history_notes, unended_compaction};
+use crate::history::{cut_short_compaction, history_notes};
 use crate::owner::Owner;
 use crate::projection::{Projections, RegisteredProjection};
 use crate::store::{parse_data, LineProblem, LogWriter, ReadLog, StoreError};
@@ -179,18 +179,10 @@ impl Session {
             }
             // The events are kept as read: the vector moves, no event is copied.
             st.events = events;
-            if let Some(open) = unended_compaction(&st.events) {
-                let at = st.events.iter().position(|e| e.seq == open.seq);
+            if let Some(open) = cut_short_compaction(&st.events) {
+                let at = st.events.iter().position(|e| e.seq == open.start);
                 let line = at.and_then(|i| lines.get(i)).copied().unwrap_or(1);
-                let id = open.data_value().get("compactionId").and_then(serde_json::Value::as_str).unwrap_or("?").to_string();
-                problems.push(LineProblem::note(
-                    line,
-                    format!(
-                        "compaction {id} (compaction/start at seq {}) has no compaction/end: it was cut short (the process stopped before it ended); \
-                         the next writer closes it before anything else, and compaction works again",
-                        open.seq
-                    ),
-                ));
+                problems.push(LineProblem::note(line, open.describe()));
             }
             let notes = history_notes(&st.events);
             for (seq, note) in notes {

@@ -211,6 +211,42 @@ fn a_server_inherits_only_allow_listed_variables_and_a_missing_one_is_an_error()
     assert!(!seen.contains("env HOME=unset") && !seen.contains("env PATH=unset"), "{seen}");
 }
 
+#[test]
+fn an_env_or_header_expression_reading_an_unset_variable_is_an_error_naming_it() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("faulty.log");
+    let flags = format!("--log {} --env GREETING --env GH_TOKEN", log.display());
+    let extra = "    env:\n      GREETING: hello\n      GH_TOKEN: !!js process.env.CORDIS_TEST_GH_TOKEN\n";
+    let http = "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: http://127.0.0.1:9/mcp\n    headers:\n      Authorization: !!js process.env['CORDIS_TEST_REMOTE_TOKEN']\n";
+    scratch.composition(&format!("{}{http}", row("gh", &marker("unset"), &flags, extra)));
+    let started = Instant::now();
+    let out = super::cordis(&scratch, &["check"], &[]);
+    let elapsed = started.elapsed();
+    let (stdout, stderr) = cordis_tests::text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    let all = format!("{stdout}{stderr}");
+    assert!(
+        all.contains(
+            "cordis.yml:10: entry gh: config.env.GH_TOKEN is `!!js process.env.CORDIS_TEST_GH_TOKEN`, which is undefined \
+             (CORDIS_TEST_GH_TOKEN is not set in cordis's environment); plugin mcp-client needs a value there"
+        ),
+        "the error names the line, the entry, the key and the variable:\n{all}"
+    );
+    assert!(
+        all.contains("entry remote: config.headers.Authorization is `!!js process.env['CORDIS_TEST_REMOTE_TOKEN']`, which is undefined (CORDIS_TEST_REMOTE_TOKEN is not set"),
+        "{all}"
+    );
+    assert!(!log.exists(), "the server was not started");
+    assert!(elapsed < Duration::from_secs(10), "check took {elapsed:?}");
+
+    let out = super::cordis(&scratch, &["check", "--json"], &[("CORDIS_TEST_GH_TOKEN", "ghp_secret")]);
+    let (stdout, stderr) = cordis_tests::text(&out);
+    assert!(stdout.contains("CORDIS_TEST_REMOTE_TOKEN is not set"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("GH_TOKEN is `"), "set now, the server's entry loads:\n{stdout}");
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(seen.contains("env GREETING=hello\n") && seen.contains("env GH_TOKEN=ghp_secret\n"), "{seen}");
+}
+
 /// Waits until the fake server's log has a line starting with `line`.
 fn logged(log: &std::path::Path, line: &str) {
     within(Duration::from_secs(20), &format!("the server did not log {line:?}"), || {
@@ -433,7 +469,10 @@ impl Drop for Refusing {
 
 #[test]
 fn http_401_and_403_are_one_auth_error_naming_the_header_and_not_retried() {
-    for (extra, status) in [(&[][..], "HTTP 401"), (&["--forbid"][..], "HTTP 403")] {
+    for (extra, status) in [
+        (&[][..], r#"HTTP 401, WWW-Authenticate: Bearer realm="tools", error="invalid_token""#),
+        (&["--forbid"][..], r#"HTTP 403, WWW-Authenticate: Bearer error="insufficient_scope""#),
+    ] {
         let scratch = Scratch::new();
         let log = scratch.path().join("requests.log");
         let server = Refusing::start(&log, extra);
@@ -465,23 +504,98 @@ fn a_lost_http_session_fails_the_call_at_once_and_a_new_session_serves_the_next(
         server.url
     ));
     let mut dev = dev(&scratch);
-    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 2 tools");
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
     assert_eq!(dev.call("mcp__remote__forget", "{}")["text"], "forgotten");
     let start = Instant::now();
     let lost = dev.call("mcp__remote__echo", r#"{"text": "lost"}"#);
     let took = start.elapsed();
     let text = lost["text"].as_str().unwrap_or_default();
     assert!(
-        lost["isError"] == true && text.contains("the server no longer knows this MCP session (Bad Request: No valid session ID provided)"),
+        lost["isError"] == true
+            && text.contains("the server refused a request without naming it: Bad Request: No valid session ID provided (code -32600)"),
         "{lost}"
     );
     assert!(took < Duration::from_secs(3), "the call failed after {took:?}");
-    let sessions = || std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    let sessions = || std::fs::read_to_string(&log).unwrap_or_default().lines().filter(|l| *l == "initialize").count();
     within(Duration::from_secs(10), "no new session was initialised", || sessions() == 2);
-    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 2 tools");
+    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
+    assert!(
+        dev.stderr().iter().any(|l| l.contains("the server no longer knows this MCP session: it refused a request without naming it")),
+        "the reconnect says why: {:?}",
+        dev.stderr()
+    );
     assert_eq!(dev.call("mcp__remote__echo", r#"{"text": "back"}"#)["text"], "back");
     assert_eq!(sessions(), 2, "one new session");
     eprintln!("the call under a lost session failed after {took:?}");
+
+    // A refusal that names no request while the session is still known
+    // (an id of null): the call fails at once, the session answers the
+    // ping, and it is kept.
+    let start = Instant::now();
+    let refused = dev.call("mcp__remote__refuse", "{}");
+    let took = start.elapsed();
+    let text = refused["text"].as_str().unwrap_or_default();
+    assert!(refused["isError"] == true && text.contains("Bad Request: refused for no reason given (code -32000)"), "{refused}");
+    assert!(took < Duration::from_secs(3), "the refused call failed after {took:?}");
+    let notice = dev.expect_notice("the session still answers a ping, so it is kept");
+    assert!(notice.starts_with("mcp-client(remote): the server refused a request without naming it"), "{notice}");
+    assert_eq!(dev.call("mcp__remote__echo", r#"{"text": "still"}"#)["text"], "still");
+    assert_eq!(sessions(), 2, "the session was kept");
+}
+
+#[test]
+fn an_undecodable_sse_event_is_logged_under_the_server_name_and_the_answer_still_arrives() {
+    let scratch = Scratch::new();
+    let log = scratch.path().join("sessions.log");
+    let server = Refusing::script("http_forgetful.py", &log, &[]);
+    scratch.composition(&format!(
+        "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: {}\n",
+        server.url
+    ));
+    let mut dev = dev(&scratch);
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
+    let start = Instant::now();
+    let answer = dev.call("mcp__remote__garbled", r#"{"text": "through"}"#);
+    let took = start.elapsed();
+    assert_eq!(answer["text"], "through", "{answer}");
+    let notice = dev.expect_notice("failed to deserialize server message");
+    assert!(notice.starts_with("mcp-client(remote): rmcp dropped or refused something"), "{notice}");
+    assert!(took < Duration::from_secs(3), "the call took {took:?}");
+}
+
+#[test]
+fn a_reload_under_dev_cancels_a_hung_http_call_and_finishes_within_seconds() {
+    use std::io::{BufRead, Write};
+    let scratch = Scratch::new();
+    let log = scratch.path().join("requests.log");
+    let server = Refusing::script("http_forgetful.py", &log, &[]);
+    let row = |timeout: u64| {
+        format!(
+            "- id: remote\n  name: mcp-client\n  config:\n    serverName: remote\n    transport: streamable-http\n    url: {}\n    toolCallTimeoutMs: {timeout}\n",
+            server.url
+        )
+    };
+    scratch.composition(&row(60_000));
+    let mut dev = dev(&scratch);
+    dev.wait_until("the server did not connect", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
+    writeln!(dev.stdin, "call mcp__remote__hang {{}}").unwrap();
+    dev.stdin.flush().unwrap();
+    logged(&log, "call hang");
+    let start = Instant::now();
+    scratch.composition(&row(59_000));
+    let mut answer = String::new();
+    dev.stdout.read_line(&mut answer).unwrap();
+    let took = start.elapsed();
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert!(
+        answer["isError"] == true && answer["text"].as_str().unwrap_or_default().contains("was cancelled (its entry is being reloaded)"),
+        "{answer}"
+    );
+    assert!(took < Duration::from_secs(5), "the hung call held the reload for {took:?}");
+    dev.expect_reloads(1);
+    logged(&log, "cancelled ");
+    dev.wait_until("not connected again", |dev| dev_status(dev, "remote").1 == "mcp-client(remote): connected, 5 tools");
+    eprintln!("the hung HTTP call was answered {took:?} after the change");
 }
 
 #[test]

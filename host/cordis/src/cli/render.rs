@@ -308,7 +308,18 @@ pub fn session_list(out: &mut impl Write, list: &[SessionInfo], place: &str) {
         if s.problems > 0 {
             line.push_str(&format!("  ({})", count(s.problems, "problem line", "problem lines")));
         }
+        if let Some(c) = &s.cut_short {
+            line.push_str(&format!("  (compaction cut short at seq {})", c.start));
+        }
         let _ = writeln!(out, "{line}");
+    }
+    let cut = list.iter().filter(|s| s.cut_short.is_some()).count();
+    if cut > 0 {
+        let _ = writeln!(
+            out,
+            "{} a compaction with no compaction/end; the next run or `cordis session compact` of each closes it (`cordis session show ID` says how)",
+            if cut == 1 { "1 session has".to_string() } else { format!("{cut} sessions have") }
+        );
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod compaction;
+pub mod defined;
 pub mod library;
 pub mod persistence;
 pub mod redact;
@@ -585,11 +586,13 @@ impl Loader {
         }
 
         let services = self.service_values(entry, wanted.iter().map(|(n, _)| n.as_str()));
-        let config =
-            entry.config_json(&mut |source| expr::evaluate(source, &services).map_err(|e| e.to_string())).map_err(|m| EntryState::Failed(vec![m]))?;
+        let (config, undefined) = entry
+            .config_json_traced(&mut |source| expr::evaluate(source, &services).map_err(|e| e.to_string()))
+            .map_err(|m| EntryState::Failed(vec![m]))?;
         let checker =
             self.config_checker(&picked).map_err(|e| fail(format!("plugin {decl_name} declares a config schema that does not compile: {e}")))?;
-        let messages = config_violations(entry, &checker, &config);
+        let mut messages = defined::refused(entry, &decl_name, &picked.config_schema, &undefined);
+        messages.extend(config_violations(entry, &checker, &config));
         if !messages.is_empty() {
             return Err(EntryState::Failed(messages));
         }

@@ -50,7 +50,7 @@ fn walk(value: &Value, node: &Value, root: &Value, depth: usize) -> Value {
 }
 
 /// `node`, or what its `$ref` names in `root`.
-fn resolve<'a>(node: &'a Value, root: &'a Value, depth: usize) -> &'a Value {
+pub(super) fn resolve<'a>(node: &'a Value, root: &'a Value, depth: usize) -> &'a Value {
     let Some(reference) = node.get("$ref").and_then(Value::as_str) else { return node };
     let Some(pointer) = reference.strip_prefix('#') else { return node };
     match root.pointer(pointer) {

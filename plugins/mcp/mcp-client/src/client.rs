@@ -40,6 +40,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// [`ServerProcess::stop`], bounded on its own.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a session may take to answer the ping that checks it after
+/// the server refused a request without naming it.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The longest a disposal waits for the supervisor task (the service's
 /// end, then the server's processes: see [`crate::process`]).
 const CLOSE_LIMIT: Duration = Duration::from_secs(8);
@@ -222,9 +226,10 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
         shared.set_phase(Phase::Connecting);
         let (tx, mut rx) = mpsc::unbounded_channel();
         let (lost_tx, mut lost_rx) = mpsc::unbounded_channel::<String>();
+        let (suspect_tx, mut suspect_rx) = mpsc::unbounded_channel::<String>();
         let attempt = tokio::select! {
-            attempt = tokio::time::timeout(CONNECT_TIMEOUT, connect(&shared, Handler { list_changed: tx }, lost_tx.clone())) => attempt
-                .unwrap_or_else(|_| Err(format!("no answer within {} s while connecting", CONNECT_TIMEOUT.as_secs()))),
+            attempt = tokio::time::timeout(CONNECT_TIMEOUT, connect(&shared, Handler { list_changed: tx }, suspect_tx)) => attempt
+                .unwrap_or_else(|_| Err(format!("no answer within {} s while connecting", CONNECT_TIMEOUT.as_secs()).into())),
             _ = stop.changed() => return,
         };
         // The processes of a server whose connection ended: stopped once
@@ -259,6 +264,49 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                             }
                             let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
                             break format!("the connection was lost: {why}");
+                        }
+                        // The server refused a request without naming it
+                        // (the waiting ones have failed already): the
+                        // session is lost when it does not answer a ping.
+                        Some(said) = suspect_rx.recv() => {
+                            let mut options = PeerRequestOptions::no_options();
+                            options.timeout = Some(PING_TIMEOUT);
+                            let ping = peer.send_request_with_option(ClientRequest::PingRequest(Default::default()), options);
+                            // Any answer naming the ping, an error too, is
+                            // the session answering; a refusal that names
+                            // no request again fails it with our own code.
+                            let answered = tokio::select! {
+                                answer = async {
+                                    match ping.await?.await_response().await {
+                                        Err(ServiceError::McpError(e)) if e.code.0 != crate::session::UNNAMED_REFUSAL_CODE => Ok(()),
+                                        other => other.map(|_| ()),
+                                    }
+                                } => answer.map_err(|e| short_error(&e)),
+                                _ = stop.changed() => {
+                                    if let Some(cancel) = cancel.take() {
+                                        cancel.cancel();
+                                    }
+                                    let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
+                                    if let Some(process) = process.take() {
+                                        process.stop().await;
+                                    }
+                                    return;
+                                }
+                            };
+                            while suspect_rx.try_recv().is_ok() {}
+                            match answered {
+                                Ok(()) => shared.notice(format!(
+                                    "{}: the server refused a request without naming it ({said}); the session still answers a ping, so it is kept",
+                                    shared.label()
+                                )),
+                                Err(_) => {
+                                    if let Some(cancel) = cancel.take() {
+                                        cancel.cancel();
+                                    }
+                                    let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, &mut quit).await;
+                                    break format!("the server no longer knows this MCP session: it refused a request without naming it ({said}), then a ping");
+                                }
+                            }
                         }
                         Some(()) = rx.recv() => {
                             tokio::time::sleep(LIST_INTERVAL.saturating_sub(listed_at.elapsed())).await;
@@ -295,16 +343,17 @@ async fn supervise(shared: Arc<Shared>, mut stop: watch::Receiver<bool>, first: 
                 if since.elapsed() >= Duration::from_millis(policy.max_delay_ms) {
                     failed = 0;
                 }
-                reason
+                (reason, None)
             }
-            Err(reason) => reason,
+            Err(failed) => (failed.text, failed.refused),
         };
+        let (reason, refused) = reason;
         // The state is set before the first attempt's outcome is handed to
         // `apply`, so the entry's first status already says what follows.
         let told = first.take().map(|first| (first, reason.clone()));
-        let (phase, delay) = if let Some(refused) = auth_refusal(&shared.config, &reason) {
+        let (phase, delay) = if let Some(refused) = refused {
             shared.set_tools(Vec::new());
-            (Phase::Refused { reason: refused }, None)
+            (Phase::Refused { reason: auth_refusal(&shared.config, &refused) }, None)
         } else if !policy.enabled {
             (Phase::Down { reason }, None)
         } else {
@@ -346,8 +395,8 @@ type Running = RunningService<RoleClient, Handler>;
 async fn connect(
     shared: &Shared,
     handler: Handler,
-    lost: mpsc::UnboundedSender<String>,
-) -> Result<(Running, Vec<ServerTool>, Option<ServerProcess>), String> {
+    suspect: mpsc::UnboundedSender<String>,
+) -> Result<(Running, Vec<ServerTool>, Option<ServerProcess>), AttemptError> {
     let config = &shared.config;
     let (running, process) = match config.transport {
         Transport::Stdio => {
@@ -356,7 +405,7 @@ async fn connect(
             command.args(&config.args).env_clear().envs(config.server_env()?);
             if !config.cwd.is_empty() {
                 if !std::path::Path::new(&config.cwd).is_dir() {
-                    return Err(format!("cwd `{}` is not a folder (it is taken relative to where cordis runs)", config.cwd));
+                    return Err(format!("cwd `{}` is not a folder (it is taken relative to where cordis runs)", config.cwd).into());
                 }
                 command.current_dir(&config.cwd);
             }
@@ -367,7 +416,7 @@ async fn connect(
                 Ok(running) => (running, Some(process)),
                 Err(e) => {
                     process.stop().await;
-                    return Err(format!("the MCP handshake with `{program}` failed: {e}"));
+                    return Err(format!("the MCP handshake with `{program}` failed: {e}").into());
                 }
             }
         }
@@ -386,15 +435,17 @@ async fn connect(
             }
             let transport = crate::session::SessionWatch::new(
                 StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers)),
-                lost,
+                suspect,
             );
-            (
-                handler
-                    .serve(transport)
-                    .await
-                    .map_err(|e| format!("the MCP handshake with {url} failed: {}", without_type_name(&with_causes(&e))))?,
-                None,
-            )
+            match handler.serve(transport).await {
+                Ok(running) => (running, None),
+                Err(e) => {
+                    return Err(AttemptError {
+                        text: format!("the MCP handshake with {url} failed: {}", without_type_name(&with_causes(&e))),
+                        refused: auth_refused(&e),
+                    })
+                }
+            }
         }
     };
     match list_tools(shared, running.peer()).await {
@@ -404,39 +455,70 @@ async fn connect(
             if let Some(process) = process {
                 process.stop().await;
             }
-            Err(e)
+            Err(e.into())
         }
     }
 }
 
-/// When `reason` (why a connection attempt failed) is the server refusing
-/// the credentials, what to say: the status, the challenge, and which
-/// header was sent.
-fn auth_refusal(config: &Config, reason: &str) -> Option<String> {
-    let status = if reason.contains(AUTH_REQUIRED) {
-        "HTTP 401"
-    } else if reason.contains(SCOPE_REFUSED) {
-        "HTTP 403"
-    } else {
-        return None;
+/// Why a connection attempt failed.
+struct AttemptError {
+    /// What to tell.
+    text: String,
+    /// Set when the server refused the credentials.
+    refused: Option<AuthRefused>,
+}
+
+impl From<String> for AttemptError {
+    fn from(text: String) -> AttemptError {
+        AttemptError { text, refused: None }
+    }
+}
+
+/// A 401 or 403 from the server, as rmcp's typed errors report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AuthRefused {
+    /// 401 or 403.
+    status: u16,
+    /// The `WWW-Authenticate` challenge (empty when the server sent none).
+    challenge: String,
+}
+
+/// The 401 or 403 that failed a handshake: rmcp's `AuthRequiredError`
+/// (401) or `InsufficientScopeError` (403) among the causes of the
+/// transport's error, where rmcp's own `auth_challenge` looks for them.
+fn auth_refused(e: &rmcp::service::ClientInitializeError) -> Option<AuthRefused> {
+    use rmcp::service::ClientInitializeError;
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let error = match e {
+        ClientInitializeError::TransportError { error, .. } => error,
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => return auth_refused(fallback),
+        _ => return None,
     };
-    // The challenge, when rmcp's message carries it.
-    let challenge = reason.split_once(CHALLENGE).map(|(_, c)| c.split(';').next().unwrap_or(c).trim()).filter(|c| !c.is_empty());
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
+    while let Some(current) = cause {
+        if let Some(e) = current.downcast_ref::<AuthRequiredError>() {
+            return Some(AuthRefused { status: 401, challenge: e.www_authenticate_header.clone() });
+        }
+        if let Some(e) = current.downcast_ref::<InsufficientScopeError>() {
+            return Some(AuthRefused { status: 403, challenge: e.www_authenticate_header.clone() });
+        }
+        cause = current.source();
+    }
+    None
+}
+
+/// What to say when the server refused the credentials: the status, the
+/// challenge, and which header was sent (never its value).
+fn auth_refusal(config: &Config, refused: &AuthRefused) -> String {
     let header = config.headers.keys().find(|name| name.eq_ignore_ascii_case("authorization")).or_else(|| config.headers.keys().next());
     let sent = match header {
         Some(name) => format!("the `{name}` header was sent and refused"),
         None => "no header is configured (`headers`, e.g. `Authorization`)".to_string(),
     };
-    let challenge = challenge.map(|c| format!(", WWW-Authenticate: {c}")).unwrap_or_default();
-    Some(format!("the server refused the credentials ({status}{challenge}); {sent}"))
+    let challenge: String = refused.challenge.chars().filter(|c| !c.is_control()).take(300).collect();
+    let challenge = if challenge.trim().is_empty() { String::new() } else { format!(", WWW-Authenticate: {}", challenge.trim()) };
+    format!("the server refused the credentials (HTTP {}{challenge}); {sent}", refused.status)
 }
-
-/// How rmcp says a server answered 401.
-const AUTH_REQUIRED: &str = "Auth required";
-/// How rmcp says a server answered 403.
-const SCOPE_REFUSED: &str = "Insufficient scope";
-/// What precedes the `WWW-Authenticate` challenge in rmcp's message.
-const CHALLENGE: &str = "authorization required:";
 
 /// An error with its causes, each after `: ` (rmcp's `Display` of a
 /// failed handshake leaves the transport's cause out).
@@ -607,7 +689,7 @@ impl Source {
                     timeout.as_millis()
                 )))
             }
-            Err(ServiceError::McpError(e)) if e.code.0 == DROPPED_CODE || e.code.0 == crate::session::SESSION_LOST_CODE => {
+            Err(ServiceError::McpError(e)) if e.code.0 == DROPPED_CODE || e.code.0 == crate::session::UNNAMED_REFUSAL_CODE => {
                 return Ok(error_result(format!("{label}: the call to {raw} failed: {}", e.message)));
             }
             Err(ServiceError::McpError(e)) => {
@@ -744,13 +826,18 @@ impl Drop for Source {
 pub fn start(ctx: &Context<'_>, config: Config) -> Result<(), PluginError> {
     let label = format!("mcp-client({})", config.server_name);
     let fail_on_startup = config.fail_on_startup_error;
+    let (notices, writer) = Sink::start(&config.server_name).map_err(|e| PluginError::new(format!("{label}: cannot start its log writer: {e}")))?;
+    // What rmcp drops is told under this entry's name: its threads are
+    // the only ones running this entry's rmcp code.
+    let forward = tracing::Dispatch::new(crate::discards::Forward::new(label.clone(), notices.clone()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name(format!("mcp:{}", config.server_name))
+        .on_thread_start(move || crate::discards::enter(&forward))
+        .on_thread_stop(crate::discards::leave)
         .enable_all()
         .build()
         .map_err(|e| PluginError::new(format!("{label}: cannot start its runtime: {e}")))?;
-    let (notices, writer) = Sink::start(&config.server_name).map_err(|e| PluginError::new(format!("{label}: cannot start its log writer: {e}")))?;
     let shared = Arc::new(Shared {
         config,
         notices,

@@ -29,13 +29,15 @@
 //! Modules: [`names`] (public tool names), [`content`] (results to text and
 //! value), and with the default `client` feature `client` (the connection,
 //! its supervisor task and the tool source), [`process`], [`line`](mod@line),
-//! [`stderr`] and [`session`].
+//! [`stderr`], [`session`] and [`discards`].
 
 pub mod content;
 pub mod names;
 
 #[cfg(feature = "client")]
 mod client;
+#[cfg(feature = "client")]
+pub mod discards;
 #[cfg(feature = "client")]
 pub mod line;
 #[cfg(feature = "client")]
@@ -102,9 +104,9 @@ pub struct Config {
     /// stdio: its arguments, passed as they are (no shell).
     #[serde(default)]
     pub args: Vec<String>,
-    /// stdio: variables set for the server. It inherits only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, LC_CTYPE, TMPDIR and TZ from cordis's environment, plus the names in `inheritEnv`. Take secrets from the environment with `!!js process.env.NAME`, never write them here.
+    /// stdio: variables set for the server. It inherits only HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, LC_CTYPE, TMPDIR and TZ from cordis's environment, plus the names in `inheritEnv`. Take secrets from the environment with `!!js process.env.NAME`, never write them here; an expression that is undefined (the variable is not set) fails the entry.
     #[serde(default)]
-    #[schemars(extend("writeOnly" = true))]
+    #[schemars(extend("writeOnly" = true, "x-cordis-defined" = true))]
     pub env: BTreeMap<String, String>,
     /// stdio: names of cordis's environment variables passed on to the server as they are; one that is not set is an error when the entry starts.
     #[serde(default)]
@@ -116,9 +118,9 @@ pub struct Config {
     #[serde(default)]
     #[schemars(length(min = 1))]
     pub url: Option<String>,
-    /// streamable-http: headers sent with every request (`Authorization: !!js '`Bearer ${process.env.TOKEN}`'`). Their values are never shown.
+    /// streamable-http: headers sent with every request (`Authorization: !!js '`Bearer ${process.env.TOKEN}`'`). Their values are never shown; an expression that is undefined fails the entry.
     #[serde(default)]
-    #[schemars(extend("writeOnly" = true))]
+    #[schemars(extend("writeOnly" = true, "x-cordis-defined" = true))]
     pub headers: BTreeMap<String, String>,
     /// How long one tool call may take, in milliseconds (default 60000); then it is cancelled on the server and answered as timed out.
     #[serde(default = "default_timeout")]

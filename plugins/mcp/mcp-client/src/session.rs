@@ -1,15 +1,20 @@
-//! rmcp's Streamable HTTP transport, watched for a lost session.
+//! rmcp's Streamable HTTP transport, watched for errors that answer no
+//! request.
 //!
 //! A server that restarted, or expired the session, answers a request
 //! under the old session id with an error. rmcp re-initialises by itself
-//! after a 404; a server that answers 400 with a JSON-RPC error whose id
-//! is not the request's (the Python SDK's `"server-error"`) leaves the
+//! after a 404; a server that answers otherwise (the Python SDK: 400 with
+//! a JSON-RPC error whose id is `"server-error"`; the TypeScript SDK: id
+//! `null`) sends an error that names no request waiting, so rmcp leaves the
 //! request waiting for `toolCallTimeoutMs` and the connection looking
-//! healthy. This wrapper notices such an error (one that answers no
-//! request waiting and speaks of the session), fails every request
-//! waiting at once saying the session was lost, and tells the connection
-//! to start again, which initialises a new session (and, when that fails,
-//! reconnects with backoff, the state saying so).
+//! healthy. Every request this client sends passes through here, so an
+//! error whose id names none of them can only be the server refusing one
+//! without saying which. This wrapper fails every request waiting at once
+//! with the server's message and reports the error on `suspect`; the
+//! connection then pings the session, and a session that does not answer
+//! is lost: the connection starts again, which initialises a new session
+//! (and, when that fails, reconnects with backoff, the state saying so).
+//! Nothing here reads the error's wording.
 
 use std::collections::VecDeque;
 
@@ -22,22 +27,23 @@ use tokio::sync::mpsc;
 
 use crate::line::Pending;
 
-/// The error code of an answer made up for a request whose session was
-/// lost.
-pub const SESSION_LOST_CODE: i32 = -32098;
+/// The error code of an answer made up for a request the server refused
+/// without naming it.
+pub const UNNAMED_REFUSAL_CODE: i32 = -32098;
 
-/// A transport watched for a lost session.
+/// A transport watched for errors that answer no request.
 pub struct SessionWatch<T> {
     inner: T,
     pending: Pending,
-    lost: mpsc::UnboundedSender<String>,
+    suspect: mpsc::UnboundedSender<String>,
     made_up: VecDeque<RxJsonRpcMessage<RoleClient>>,
 }
 
 impl<T> SessionWatch<T> {
-    /// Watches `inner`; a lost session is reported on `lost`.
-    pub fn new(inner: T, lost: mpsc::UnboundedSender<String>) -> SessionWatch<T> {
-        SessionWatch { inner, pending: Pending::default(), lost, made_up: VecDeque::new() }
+    /// Watches `inner`; an error that answers no request is reported on
+    /// `suspect`, with the server's message.
+    pub fn new(inner: T, suspect: mpsc::UnboundedSender<String>) -> SessionWatch<T> {
+        SessionWatch { inner, pending: Pending::default(), suspect, made_up: VecDeque::new() }
     }
 }
 
@@ -66,17 +72,20 @@ where
             let message = self.inner.receive().await?;
             if let JsonRpcMessage::Error(error) = &message {
                 let answers = error.id.as_ref().and_then(|id| serde_json::to_value(id).ok()).is_some_and(|id| self.pending.waits_for(&id));
-                if !answers && error.error.message.to_ascii_lowercase().contains("session") {
-                    let reason = format!("the server no longer knows this MCP session ({})", error.error.message);
+                if !answers {
+                    let said = format!("{} (code {})", error.error.message, error.error.code.0);
                     for (id, method) in self.pending.take_all() {
                         let failed = ErrorData::new(
-                            ErrorCode(SESSION_LOST_CODE),
-                            format!("the {method} request failed: {reason}; a new session is being initialised"),
-                            Some(json!({"cordis": "session-lost"})),
+                            ErrorCode(UNNAMED_REFUSAL_CODE),
+                            format!(
+                                "the {method} request failed: the server refused a request without naming it: {said}; \
+                                 the session is being checked, and a new one initialised if it is lost"
+                            ),
+                            Some(json!({"cordis": "unnamed-refusal"})),
                         );
                         self.made_up.push_back(JsonRpcMessage::error(failed, Some(id)));
                     }
-                    let _ = self.lost.send(reason);
+                    let _ = self.suspect.send(said);
                     continue;
                 }
             }

@@ -87,6 +87,13 @@ impl Sink {
         Ok((Sink { lines }, Writer { stop, ended: std::sync::Mutex::new(ended) }))
     }
 
+    /// A sink whose lines are kept in a queue of [`QUEUE`] (for tests).
+    #[cfg(test)]
+    pub(crate) fn capture() -> (Sink, Receiver<String>) {
+        let (lines, queue) = sync_channel::<String>(QUEUE);
+        (Sink { lines }, queue)
+    }
+
     /// Writes a line of the entry's own (a dropped message, say); lost
     /// when the queue is full.
     pub fn notice(&self, text: String) {

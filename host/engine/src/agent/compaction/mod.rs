@@ -39,6 +39,7 @@
 //! turn's summary requests are bounded by its [`TurnBudget`].
 
 pub mod config;
+pub mod crash;
 pub mod recover;
 
 use std::collections::HashSet;
@@ -434,6 +435,7 @@ impl Compactor {
         let compaction_id = uuid::Uuid::new_v4().to_string();
         let lifecycle = json!({"compactionId": compaction_id, "turn": turn});
         let start = append(session, obs, core::COMPACTION_START, &lifecycle)?;
+        crash::after(crash::Step::Start);
 
         let summary = summarize(model, &messages, policy.max_tokens, replaced_tokens.saturating_sub(carried_tokens), interrupted);
         let (text, usage, summary_tokens) = match summary {
@@ -467,6 +469,7 @@ impl Compactor {
             record["usage"] = usage;
         }
         let summary_event = append(session, obs, core::COMPACTION_SUMMARY, &record)?;
+        crash::after(crash::Step::Summary);
         let mut sources = vec![start.seq, summary_event.seq];
         sources.extend(&shadowed);
         let checkpoint = json!({
@@ -481,6 +484,7 @@ impl Compactor {
         });
         let replaced = session.append_surface(core::USER_MESSAGE, &checkpoint, SurfaceOp::Replace { start: range.0, end: range.1 }, sources)?;
         obs.on_event(session, &replaced);
+        crash::after(crash::Step::Replaced);
 
         let carried = carry_over(session, carried, &compaction_id, obs)?;
         append(session, obs, core::COMPACTION_END, &lifecycle)?;
@@ -743,6 +747,7 @@ pub(crate) fn carry_over(
         let sources = c.source.map_or_else(|| session.with_events(|e| e.last().map(|e| vec![e.seq]).unwrap_or_default()), |s| vec![s]);
         let event = session.append_surface(core::USER_MESSAGE, &message, SurfaceOp::Append, sources)?;
         obs.on_event(session, &event);
+        crash::after(crash::Step::Carried);
         plugins.push(c.plugin);
     }
     Ok(plugins)
@@ -877,9 +882,11 @@ pub fn message_tokens(message: &Message) -> u64 {
 
 /// The estimated tokens of a text: one per CJK character (ideographs,
 /// kana, hangul, CJK and fullwidth punctuation), and `ceil(other
-/// characters / 4)`. A heuristic, not a tokenizer: it counts a token for
-/// each CJK character, about what BPE tokenizers spend on Chinese text
-/// (often a little less), so it errs towards compacting early.
+/// characters / 4)`. A heuristic, not a tokenizer. Measured against
+/// OpenAI's `o200k_base` and `cl100k_base` (`cordis-bench --tokens`): within
+/// 4% of both on English prose and on Rust code; on mostly-Chinese text 35%
+/// over `o200k_base` and 4% under `cl100k_base`, so it errs towards
+/// compacting early.
 pub fn text_tokens(text: &str) -> u64 {
     Counted::of(text).tokens()
 }

@@ -16,12 +16,12 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{append, carry_over, contributions};
 use crate::agent::TurnObserver;
-use cordis_session::event::{core, SurfaceOp};
-use cordis_session::{unended_compaction, AppendError, Session};
+use cordis_session::event::core;
+use cordis_session::{cut_short_compaction, AppendError, CutShortCompaction, Session};
 
 /// The message of the `error` a cut-short compaction is closed with.
 pub const CUT_SHORT: &str =
@@ -68,34 +68,10 @@ impl CutShort {
 /// # Errors
 /// [`AppendError`] when the log refuses an event.
 pub fn close_cut_short(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Result<Option<CutShort>, AppendError> {
-    let Some((start, id, turn)) = session.with_events(|events| {
-        unended_compaction(events).map(|e| {
-            let data = e.data_value();
-            (
-                e.seq,
-                data.get("compactionId").and_then(Value::as_str).unwrap_or_default().to_string(),
-                data.get("turn").cloned().unwrap_or(Value::Null),
-            )
-        })
-    }) else {
+    let Some(found) = session.with_events(cut_short_compaction) else {
         return Ok(None);
     };
-    let (landed, already) = session.with_events(|events| {
-        let mut landed = false;
-        let mut already: Vec<String> = Vec::new();
-        for e in events.iter().filter(|e| e.seq > start && e.kind == core::USER_MESSAGE) {
-            let source = e.data_value().get("source").cloned().unwrap_or(Value::Null);
-            if source.get("compactionId").and_then(Value::as_str) != Some(id.as_str()) {
-                continue;
-            }
-            if matches!(e.surface_op, Some(SurfaceOp::Replace { .. })) {
-                landed = true;
-            } else if let Some(key) = source.get("projection").and_then(Value::as_str) {
-                already.push(key.to_string());
-            }
-        }
-        (landed, already)
-    });
+    let CutShortCompaction { compaction_id: id, start, turn, landed, carried: already } = found;
     let mut lifecycle = json!({"compactionId": id, "turn": turn});
     let mut carried = Vec::new();
     if landed {
