@@ -68,6 +68,10 @@ pub struct SessionInfo {
     pub summaries: Vec<(String, String)>,
     /// Lines that could not be read.
     pub problems: usize,
+    /// The session's working folder, as its header gives it.
+    pub cwd: Option<String>,
+    /// The first line of the user's first message, up to 100 characters.
+    pub title: Option<String>,
 }
 
 /// What an import did.
@@ -291,7 +295,17 @@ impl Sessions {
                     let (events, last_time) = session.with_events(|e| (e.len(), e.last().map_or(0, |e| e.time)));
                     let summaries =
                         session.states().into_iter().map(|(p, state)| (p.key.clone(), p.summary(&state))).filter(|(_, s)| !s.is_empty()).collect();
-                    out.push(SessionInfo { id, created_at: header.created_at, events, last_time, summaries, problems: problems.len() });
+                    let title = session.with_events(first_user_line);
+                    out.push(SessionInfo {
+                        id,
+                        created_at: header.created_at,
+                        events,
+                        last_time,
+                        summaries,
+                        problems: problems.len(),
+                        cwd: header.cwd.clone(),
+                        title,
+                    });
                 }
                 Err(e) => skipped.push(format!("skipping session {id}: {e}")),
             }
@@ -299,6 +313,20 @@ impl Sessions {
         out.sort_by_key(|s| (s.created_at, s.id.clone()));
         Ok((out, skipped))
     }
+}
+
+/// The first non-empty line of the user's first message, cut at 100
+/// characters.
+fn first_user_line(events: &[Event]) -> Option<String> {
+    let first = events.iter().find(|e| e.kind == event::core::USER_MESSAGE)?;
+    let data = first.data_value();
+    let text = match &data["content"] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => return None,
+    };
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(line.chars().take(100).collect())
 }
 
 /// Whether `what` names a file rather than a stored session's id: it has a

@@ -8,6 +8,7 @@
 //! fiber, disposing everything it registered if it fails. One bad entry does
 //! not stop the others.
 
+pub mod acp;
 pub mod catalog;
 pub mod compaction;
 pub mod library;
@@ -415,6 +416,15 @@ impl Loader {
             out.push(report);
             return;
         }
+        if acp::is_acp(&entry.name) {
+            // `cordis acp` reads this entry when it starts.
+            match acp::configure(entry) {
+                Ok(c) => report.notes.push(acp::describe(&c)),
+                Err(messages) => report.state = EntryState::Failed(messages),
+            }
+            out.push(report);
+            return;
+        }
         if compaction::is_compaction(&entry.name) {
             // Compaction is the host's own, configured at boot from this
             // same entry.
@@ -506,6 +516,9 @@ impl Loader {
         }
         if compaction::is_compaction(&entry.name) {
             return Err(fail("compaction is configured when the host starts; restart to change it".into()));
+        }
+        if acp::is_acp(&entry.name) {
+            return Err(fail("the ACP entry is read when `cordis acp` starts; restart it to change it".into()));
         }
 
         let target = match resolve::resolve(&entry.name, &entry.base_dir, &self.plugin_path) {
