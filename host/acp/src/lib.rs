@@ -12,6 +12,7 @@
 //! The caller keeps stdout for the protocol alone
 //! ([`cordis_engine::stdio::isolate_stdout`]) before any plugin loads.
 
+mod mcp;
 mod prompt;
 pub mod rpc;
 mod server;

@@ -18,10 +18,12 @@ use std::time::{Duration, Instant};
 use cordis_engine::agent::{Agent, Interrupt, Model, ScriptedModel, ServiceModel, TurnError};
 use cordis_engine::loader::acp::AcpConfig;
 use cordis_engine::runtime::Host;
+use cordis_engine::tools::ToolRegistry;
 use cordis_session::{Session, StoreError};
 use cordis_sync::LockExt;
 use serde_json::{json, Value};
 
+use crate::mcp::{ServerReport, SessionTools};
 use crate::prompt::{prompt_text, EditorApproval, Observer, Titles};
 use crate::rpc::{classify, Incoming, Outgoing, RpcError, INVALID_REQUEST, MAX_LINE_BYTES, METHOD_NOT_FOUND, PARSE_ERROR, RESOURCE_NOT_FOUND};
 use crate::updates::UpdateStream;
@@ -62,10 +64,12 @@ pub(crate) struct Live {
     /// Tools the user allowed (`true`) or rejected (`false`) for the rest
     /// of the session.
     pub(crate) decided: Mutex<HashMap<String, bool>>,
+    /// The MCP servers the client passed, when it passed any.
+    servers: Option<SessionTools>,
 }
 
 impl Live {
-    fn new(session: Arc<Session>, cwd: String) -> Live {
+    fn new(session: Arc<Session>, cwd: String, servers: Option<SessionTools>) -> Live {
         Live {
             session,
             cwd,
@@ -73,7 +77,13 @@ impl Live {
             running: AtomicBool::new(false),
             model: Mutex::new(None),
             decided: Mutex::new(HashMap::new()),
+            servers,
         }
+    }
+
+    /// The tools this session's model may call.
+    fn tools(&self, host: &Host) -> Arc<ToolRegistry> {
+        self.servers.as_ref().map_or_else(|| host.services.tools.clone(), |s| s.tools.clone())
     }
 }
 
@@ -175,7 +185,7 @@ impl<'h> Server<'h> {
             "agentCapabilities": {
                 "loadSession": true,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                "mcpCapabilities": {"http": false, "sse": false},
+                "mcpCapabilities": {"http": true, "sse": false},
                 "sessionCapabilities": {"list": {}, "close": {}, "resume": {}},
             },
             "agentInfo": {"name": "cordis", "title": "cordis", "version": self.options.version},
@@ -185,11 +195,21 @@ impl<'h> Server<'h> {
 
     fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
         let cwd = absolute_cwd(params)?;
-        refuse_mcp_servers(params)?;
         let session = self.host.services.sessions.create(Some(cwd.clone())).map_err(|e| RpcError::internal(e.to_string()))?;
         let id = session.id().to_string();
-        self.sessions.lock_or_recover().insert(id.clone(), Arc::new(Live::new(session, cwd)));
-        Ok(json!({"sessionId": id}))
+        let (servers, reports) = self.servers(&id, params, &cwd)?;
+        self.sessions.lock_or_recover().insert(id.clone(), Arc::new(Live::new(session, cwd, servers)));
+        Ok(with_reports(json!({"sessionId": id}), &reports))
+    }
+
+    /// Starts the MCP servers `params` pass for session `id`; each that
+    /// does not connect is said on stderr.
+    fn servers(&self, id: &str, params: &Value, cwd: &str) -> Result<(Option<SessionTools>, Vec<ServerReport>), RpcError> {
+        let Some((tools, reports)) = crate::mcp::start(self.host, &params["mcpServers"], cwd)? else { return Ok((None, Vec::new())) };
+        for r in reports.iter().filter(|r| !r.ok) {
+            eprintln!("cordis acp: session {id}: MCP server {} did not start: {}", r.name, r.status);
+        }
+        Ok((Some(tools), reports))
     }
 
     /// `session/load` (`replay`: every stored event is sent as updates
@@ -197,7 +217,6 @@ impl<'h> Server<'h> {
     fn load(&self, params: &Value, replay: bool) -> Result<Value, RpcError> {
         let id = session_id(params)?;
         let cwd = absolute_cwd(params)?;
-        refuse_mcp_servers(params)?;
         if let Some(live) = self.sessions.lock_or_recover().get(id) {
             if live.running.load(Ordering::SeqCst) {
                 return Err(RpcError::new(INVALID_REQUEST, format!("session {id} is running a prompt; load it when the prompt has ended")));
@@ -221,8 +240,9 @@ impl<'h> Server<'h> {
                 }
             }
         }
-        self.sessions.lock_or_recover().insert(id.to_string(), Arc::new(Live::new(session, cwd)));
-        Ok(json!({}))
+        let (servers, reports) = self.servers(id, params, &cwd)?;
+        self.sessions.lock_or_recover().insert(id.to_string(), Arc::new(Live::new(session, cwd, servers)));
+        Ok(with_reports(json!({}), &reports))
     }
 
     fn list(&self, params: &Value) -> Result<Value, RpcError> {
@@ -266,10 +286,10 @@ impl<'h> Server<'h> {
 
     fn start_prompt<'s>(&'s self, scope: &'s std::thread::Scope<'s, '_>, id: Value, params: &Value) -> Result<(), RpcError> {
         let session = session_id(params)?;
+        let text = prompt_text(&params["prompt"])?;
         let live = self.sessions.lock_or_recover().get(session).cloned().ok_or_else(|| {
             RpcError::new(RESOURCE_NOT_FOUND, format!("session {session} is not open: create it with session/new or open it with session/load"))
         })?;
-        let text = prompt_text(&params["prompt"])?;
         if live.running.swap(true, Ordering::SeqCst) {
             return Err(RpcError::new(INVALID_REQUEST, format!("session {session} is already running a prompt; cancel it or wait for its answer")));
         }
@@ -295,10 +315,11 @@ impl<'h> Server<'h> {
         }
         let Some(model) = slot.as_mut() else { return Err(RpcError::internal("no model")) };
         let model_name = model.name().to_string();
-        let titles = Titles(&self.host.services.tools);
+        let tools = live.tools(self.host);
+        let titles = Titles(&tools);
         let approval = EditorApproval { out: &self.out, live, config: &self.options.config, titles: &titles };
         let mut observer = Observer::new(&self.out, live, &self.options.config, &titles);
-        let mut agent = Agent::new(live.session.clone(), self.host.services.tools.clone(), model.as_mut())
+        let mut agent = Agent::new(live.session.clone(), tools.clone(), model.as_mut())
             .with_turn_hooks(self.host.services.turn_hooks.clone())
             .with_interrupt(live.interrupt.clone())
             .with_compaction(self.host.compaction.clone())
@@ -345,22 +366,13 @@ fn absolute_cwd(params: &Value) -> Result<String, RpcError> {
     Ok(cwd.to_string())
 }
 
-/// MCP servers passed by the client are not attached by this agent (its
-/// `mcpCapabilities` say so for HTTP and SSE); a stdio server listed is
-/// refused by name rather than silently left out.
-fn refuse_mcp_servers(params: &Value) -> Result<(), RpcError> {
-    match &params["mcpServers"] {
-        Value::Null => Ok(()),
-        Value::Array(servers) if servers.is_empty() => Ok(()),
-        Value::Array(servers) => {
-            let names: Vec<&str> = servers.iter().map(|s| s["name"].as_str().unwrap_or("(unnamed)")).collect();
-            Err(RpcError::params(format!(
-                "MCP servers from the client are not supported by this agent ({}); add them to the composition as mcp-client entries",
-                names.join(", ")
-            )))
-        }
-        _ => Err(RpcError::params("`mcpServers` must be an array")),
+/// `result` with what became of the session's MCP servers, under
+/// `_meta` (`cordis/mcpServers`: name, connected, status), when it has any.
+fn with_reports(mut result: Value, reports: &[ServerReport]) -> Value {
+    if !reports.is_empty() {
+        result["_meta"] = json!({"cordis/mcpServers": reports.iter().map(ServerReport::to_value).collect::<Vec<_>>()});
     }
+    result
 }
 
 fn store_error(id: &str, e: StoreError) -> RpcError {

@@ -210,7 +210,8 @@ impl<'m> Agent<'m> {
         }
         let turn = self.session.next_turn();
         self.append(obs, "turn/start", json!({"turn": turn}))?;
-        let watch = self.interrupt.clone().map(|interrupt| interrupt::CancelOnInterrupt::start(interrupt, self.tools.clone()));
+        let watch =
+            self.interrupt.clone().map(|interrupt| interrupt::CancelOnInterrupt::start(interrupt, self.tools.clone(), self.session.id().to_string()));
         let result = self.turn_body(turn, prompt, obs);
         drop(watch);
         let reason = match &result {
