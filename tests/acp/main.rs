@@ -545,6 +545,8 @@ impl Drop for HttpPeer {
     }
 }
 
+// The child is killed and waited for by `HttpPeer`'s `Drop`.
+#[allow(clippy::zombie_processes)]
 fn http_peer() -> HttpPeer {
     let scratch = Scratch::new();
     scratch.composition(TODO_PARALLEL);
@@ -559,7 +561,11 @@ fn http_peer() -> HttpPeer {
     let mut line = String::new();
     loop {
         line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "cordis mcp --http exited before listening");
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cordis mcp --http exited before listening");
+        }
         if let Some(at) = line.find("http://") {
             let url = line[at..].trim().to_string();
             std::thread::spawn(move || for _ in stderr.lines() {});
@@ -616,4 +622,169 @@ fn the_clients_mcp_servers_serve_that_session_only() {
     std::thread::sleep(Duration::from_millis(1500));
     let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
     assert!(!text(&ps).0.lines().any(|l| l.contains(server.to_str().unwrap())), "the session's server outlived cordis acp");
+}
+
+/// `cordis acp` started by hand, for tests that signal it.
+struct Agent {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Agent {
+    fn start(scratch: &Scratch) -> Agent {
+        let args = agent(scratch, &[]);
+        let mut child = Command::new(&args[0])
+            .args(&args[1..])
+            .current_dir(scratch.path())
+            .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cordis acp");
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Agent { child, stdin, out }
+    }
+
+    fn send(&mut self, message: Value) {
+        writeln!(self.stdin.as_mut().unwrap(), "{message}").unwrap();
+    }
+
+    /// Reads messages until the answer to request `id`.
+    fn answer(&mut self, id: i64) -> Value {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.out.read_line(&mut line).unwrap() > 0, "cordis acp ended before answering {id}");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    /// A new session in `scratch`, its id.
+    fn new_session(&mut self, scratch: &Scratch) -> String {
+        self.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
+        self.answer(0);
+        self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": scratch.path(), "mcpServers": []}}));
+        self.answer(1)["result"]["sessionId"].as_str().unwrap().to_string()
+    }
+
+    fn prompt(&mut self, id: i64, session: &str, text: &str) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}}));
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `turn/end` reasons of `session`, read from its flat log.
+fn turn_ends(scratch: &Scratch, session: &str) -> Vec<String> {
+    let log = scratch.path().join(".cordis/sessions").join(format!("{session}.jsonl"));
+    std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("read {}: {e}", log.display()))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn sigterm_and_sigint_close_the_running_turn_before_exiting() {
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let scratch = Scratch::new();
+        scratch.composition(TODO_PARALLEL);
+        std::fs::write(scratch.path().join("script.yml"), SLOW_SCRIPT).unwrap();
+        let mut agent = Agent::start(&scratch);
+        let session = agent.new_session(&scratch);
+        agent.prompt(2, &session, "wait");
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = Instant::now();
+        let kill = Command::new("kill").args([&format!("-{signal}"), &agent.child.id().to_string()]).status().unwrap();
+        assert!(kill.success());
+        let status = agent.child.wait().unwrap();
+        assert!(sent.elapsed() < Duration::from_secs(2), "SIG{signal}: exited after {:?} (bound 2 s)", sent.elapsed());
+        assert_eq!(status.code(), Some(code), "SIG{signal}");
+        assert_eq!(turn_ends(&scratch, &session), ["interrupted"], "SIG{signal}: the turn is closed in the log");
+    }
+}
+
+#[test]
+fn after_sigkill_the_session_loads_and_the_next_prompt_closes_the_cut_turn() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO_PARALLEL);
+    std::fs::write(scratch.path().join("script.yml"), SLOW_SCRIPT).unwrap();
+    let mut agent = Agent::start(&scratch);
+    let session = agent.new_session(&scratch);
+    agent.prompt(2, &session, "wait");
+    std::thread::sleep(Duration::from_millis(300));
+    agent.child.kill().unwrap();
+    agent.child.wait().unwrap();
+    assert!(turn_ends(&scratch, &session).is_empty(), "SIGKILL leaves the turn open");
+    // The script starts over in the new process: its first step is slow
+    // again, so the second process gets a quick script.
+    std::fs::write(scratch.path().join("script.yml"), "steps:\n  - text: back\n").unwrap();
+    let mut agent = Agent::start(&scratch);
+    agent.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
+    agent.answer(0);
+    let cwd = scratch.path().display().to_string();
+    agent.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/load", "params": {"sessionId": session, "cwd": cwd, "mcpServers": []}}));
+    assert!(agent.answer(1)["result"].is_object());
+    agent.prompt(2, &session, "again");
+    let started = Instant::now();
+    assert_eq!(agent.answer(2)["result"]["stopReason"], "end_turn");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(turn_ends(&scratch, &session), ["interrupted", "completed"]);
+}
+
+#[test]
+fn an_answer_cut_at_the_output_limit_stops_with_max_tokens() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO_PARALLEL);
+    std::fs::write(scratch.path().join("script.yml"), "steps:\n  - text: the answer was cut\n    finish: length\n").unwrap();
+    let records = client(
+        &scratch,
+        json!([{"op": "initialize"}, new_session(&scratch), {"op": "prompt", "text": "long"}]),
+        "allow-once",
+        Duration::from_secs(20),
+    );
+    assert_eq!(of_kind(&records, "response", "prompt")[0]["result"]["stopReason"], "max_tokens");
+}
+
+#[test]
+fn cancel_stops_a_hung_mcp_call_of_the_clients_server() {
+    let python = mcp_python();
+    let scratch = Scratch::new();
+    scratch.composition(TODO_PARALLEL);
+    let script = "steps:\n  - calls:\n      - name: mcp__py__sleep\n        arguments: '{\"ms\": 60000}'\n  - text: never\n  - text: next prompt\n";
+    std::fs::write(scratch.path().join("script.yml"), script).unwrap();
+    let server = repo_root().join("tests/mcp/servers/server.py");
+    let servers = json!([{"name": "py", "command": python, "args": [server], "env": []}]);
+    let records = client(
+        &scratch,
+        json!([
+            {"op": "initialize"},
+            {"op": "new", "cwd": scratch.path(), "mcpServers": servers},
+            {"op": "prompt", "text": "sleep", "cancelAfterMs": 1500},
+            {"op": "prompt", "text": "again"}
+        ]),
+        "allow-once",
+        Duration::from_secs(40),
+    );
+    let cancelled = records.iter().find(|r| r["kind"] == "cancel").unwrap()["ms"].as_f64().unwrap();
+    let answers = of_kind(&records, "response", "prompt");
+    assert_eq!(answers[0]["result"]["stopReason"], "cancelled");
+    let waited = answers[0]["ms"].as_f64().unwrap() - cancelled;
+    assert!(waited < 2000.0, "the hung MCP call held the cancel {waited} ms (bound 2 s)");
+    let failed = updates(&records).into_iter().find(|u| u["sessionUpdate"] == "tool_call_update").unwrap();
+    assert_eq!(failed["status"], "failed");
+    assert_eq!(answers[1]["result"]["stopReason"], "end_turn");
 }

@@ -12,6 +12,7 @@
 //! The caller keeps stdout for the protocol alone
 //! ([`cordis_engine::stdio::isolate_stdout`]) before any plugin loads.
 
+mod live;
 mod mcp;
 mod prompt;
 pub mod rpc;

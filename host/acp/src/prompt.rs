@@ -12,8 +12,8 @@ use cordis_session::{Event, Session};
 use cordis_sync::LockExt;
 use serde_json::{json, Value};
 
+use crate::live::Live;
 use crate::rpc::{Outgoing, RpcError};
-use crate::server::Live;
 use crate::updates::{kind, ToolLook, UpdateStream};
 
 /// Titles from the tools' own `present_call` (`title`), else the name.

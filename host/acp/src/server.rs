@@ -11,18 +11,18 @@
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cordis_engine::agent::{Agent, Interrupt, Model, ScriptedModel, ServiceModel, TurnError};
+use cordis_engine::agent::{Agent, Model, ScriptedModel, ServiceModel, TurnError};
 use cordis_engine::loader::acp::AcpConfig;
 use cordis_engine::runtime::Host;
-use cordis_engine::tools::ToolRegistry;
-use cordis_session::{Session, StoreError};
+use cordis_session::StoreError;
 use cordis_sync::LockExt;
 use serde_json::{json, Value};
 
+use crate::live::Live;
 use crate::mcp::{ServerReport, SessionTools};
 use crate::prompt::{prompt_text, EditorApproval, Observer, Titles};
 use crate::rpc::{classify, Incoming, Outgoing, RpcError, INVALID_REQUEST, MAX_LINE_BYTES, METHOD_NOT_FOUND, PARSE_ERROR, RESOURCE_NOT_FOUND};
@@ -30,6 +30,9 @@ use crate::updates::UpdateStream;
 
 /// The protocol version spoken (ACP v1).
 pub const PROTOCOL_VERSION: u64 = 1;
+
+/// How long running turns get to close their logs after SIGTERM or SIGINT.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// What `cordis acp` was started with.
 #[derive(Debug, Clone, Default)]
@@ -52,41 +55,6 @@ pub enum AcpError {
     Read(#[from] std::io::Error),
 }
 
-/// A session opened on this connection.
-pub(crate) struct Live {
-    pub(crate) session: Arc<Session>,
-    pub(crate) cwd: String,
-    pub(crate) interrupt: Interrupt,
-    /// A prompt is running.
-    running: AtomicBool,
-    /// The model, kept across prompts (a script goes on where it stopped).
-    model: Mutex<Option<Box<dyn Model + Send>>>,
-    /// Tools the user allowed (`true`) or rejected (`false`) for the rest
-    /// of the session.
-    pub(crate) decided: Mutex<HashMap<String, bool>>,
-    /// The MCP servers the client passed, when it passed any.
-    servers: Option<SessionTools>,
-}
-
-impl Live {
-    fn new(session: Arc<Session>, cwd: String, servers: Option<SessionTools>) -> Live {
-        Live {
-            session,
-            cwd,
-            interrupt: Interrupt::new(),
-            running: AtomicBool::new(false),
-            model: Mutex::new(None),
-            decided: Mutex::new(HashMap::new()),
-            servers,
-        }
-    }
-
-    /// The tools this session's model may call.
-    fn tools(&self, host: &Host) -> Arc<ToolRegistry> {
-        self.servers.as_ref().map_or_else(|| host.services.tools.clone(), |s| s.tools.clone())
-    }
-}
-
 /// Serves ACP on `input` and `out` until the input ends; prompts still
 /// running are then cancelled and waited for.
 ///
@@ -94,8 +62,17 @@ impl Live {
 /// [`AcpError::Read`] when the input cannot be read.
 pub fn serve(host: &Host, options: &AcpOptions, mut input: impl BufRead, out: Box<dyn std::io::Write + Send>) -> Result<(), AcpError> {
     let server = Server { host, options, out: Outgoing::new(out), sessions: Mutex::new(HashMap::new()) };
+    let signalled = Arc::new(AtomicUsize::new(0));
+    for (signal, code) in [(signal_hook::consts::SIGTERM, 143), (signal_hook::consts::SIGINT, 130)] {
+        if let Err(e) = signal_hook::flag::register_usize(signal, signalled.clone(), code) {
+            eprintln!("cordis acp: warning: cannot catch signal {signal} ({e}); it will end the process without closing running turns");
+        }
+    }
+    let done = AtomicBool::new(false);
     std::thread::scope(|scope| {
+        scope.spawn(|| server.stop_on_signal(&signalled, &done));
         let result = server.read_all(scope, &mut input);
+        done.store(true, Ordering::SeqCst);
         // The client left: running prompts stop, waiting questions end.
         for live in server.sessions.lock_or_recover().values() {
             live.interrupt.set();
@@ -113,6 +90,28 @@ struct Server<'h> {
 }
 
 impl<'h> Server<'h> {
+    /// On SIGTERM or SIGINT: every running turn is cancelled and closed in
+    /// its log (at most [`STOP_GRACE`] is waited for), then the process
+    /// exits with 128 + the signal's number. Returns when `done` is set.
+    fn stop_on_signal(&self, signalled: &AtomicUsize, done: &AtomicBool) {
+        while !done.load(Ordering::SeqCst) {
+            let code = signalled.load(Ordering::SeqCst);
+            if code != 0 {
+                let lives: Vec<Arc<Live>> = self.sessions.lock_or_recover().values().cloned().collect();
+                for live in &lives {
+                    live.interrupt.set();
+                }
+                self.out.abandon_all();
+                let until = Instant::now() + STOP_GRACE;
+                while lives.iter().any(|l| l.running.load(Ordering::SeqCst)) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::process::exit(i32::try_from(code).unwrap_or(1));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn read_all<'s>(&'s self, scope: &'s std::thread::Scope<'s, '_>, input: &mut impl BufRead) -> Result<(), AcpError> {
         let mut buf = Vec::new();
         loop {

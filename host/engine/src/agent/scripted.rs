@@ -19,8 +19,10 @@
 //!
 //! A step may also give `reasoning` (the model's thinking, before its
 //! text), `pauseMs` (the answer comes after that many milliseconds, or
-//! not at all when the turn is interrupted first) and `error` (the
-//! request fails with that message instead of answering).
+//! not at all when the turn is interrupted first), `error` (the
+//! request fails with that message instead of answering) and `finish`
+//! (why the answer ended, as a provider says it: `length` when it was cut
+//! at the output limit).
 //!
 //! `arguments` is the raw text a model would emit, so malformed arguments can
 //! be scripted too. A call may give its `id`; otherwise ids are
@@ -61,6 +63,8 @@ struct ScriptStep {
     pause_ms: u64,
     #[serde(default)]
     error: Option<String>,
+    #[serde(default)]
+    finish: Option<String>,
     #[serde(default)]
     calls: Vec<ScriptCall>,
 }
@@ -126,6 +130,7 @@ impl ScriptedModel {
                 step: ModelStep {
                     text: s.text,
                     reasoning: s.reasoning,
+                    finish: s.finish,
                     tool_calls: s
                         .calls
                         .into_iter()
