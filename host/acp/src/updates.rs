@@ -152,12 +152,15 @@ pub fn plan(todos: &[Value]) -> Value {
     json!({"sessionUpdate": "plan", "entries": entries})
 }
 
-/// ACP's kind for a tool, from its name: `think` for the plan, then by
-/// the words tools are usually named with; `other` when none fits.
+/// ACP's kind for a tool, from the words of its name: `think` for the
+/// plan, then by the words tools are usually named with; `other` when
+/// none fits.
 pub fn kind(name: &str) -> &'static str {
     let n = name.to_ascii_lowercase();
-    let has = |words: &[&str]| words.iter().any(|w| n.contains(w));
-    if n == "todo_write" || has(&["think", "plan"]) {
+    // Whole words of the name (`mcp__fs__read_file` → mcp, fs, read, file).
+    let words: Vec<&str> = n.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let has = |wanted: &[&str]| words.iter().any(|w| wanted.contains(w));
+    if n == "todo_write" || has(&["think", "plan", "todo"]) {
         "think"
     } else if has(&["delete", "remove", "unlink"]) {
         "delete"
@@ -271,5 +274,7 @@ mod tests {
         assert_eq!(kind("bash"), "execute");
         assert_eq!(kind("grep"), "search");
         assert_eq!(kind("frobnicate"), "other");
+        assert_eq!(kind("mcp__fs__write_file"), "edit");
+        assert_eq!(kind("mcp__web__todo_write"), "think");
     }
 }
