@@ -25,6 +25,23 @@ pub fn run(cli: &Cli, script: Option<&Path>) -> Result<ExitCode, CliError> {
     if let Some(path) = script {
         // A script that cannot be read is refused now, not at the first prompt.
         cordis_engine::agent::ScriptedModel::from_file(path).map_err(|e| e.to_string())?;
+    } else if config.provider.is_some() || config.model.is_some() {
+        // The harness's row names its model; here the composition's model
+        // service answers, and a different one is said.
+        if let Ok(Some(model)) = cordis_engine::agent::ServiceModel::from_composition(&host.services.registry) {
+            use cordis_engine::agent::Model as _;
+            let differs = |wanted: &Option<String>, got: &str| wanted.as_deref().is_some_and(|w| w != got);
+            if differs(&config.provider, model.provider()) || differs(&config.model, model.name()) {
+                eprintln!(
+                    "note: the ACP entry names {}/{}, but the composition's model service is {}/{}; {} answers",
+                    config.provider.as_deref().unwrap_or("-"),
+                    config.model.as_deref().unwrap_or("-"),
+                    model.provider(),
+                    model.name(),
+                    model.name()
+                );
+            }
+        }
     }
     let options = cordis_acp::AcpOptions { script: script.map(Path::to_path_buf), config, version: env!("CARGO_PKG_VERSION").to_string() };
     let stdin = std::io::stdin().lock();
