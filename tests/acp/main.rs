@@ -788,3 +788,20 @@ fn cancel_stops_a_hung_mcp_call_of_the_clients_server() {
     assert_eq!(failed["status"], "failed");
     assert_eq!(answers[1]["result"]["stopReason"], "end_turn");
 }
+
+#[test]
+fn the_editor_closing_stdin_mid_turn_closes_the_turn_before_exit() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO_PARALLEL);
+    std::fs::write(scratch.path().join("script.yml"), SLOW_SCRIPT).unwrap();
+    let mut agent = Agent::start(&scratch);
+    let session = agent.new_session(&scratch);
+    agent.prompt(2, &session, "wait");
+    std::thread::sleep(Duration::from_millis(300));
+    let closed = Instant::now();
+    drop(agent.stdin.take());
+    let status = agent.child.wait().unwrap();
+    assert!(closed.elapsed() < Duration::from_secs(2), "exited {:?} after stdin closed (bound 2 s)", closed.elapsed());
+    assert!(status.success());
+    assert_eq!(turn_ends(&scratch, &session), ["interrupted"]);
+}

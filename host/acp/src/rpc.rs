@@ -188,6 +188,20 @@ impl Outgoing {
         }
     }
 
+    /// Writes `messages`, one per line, with one write: a replay's
+    /// updates, which no one reads one by one.
+    pub fn send_all(&self, messages: &[Value]) {
+        let mut text = String::new();
+        for m in messages {
+            text.push_str(&m.to_string());
+            text.push('\n');
+        }
+        let mut out = self.out.lock_or_recover();
+        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            tracing::debug!("cannot write to the client: {e}");
+        }
+    }
+
     /// Sends a notification.
     pub fn notify(&self, method: &str, params: Value) {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));

@@ -230,14 +230,24 @@ impl<'h> Server<'h> {
             return Err(RpcError::internal(format!("session {id}: {e}")));
         }
         if replay {
-            let events = session.with_events(<[cordis_session::Event]>::to_vec);
             let titles = Titles(&self.host.services.tools);
             let mut stream = UpdateStream::replay();
-            for event in &events {
-                for update in stream.updates(event, &titles) {
-                    self.out.notify("session/update", json!({"sessionId": id, "update": update}));
+            // Read in place, sent in batches of 256 updates: a long session
+            // is neither copied, nor one write per update, nor one buffer
+            // of all of them. No prompt of this session runs meanwhile.
+            session.with_events(|events| {
+                let mut batch = Vec::with_capacity(256);
+                for event in events {
+                    for update in stream.updates(event, &titles) {
+                        batch.push(json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": id, "update": update}}));
+                        if batch.len() == 256 {
+                            self.out.send_all(&batch);
+                            batch.clear();
+                        }
+                    }
                 }
-            }
+                self.out.send_all(&batch);
+            });
         }
         let (servers, reports) = self.servers(id, params, &cwd)?;
         self.sessions.lock_or_recover().insert(id.to_string(), Arc::new(Live::new(session, cwd, servers)));

@@ -54,7 +54,14 @@ impl UpdateStream {
     /// The updates `event` makes (each the `update` member of a
     /// `session/update` notification), in order.
     pub fn updates(&mut self, event: &Event, look: &dyn ToolLook) -> Vec<Value> {
-        let data = event.data_value();
+        // Only the events that make updates are parsed.
+        if !matches!(
+            event.kind.as_str(),
+            "step/start" | "user/message" | "assistant/chunk" | "assistant/message" | "tool/call" | "tool/result" | TODO_WRITE
+        ) {
+            return Vec::new();
+        }
+        let data = if event.kind == "step/start" { Value::Null } else { event.data_value() };
         match event.kind.as_str() {
             "step/start" => {
                 self.text_streamed = false;
