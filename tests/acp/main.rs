@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use cordis_tests::{cordis_exe, library, plugin_dir, repo_root, target_dir, text, PgServer, Scratch};
+use cordis_tests::{cordis_exe, library, plugin_dir, repo_root, target_dir, text, McpHttp, PgServer, Scratch};
 use serde_json::{json, Value};
 
 /// The installed client's Python.
@@ -263,28 +263,17 @@ fn unknown_sessions_are_resource_not_found() {
 /// the last line's request, then closes stdin; returns every stdout line,
 /// each checked to be one JSON-RPC message, and stderr.
 fn raw_exchange(scratch: &Scratch, lines: &[&str]) -> (Vec<Value>, String) {
-    let args = agent(scratch, &[]);
-    let mut child = Command::new(&args[0])
-        .args(&args[1..])
-        .current_dir(scratch.path())
-        .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start cordis acp");
-    let mut stdin = child.stdin.take().unwrap();
-    let stderr = child.stderr.take().unwrap();
+    let mut agent = Agent::start_with(scratch, Stdio::piped());
+    let stderr = agent.child.stderr.take().unwrap();
     let stderr = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
     for line in lines {
-        writeln!(stdin, "{line}").unwrap();
+        writeln!(agent.stdin.as_mut().unwrap(), "{line}").unwrap();
     }
     let last: Value = serde_json::from_str(lines.last().unwrap()).unwrap();
     let started = Instant::now();
     let mut messages = Vec::new();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 {
+    while agent.out.read_line(&mut line).unwrap() > 0 {
         let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout holds a line that is not JSON ({e}): {line}"));
         assert_eq!(v["jsonrpc"], "2.0", "{line}");
         line.clear();
@@ -294,8 +283,8 @@ fn raw_exchange(scratch: &Scratch, lines: &[&str]) -> (Vec<Value>, String) {
             break;
         }
     }
-    drop(stdin);
-    let status = child.wait().unwrap();
+    drop(agent.stdin.take());
+    let status = agent.child.wait().unwrap();
     assert!(started.elapsed() < Duration::from_secs(20), "cordis acp took {:?}", started.elapsed());
     let stderr = stderr.join().unwrap();
     assert!(status.success(), "cordis acp failed:\n{stderr}");
@@ -531,53 +520,19 @@ fn mcp_python() -> PathBuf {
     dest.join("python/bin/python")
 }
 
-/// `cordis mcp --http` serving tool-todo, as the client's HTTP server.
-struct HttpPeer {
-    child: std::process::Child,
-    url: String,
-    _scratch: Scratch,
-}
-
-impl Drop for HttpPeer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// The child is killed and waited for by `HttpPeer`'s `Drop`.
-#[allow(clippy::zombie_processes)]
-fn http_peer() -> HttpPeer {
+/// `cordis mcp --http` serving tool-todo, as the client's HTTP server;
+/// its scratch folder lives as long as it does.
+fn http_peer() -> (McpHttp, Scratch) {
     let scratch = Scratch::new();
     scratch.composition(TODO_PARALLEL);
-    let mut child = scratch
-        .command(&["-c", "cordis.yml", "--no-user-patch", "mcp", "--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start cordis mcp --http");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("cordis mcp --http exited before listening");
-        }
-        if let Some(at) = line.find("http://") {
-            let url = line[at..].trim().to_string();
-            std::thread::spawn(move || for _ in stderr.lines() {});
-            return HttpPeer { child, url, _scratch: scratch };
-        }
-    }
+    let server = McpHttp::start(scratch.command(&["-c", "cordis.yml", "--no-user-patch", "mcp", "--http", "127.0.0.1:0"]));
+    (server, scratch)
 }
 
 #[test]
 fn the_clients_mcp_servers_serve_that_session_only() {
     let python = mcp_python();
-    let http = http_peer();
+    let (http, _http_scratch) = http_peer();
     let scratch = Scratch::new();
     scratch.composition(TODO_PARALLEL);
     let script = "steps:\n  - calls:\n      - name: mcp__py__echo\n        arguments: '{\"text\": \"from stdio\"}'\n      - name: mcp__web__todo_write\n        arguments: '{\"todos\": [{\"content\": \"over http\", \"status\": \"pending\"}]}'\n  - text: done\n  - calls:\n      - name: mcp__py__echo\n        arguments: '{\"text\": \"again\"}'\n  - text: done\n";
@@ -633,6 +588,10 @@ struct Agent {
 
 impl Agent {
     fn start(scratch: &Scratch) -> Agent {
+        Agent::start_with(scratch, Stdio::null())
+    }
+
+    fn start_with(scratch: &Scratch, stderr: Stdio) -> Agent {
         let args = agent(scratch, &[]);
         let mut child = Command::new(&args[0])
             .args(&args[1..])
@@ -640,7 +599,7 @@ impl Agent {
             .env("XDG_CONFIG_HOME", scratch.path().join(".config"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("start cordis acp");
         let stdin = child.stdin.take();

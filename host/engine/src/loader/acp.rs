@@ -141,18 +141,7 @@ pub fn configure(entry: &Entry) -> Result<AcpConfig, Vec<String>> {
 /// Its config's problems, a `disabled` expression that fails, or two
 /// enabled ACP entries.
 pub fn select(entries: &[Entry]) -> Result<Option<AcpConfig>, Vec<String>> {
-    let found = super::enabled_builtin(entries, is_acp)?;
-    match found.as_slice() {
-        [] => Ok(None),
-        [one] => configure(one).map(Some),
-        [first, second, ..] => Err(vec![format!(
-            "{}: entry {}: a second ACP entry; {} (entry {}) is one already. Disable one of them",
-            second.locate(),
-            second.id,
-            first.locate(),
-            first.id
-        )]),
-    }
+    super::one_builtin(entries, is_acp, "ACP entry")?.map(configure).transpose()
 }
 
 /// One line for `cordis check` about a configured ACP entry.

@@ -870,6 +870,26 @@ pub(crate) fn enabled_builtin(entries: &[Entry], builtin: fn(&str) -> bool) -> R
     Ok(found)
 }
 
+/// The one enabled entry among `entries` that `builtin` names (groups and
+/// includes searched, disabled ones skipped); `None` when there is none.
+/// `what` names the kind in the error (`a second {what}`).
+///
+/// # Errors
+/// As [`enabled_builtin`], and a second enabled such entry, naming both.
+pub(crate) fn one_builtin<'a>(entries: &'a [Entry], builtin: fn(&str) -> bool, what: &str) -> Result<Option<&'a Entry>, Vec<String>> {
+    match enabled_builtin(entries, builtin)?.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one)),
+        [first, second, ..] => Err(vec![format!(
+            "{}: entry {}: a second {what}; {} (entry {}) is one already. Disable one of them",
+            second.locate(),
+            second.id,
+            first.locate(),
+            first.id
+        )]),
+    }
+}
+
 fn collect_enabled<'a>(entries: &'a [Entry], builtin: fn(&str) -> bool, found: &mut Vec<&'a Entry>) -> Result<(), Vec<String>> {
     for entry in entries {
         // A plugin entry of another kind cannot matter here: its switch is
