@@ -764,3 +764,52 @@ fn the_editor_closing_stdin_mid_turn_closes_the_turn_before_exit() {
     assert!(status.success());
     assert_eq!(turn_ends(&scratch, &session), ["interrupted"]);
 }
+
+#[test]
+fn a_session_written_by_cordis_mcp_loads_with_its_plan() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO_PARALLEL);
+    let mut mcp = scratch.command(&["-c", "cordis.yml", "--no-user-patch", "mcp"]);
+    let mut child = mcp.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start cordis mcp");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let todos = r#"{"todos":[{"content":"from an MCP client","status":"in_progress"},{"content":"then the editor","status":"pending"}]}"#;
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "todo_write", "arguments": serde_json::from_str::<Value>(todos).unwrap()}}),
+    ] {
+        writeln!(stdin, "{message}").unwrap();
+        if message.get("id").is_some() {
+            // Wait for each answer before the next request.
+            loop {
+                line.clear();
+                assert!(out.read_line(&mut line).unwrap() > 0, "cordis mcp ended early");
+                if serde_json::from_str::<Value>(&line).unwrap()["id"] == message["id"] {
+                    break;
+                }
+            }
+        }
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    let sessions: Vec<String> = std::fs::read_dir(scratch.path().join(".cordis/sessions"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".jsonl")).map(str::to_string))
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let cwd = scratch.path().display().to_string();
+    let records =
+        client(&scratch, json!([{"op": "initialize"}, {"op": "load", "session": sessions[0], "cwd": cwd}]), "allow-once", Duration::from_secs(30));
+    assert_eq!(
+        plans(&records),
+        [json!([
+            {"content": "from an MCP client", "priority": "medium", "status": "in_progress"},
+            {"content": "then the editor", "priority": "medium", "status": "pending"}
+        ])]
+    );
+    let call = updates(&records).into_iter().find(|u| u["sessionUpdate"] == "tool_call").expect("the MCP client's call");
+    assert_eq!(call["rawInput"]["todos"][0]["content"], "from an MCP client");
+}
