@@ -813,3 +813,55 @@ fn a_session_written_by_cordis_mcp_loads_with_its_plan() {
     let call = updates(&records).into_iter().find(|u| u["sessionUpdate"] == "tool_call").expect("the MCP client's call");
     assert_eq!(call["rawInput"]["todos"][0]["content"], "from an MCP client");
 }
+
+/// One Chat Completions stream event.
+fn chunk(delta: Value, finish: Value) -> String {
+    json!({"id": "chatcmpl-acp", "object": "chat.completion.chunk", "created": 1, "model": "deepseek-v4-flash",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    .to_string()
+}
+
+#[test]
+fn a_streaming_provider_streams_chunks_and_the_persona_is_its_system_prompt() {
+    use cordis_tests::sse_server::{End, Reply, SseServer};
+    let reply = Reply::Stream {
+        events: vec![
+            chunk(json!({"role": "assistant", "reasoning_content": "Thinking"}), Value::Null),
+            chunk(json!({"content": "Hel"}), Value::Null),
+            chunk(json!({"content": "lo"}), Value::Null),
+            chunk(json!({}), json!("stop")),
+        ],
+        end: End::Done,
+    };
+    let server = SseServer::start(vec![reply]);
+    let scratch = Scratch::new();
+    scratch.composition(&format!(
+        "{TODO_PARALLEL}- id: model\n  name: llm-openai\n  config:\n    baseUrl: {}\n    model: deepseek-v4-flash\n    provider: deepseek-official\n    apiKeyEnv: CORDIS_TEST_KEY\n    systemPrompt: the provider's own\n\
+         - id: acp\n  name: cordis:acp\n  config:\n    persona: 'You are {{{{model}}}} working in {{{{cwd}}}}.'\n",
+        server.base_url
+    ));
+    let records = client_with(
+        &scratch,
+        json!([{"op": "initialize"}, new_session(&scratch), {"op": "prompt", "text": "say hello"}]),
+        "allow-once",
+        Duration::from_secs(30),
+        json!({"CORDIS_TEST_KEY": "sk-test"}),
+    );
+    let chunks: Vec<(String, String)> = updates(&records)
+        .into_iter()
+        .map(|u| (u["sessionUpdate"].as_str().unwrap().to_string(), u["content"]["text"].as_str().unwrap_or_default().to_string()))
+        .collect();
+    assert_eq!(
+        chunks,
+        [
+            ("agent_thought_chunk".to_string(), "Thinking".to_string()),
+            ("agent_message_chunk".to_string(), "Hel".to_string()),
+            ("agent_message_chunk".to_string(), "lo".to_string()),
+        ],
+        "each streamed piece once, and no second copy from the finished message"
+    );
+    assert_eq!(of_kind(&records, "response", "prompt")[0]["result"]["stopReason"], "end_turn");
+    let sent = &server.requests()[0].body;
+    let cwd = scratch.path().display().to_string();
+    assert_eq!(sent["messages"][0], json!({"role": "system", "content": format!("You are deepseek-v4-flash working in {cwd}.")}));
+}
