@@ -62,6 +62,13 @@ else
   extra=(--oracle none)
 fi
 
+# `cordis acp` against `cordis run` and `session show` (the system's
+# python3, no peer), in every mode.
+echo "bench/run.sh: cordis acp" >&2
+if [ "$quick" = 1 ]; then acp_runs=6; else acp_runs=20; fi
+python3 bench/acp.py target/release/cordis target/release "$acp_runs" > "$rows/acp.md"
+extra+=(--rows "$rows/acp.md")
+
 # Whole-process figures, the reference oracle, and the table.
 if [ "$quick" = 1 ]; then
   ./target/release/cordis-bench --runs 10 --rss-runs 3 --reloads 10 --oracle-calls 2000 --oracle-runs 1 "${extra[@]}"

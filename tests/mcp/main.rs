@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use cordis_session::store::read_file;
-use cordis_tests::{cordis_exe, plugin_dir, repo_root, target_dir, text, Scratch};
+use cordis_tests::{cordis_exe, plugin_dir, repo_root, target_dir, text, McpHttp, Scratch};
 use serde_json::{json, Value};
 
 /// The installed clients: `(python, node folder)`.
@@ -168,53 +168,12 @@ fn typescript_sdk_over_stdio() {
     check_scenario(&scratch, &steps, "typescript stdio");
 }
 
-/// A running `cordis mcp --http`, stopped on drop.
-struct HttpServer {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// The child is killed and waited for on the failure path and by
-// HttpServer's Drop; clippy cannot see through the reader thread.
-#[allow(clippy::zombie_processes)]
-fn http_server(scratch: &Scratch, extra: &[&str]) -> HttpServer {
+/// `cordis mcp --http` on a free port in `scratch`, with `extra` options.
+fn http_server(scratch: &Scratch, extra: &[&str]) -> McpHttp {
     let args = server_args(scratch, &[&["--http", "127.0.0.1:0"], extra].concat());
-    let mut child = Command::new(&args[0])
-        .args(&args[1..])
-        .current_dir(scratch.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start cordis mcp --http");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("cordis mcp --http exited before listening");
-        }
-        if let Some(at) = line.find("http://") {
-            let url = line[at..].trim().to_string();
-            // Keep draining stderr so the server never blocks on it.
-            // (shown with a failing test's output).
-            std::thread::spawn(move || {
-                for line in stderr.lines().map_while(Result::ok) {
-                    eprintln!("cordis mcp: {line}");
-                }
-            });
-            return HttpServer { child, url };
-        }
-    }
+    let mut command = Command::new(&args[0]);
+    command.args(&args[1..]).current_dir(scratch.path());
+    McpHttp::start(command)
 }
 
 /// One raw HTTP request; returns the status code.

@@ -611,3 +611,53 @@ pub fn calls_until_killed(
     let _ = child.wait();
     acknowledged
 }
+
+/// A running `cordis mcp --http`, killed and waited for on drop.
+pub struct McpHttp {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl Drop for McpHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl McpHttp {
+    /// Starts `command` (a `cordis ... mcp --http 127.0.0.1:0` command
+    /// line) and waits for the address it says it listens on; its stderr
+    /// is then passed on to the test's, labelled.
+    // The child is killed and waited for on the failure path and by the
+    // Drop; clippy cannot see through the reader thread.
+    #[allow(clippy::zombie_processes)]
+    pub fn start(mut command: Command) -> McpHttp {
+        use std::io::BufRead as _;
+        use std::process::Stdio;
+        let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start cordis mcp --http");
+        let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("cordis mcp --http exited before listening");
+            }
+            if let Some(at) = line.find("http://") {
+                let url = line[at..].trim().to_string();
+                // Keep draining stderr so the server never blocks on it
+                // (shown with a failing test's output).
+                std::thread::spawn(move || {
+                    for line in stderr.lines().map_while(Result::ok) {
+                        eprintln!("cordis mcp: {line}");
+                    }
+                });
+                return McpHttp { child, url };
+            }
+        }
+    }
+}

@@ -31,6 +31,7 @@ pub mod dynamic_tools;
 pub mod loader;
 pub mod reload;
 pub mod runtime;
+pub mod stdio;
 pub mod tools;
 
 pub use runtime::{BootError, Host, HostOptions};

@@ -83,6 +83,15 @@ impl Host {
         // A refused store entry is reported by the loader as a failed entry;
         // sessions are then refused rather than kept somewhere else.
         let chosen = persistence::select(&composition.entries).map(|c| c.map(|(_, p)| p));
+        // Without a persistence entry, an ACP entry's `persistenceRoot`
+        // (the harness's row) chooses the harness store.
+        let chosen = match chosen {
+            Ok(None) => match crate::loader::acp::select(&composition.entries) {
+                Ok(Some(acp)) => Ok(acp.store(&composition.dir).map(Persistence::Harness)),
+                _ => Ok(None),
+            },
+            other => other,
+        };
         let store = open_store(options, &state_dir, chosen)?;
         let services = Arc::new(Services::new(store, options.durability));
         let plugin_path = PluginPath::standard(&options.plugin_dirs, &composition.dir);

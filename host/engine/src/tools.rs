@@ -165,6 +165,15 @@ pub struct ToolRegistry {
     sources: RwLock<BTreeMap<String, (u64, SourceStatus)>>,
     /// The calls in flight that can be cancelled, by token.
     cancellable: Mutex<BTreeMap<u64, Arc<Cancellable>>>,
+    /// The registry this one layers over ([`ToolRegistry::over`]): its
+    /// tools are this one's too.
+    parent: Option<Arc<ToolRegistry>>,
+}
+
+thread_local! {
+    /// The session whose call this thread is executing, for the calls
+    /// listed as cancellable while it runs.
+    static CALLING_SESSION: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
 /// A call in flight that can be cancelled: a call to a tool of a tool
@@ -173,6 +182,8 @@ pub struct ToolRegistry {
 struct Cancellable {
     entry: String,
     call_id: String,
+    /// The calling session's id, when an agent is calling.
+    session: Option<String>,
     cancel: Box<dyn Fn(&str) + Send + Sync>,
 }
 
@@ -201,6 +212,14 @@ pub struct SourceStatus {
 }
 
 impl ToolRegistry {
+    /// A registry layered over `parent`: it holds tools of its own (one
+    /// session's, say), and every tool of `parent` is found, listed and
+    /// executed through it too. A tool of its own cannot take the name of
+    /// one of `parent`'s.
+    pub fn over(parent: Arc<ToolRegistry>) -> ToolRegistry {
+        ToolRegistry { parent: Some(parent), ..ToolRegistry::default() }
+    }
+
     /// A token for [`ToolRegistry::set_source_status`]: one per tool source.
     pub fn source_token() -> u64 {
         NEXT_TOKEN.fetch_add(1, Ordering::Relaxed)
@@ -255,6 +274,9 @@ impl ToolRegistry {
             return Err(RegisterError::BadSchema { name });
         }
         let description = tool.description().to_string();
+        if let Some(existing) = self.parent.as_ref().and_then(|p| p.get(&name)) {
+            return Err(RegisterError::Duplicate { name, owner: existing.owner.to_string() });
+        }
         let mut tools = self.tools.write_or_recover();
         if let Some(existing) = tools.get(&name) {
             return Err(RegisterError::Duplicate { name, owner: existing.owner.to_string() });
@@ -276,12 +298,18 @@ impl ToolRegistry {
 
     /// Every tool's schema, sorted by name.
     pub fn schemas(&self) -> Vec<ToolSchema> {
-        self.tools.read_or_recover().values().map(|t| t.schema.clone()).collect()
+        let mut all: Vec<ToolSchema> = self.tools.read_or_recover().values().map(|t| t.schema.clone()).collect();
+        if let Some(parent) = &self.parent {
+            all.extend(parent.schemas());
+            all.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        all
     }
 
     /// The registered tool named `name`.
     pub fn get(&self, name: &str) -> Option<Arc<RegisteredTool>> {
-        self.tools.read_or_recover().get(name).cloned()
+        let own = self.tools.read_or_recover().get(name).cloned();
+        own.or_else(|| self.parent.as_ref().and_then(|p| p.get(name)))
     }
 
     /// Blocks calls until the guard is dropped, after the calls in flight
@@ -314,7 +342,8 @@ impl ToolRegistry {
     /// reason) until the guard is dropped.
     pub fn cancellable_call(&self, entry: &str, call_id: &str, cancel: impl Fn(&str) + Send + Sync + 'static) -> CancellableCall<'_> {
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
-        let call = Cancellable { entry: entry.to_string(), call_id: call_id.to_string(), cancel: Box::new(cancel) };
+        let session = CALLING_SESSION.with(|s| s.borrow().clone());
+        let call = Cancellable { entry: entry.to_string(), call_id: call_id.to_string(), session, cancel: Box::new(cancel) };
         self.cancellable.lock_or_recover().insert(token, Arc::new(call));
         CancellableCall { registry: self, token }
     }
@@ -324,7 +353,19 @@ impl ToolRegistry {
     /// returns how many were asked. Each such call returns promptly with
     /// an error result saying it was cancelled and why.
     pub fn cancel_calls(&self, which: impl Fn(&str, &str) -> bool, reason: &str) -> usize {
-        let chosen: Vec<Arc<Cancellable>> = self.cancellable.lock_or_recover().values().filter(|c| which(&c.entry, &c.call_id)).cloned().collect();
+        self.cancel_chosen(&|c: &Cancellable| which(&c.entry, &c.call_id), reason)
+    }
+
+    /// Cancels the calls in flight that session `session` made, among
+    /// those that can be cancelled, here and in the registry this one
+    /// layers over; returns how many were asked.
+    pub fn cancel_session_calls(&self, session: &str, reason: &str) -> usize {
+        let mine = |c: &Cancellable| c.session.as_deref() == Some(session);
+        self.cancel_chosen(&mine, reason) + self.parent.as_ref().map_or(0, |p| p.cancel_chosen(&mine, reason))
+    }
+
+    fn cancel_chosen(&self, which: &dyn Fn(&Cancellable) -> bool, reason: &str) -> usize {
+        let chosen: Vec<Arc<Cancellable>> = self.cancellable.lock_or_recover().values().filter(|c| which(c)).cloned().collect();
         for call in &chosen {
             (call.cancel)(reason);
         }
@@ -334,7 +375,13 @@ impl ToolRegistry {
     /// Executes one call. `session` is the calling agent's session, if an
     /// agent is calling; the tool may append its owned event types to it.
     pub fn execute(&self, call: &ToolCall<'_>, session: Option<&Session>) -> ToolResult {
+        if let Some(parent) = &self.parent {
+            if !self.tools.read_or_recover().contains_key(call.name) && parent.get(call.name).is_some() {
+                return parent.execute(call, session);
+            }
+        }
         let _in_flight = self.gate.read_or_recover();
+        let _calling = CallingSession::enter(session.map(|s| s.id().to_string()));
         let Some(tool) = self.get(call.name) else {
             let known: Vec<String> = self.schemas().into_iter().map(|s| s.name).collect();
             let list = if known.is_empty() { "none".to_string() } else { known.join(", ") };
@@ -370,6 +417,22 @@ impl ToolRegistry {
         drop(tokens);
         let value = outcome.value.as_ref().into_option().map(|v| RawJson::from_plugin(v.as_str()));
         ToolResult { is_error: outcome.is_error, text: outcome.text.into(), value, value_in_log: tool.from_source }
+    }
+}
+
+/// Marks the session whose call this thread executes, until dropped.
+struct CallingSession(Option<String>);
+
+impl CallingSession {
+    fn enter(session: Option<String>) -> CallingSession {
+        CallingSession(CALLING_SESSION.with(|s| s.replace(session)))
+    }
+}
+
+impl Drop for CallingSession {
+    fn drop(&mut self) {
+        let before = self.0.take();
+        CALLING_SESSION.with(|s| *s.borrow_mut() = before);
     }
 }
 

@@ -12,10 +12,6 @@
 //!   `-32602` under its own id, since rmcp would drop those without an
 //!   answer. Good lines go on to rmcp unchanged.
 
-use std::fs::File;
-use std::io::Write as _;
-use std::os::fd::AsFd as _;
-
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWriteExt as _, BufReader};
 
@@ -192,20 +188,7 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-/// Gives the protocol a descriptor of its own and points descriptor 1
-/// (what `println!` in the host or in any plugin writes to) at stderr.
-/// Call it before any plugin is loaded; the returned file is where
-/// protocol messages go.
-///
-/// # Errors
-/// When the descriptors cannot be duplicated.
-pub fn isolate_stdout() -> std::io::Result<File> {
-    // Whatever was buffered for the old stdout goes out first.
-    std::io::stdout().flush()?;
-    let protocol = rustix::io::fcntl_dupfd_cloexec(std::io::stdout().as_fd(), 3)?;
-    rustix::stdio::dup2_stdout(std::io::stderr().as_fd())?;
-    Ok(File::from(protocol))
-}
+pub use cordis_engine::stdio::isolate_stdout;
 
 /// Reads lines from `input`, answers the ones [`screen`] refuses on
 /// `answers`, and writes the good ones to `to_protocol`; ends at the end of

@@ -73,6 +73,10 @@ pub struct SessionInfo {
     pub problems: usize,
     /// A compaction with no `compaction/end`, if the log ends in one.
     pub cut_short: Option<CutShortCompaction>,
+    /// The session's working folder, as its header gives it.
+    pub cwd: Option<String>,
+    /// The first line of the user's first message, up to 100 characters.
+    pub title: Option<String>,
 }
 
 /// What an import did.
@@ -296,7 +300,18 @@ impl Sessions {
                     let (events, last_time, cut_short) = session.with_events(|e| (e.len(), e.last().map_or(0, |e| e.time), cut_short_compaction(e)));
                     let summaries =
                         session.states().into_iter().map(|(p, state)| (p.key.clone(), p.summary(&state))).filter(|(_, s)| !s.is_empty()).collect();
-                    out.push(SessionInfo { id, created_at: header.created_at, events, last_time, summaries, problems: problems.len(), cut_short });
+                    let title = session.with_events(first_user_line);
+                    out.push(SessionInfo {
+                        id,
+                        created_at: header.created_at,
+                        events,
+                        last_time,
+                        summaries,
+                        problems: problems.len(),
+                        cut_short,
+                        cwd: header.cwd.clone(),
+                        title,
+                    });
                 }
                 Err(e) => skipped.push(format!("skipping session {id}: {e}")),
             }
@@ -304,6 +319,20 @@ impl Sessions {
         out.sort_by_key(|s| (s.created_at, s.id.clone()));
         Ok((out, skipped))
     }
+}
+
+/// The first non-empty line of the user's first message, cut at 100
+/// characters.
+fn first_user_line(events: &[Event]) -> Option<String> {
+    let first = events.iter().find(|e| e.kind == event::core::USER_MESSAGE)?;
+    let data = first.data_value();
+    let text = match &data["content"] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => return None,
+    };
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(line.chars().take(100).collect())
 }
 
 /// Whether `what` names a file rather than a stored session's id: it has a

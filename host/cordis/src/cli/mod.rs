@@ -147,6 +147,16 @@ pub enum Command {
         #[arg(long, value_name = "MS", default_value_t = SETTLE_MS, value_parser = clap::value_parser!(u64).range(0..=60_000))]
         settle_ms: u64,
     },
+    /// Serve the agent to an editor over the Agent Client Protocol (ACP
+    /// v1 on stdio): sessions in the composition's store, the plan sent as
+    /// it changes. Configured by a `cordis:acp` entry, if any.
+    Acp {
+        /// Answer with this scripted model instead of the composition's
+        /// `model` service (one script per session, its steps in order
+        /// across the session's prompts).
+        #[arg(long, value_name = "FILE")]
+        script: Option<PathBuf>,
+    },
     /// Serve the composition's tools to MCP clients: over stdio (the
     /// default), or Streamable HTTP at http://ADDR/mcp with --http. Each
     /// connection is an agent session in the state directory.
@@ -350,6 +360,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
             let watch = watch.then(|| Duration::from_millis(*settle_ms));
             commands::mcp::run(&cli, session.as_deref(), http.as_deref(), token.clone(), (allow_origins.clone(), allow_hosts.clone()), watch)
         }
+        Command::Acp { script } => commands::acp::run(&cli, script.as_deref()),
         Command::Run { script, session, prompt } => commands::run::run(&cli, script.as_deref(), session.as_deref(), prompt.as_deref()),
         Command::Web { http, token, allow_hosts, allow_origins, heartbeat } => {
             commands::web::run(&cli, commands::web::WebArgs { http, token: token.as_ref(), allow_hosts, allow_origins, heartbeat: *heartbeat })

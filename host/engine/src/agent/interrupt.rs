@@ -88,10 +88,10 @@ pub(crate) struct CancelOnInterrupt {
 }
 
 impl CancelOnInterrupt {
-    /// Starts watching `interrupt` for the calls of `tools`. Without a
-    /// thread (none could be started) calls are not cancelled, only
-    /// waited for.
-    pub(crate) fn start(interrupt: Interrupt, tools: Arc<crate::tools::ToolRegistry>) -> CancelOnInterrupt {
+    /// Starts watching `interrupt` for the calls session `session` makes
+    /// through `tools` (other sessions' calls go on). Without a thread
+    /// (none could be started) calls are not cancelled, only waited for.
+    pub(crate) fn start(interrupt: Interrupt, tools: Arc<crate::tools::ToolRegistry>, session: String) -> CancelOnInterrupt {
         let done = Arc::new(AtomicBool::new(false));
         let stop = done.clone();
         let thread = std::thread::Builder::new()
@@ -99,7 +99,7 @@ impl CancelOnInterrupt {
             .spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     if interrupt.is_set() {
-                        tools.cancel_calls(|_, _| true, "interrupted (Ctrl-C)");
+                        tools.cancel_session_calls(&session, "interrupted (Ctrl-C)");
                         return;
                     }
                     std::thread::park_timeout(std::time::Duration::from_millis(50));

@@ -46,6 +46,25 @@ pub trait TurnObserver {
     fn on_notice(&mut self, _text: &str) {}
 }
 
+/// Decides whether a tool call may run, asked after its `tool/call` event
+/// is appended and before it runs (an editor's permission prompt).
+pub trait Approver {
+    /// Whether `call` may run; may block until someone answers.
+    fn approve(&self, call: &ToolCallRequest) -> Approval;
+}
+
+/// An [`Approver`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    /// The call runs.
+    Allowed,
+    /// The call does not run; the model gets this text as an error result.
+    Rejected(String),
+    /// The turn was cancelled while the question was open: the call does
+    /// not run, and the turn ends `interrupted`.
+    Cancelled,
+}
+
 /// An observer that does nothing.
 pub struct Quiet;
 impl TurnObserver for Quiet {}
@@ -80,6 +99,10 @@ pub struct TurnSummary {
     pub tool_errors: u32,
     /// The model's final text.
     pub final_text: String,
+    /// Why the model's last answer ended, as the provider said (`stop`,
+    /// `length` when it was cut at the output limit, ...); `None` when
+    /// not said.
+    pub finish: Option<String>,
 }
 
 /// An agent: a session, the tools it may call, and a model.
@@ -90,12 +113,14 @@ pub struct Agent<'m> {
     hooks: Option<Arc<TurnHooks>>,
     interrupt: Option<Interrupt>,
     compaction: Option<Arc<Compactor>>,
+    approver: Option<&'m dyn Approver>,
+    system: Option<String>,
 }
 
 impl<'m> Agent<'m> {
     /// An agent over `session`.
     pub fn new(session: Arc<Session>, tools: Arc<ToolRegistry>, model: &'m mut dyn Model) -> Agent<'m> {
-        Agent { session, tools, model, hooks: None, interrupt: None, compaction: None }
+        Agent { session, tools, model, hooks: None, interrupt: None, compaction: None, approver: None, system: None }
     }
 
     /// Keeps the history within the model's context with `compactor`:
@@ -118,6 +143,21 @@ impl<'m> Agent<'m> {
 
     fn interrupted(&self) -> bool {
         self.interrupt.as_ref().is_some_and(Interrupt::is_set)
+    }
+
+    /// Asks `approver` before each tool call runs; a rejected call gets
+    /// the approver's text as its error result, a cancelled question ends
+    /// the turn `interrupted`.
+    pub fn with_approver(mut self, approver: &'m dyn Approver) -> Agent<'m> {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Sends `system` as the system prompt of every step's request, in
+    /// place of the provider's own (see [`ModelRequest::system`]).
+    pub fn with_system_prompt(mut self, system: Option<String>) -> Agent<'m> {
+        self.system = system;
+        self
     }
 
     /// Runs `hooks` when the model ends a turn (the `agent` host service's
@@ -170,7 +210,8 @@ impl<'m> Agent<'m> {
         }
         let turn = self.session.next_turn();
         self.append(obs, "turn/start", json!({"turn": turn}))?;
-        let watch = self.interrupt.clone().map(|interrupt| interrupt::CancelOnInterrupt::start(interrupt, self.tools.clone()));
+        let watch =
+            self.interrupt.clone().map(|interrupt| interrupt::CancelOnInterrupt::start(interrupt, self.tools.clone(), self.session.id().to_string()));
         let result = self.turn_body(turn, prompt, obs);
         drop(watch);
         let reason = match &result {
@@ -202,7 +243,7 @@ impl<'m> Agent<'m> {
             "user/message",
             json!({"content": [{"type": "text", "text": prompt}], "source": {"kind": "user"}, "role": "user", "id": new_id()}),
         )?;
-        let mut summary = TurnSummary { turn, steps: 0, tool_calls: 0, tool_errors: 0, final_text: String::new() };
+        let mut summary = TurnSummary { turn, steps: 0, tool_calls: 0, tool_errors: 0, final_text: String::new(), finish: None };
         let mut budget = TurnBudget::default();
         loop {
             if summary.steps >= MAX_STEPS_PER_TURN {
@@ -232,7 +273,8 @@ impl<'m> Agent<'m> {
                 // The log keeps each result whole; the model gets a bounded part.
                 results::bound_results(&mut messages, results::result_cap(self.model.context_window()));
                 let mut sink = LogSink { session: &self.session, obs: &mut *obs, turn, step, interrupt: self.interrupt.as_ref(), refused: None };
-                let result = self.model.next_step(&ModelRequest::step(&messages, &schemas), &mut sink);
+                let result =
+                    self.model.next_step(&ModelRequest { system: self.system.as_deref(), ..ModelRequest::step(&messages, &schemas) }, &mut sink);
                 let refused = sink.refused.take();
                 match result {
                     Ok(answer) => break answer,
@@ -296,7 +338,22 @@ impl<'m> Agent<'m> {
                 // A call cut off mid-arguments is answered without running.
                 let result = match cut_off(call, at_limit) {
                     Some(cut) => record_call(&self.session, turn, step, call, obs, || cut)?,
-                    None => call_tool(&self.session, &self.tools, turn, step, call, obs)?,
+                    None => match self.approver {
+                        None => call_tool(&self.session, &self.tools, turn, step, call, obs)?,
+                        Some(approver) => {
+                            let tools = &self.tools;
+                            let session = &self.session;
+                            record_call(session, turn, step, call, obs, || match approver.approve(call) {
+                                Approval::Allowed => {
+                                    tools.execute(&ToolCall { id: &call.id, name: &call.name, arguments: &call.arguments }, Some(session))
+                                }
+                                Approval::Rejected(text) => ToolResult::error(text),
+                                Approval::Cancelled => {
+                                    ToolResult::error(format!("the call to {} was cancelled before it was approved; nothing was run", call.name))
+                                }
+                            })?
+                        }
+                    },
                 };
                 summary.tool_calls += 1;
                 if result.is_error {
@@ -310,6 +367,7 @@ impl<'m> Agent<'m> {
                     continue;
                 }
                 summary.final_text = answer.text;
+                summary.finish = answer.finish;
                 return Ok(summary);
             }
         }

@@ -17,12 +17,15 @@ pub struct ModelRequest<'a> {
     /// A cap on the tokens of the answer, when the caller sets one (a
     /// compaction's summary); else the provider's configured limit.
     pub max_tokens: Option<u32>,
+    /// A system prompt for this request in place of the provider's own
+    /// (an ACP entry's `persona`); `None` keeps the provider's.
+    pub system: Option<&'a str>,
 }
 
 impl<'a> ModelRequest<'a> {
     /// A conversation step over `messages` with `tools`.
     pub fn step(messages: &'a [Message], tools: &'a [ToolSchema]) -> ModelRequest<'a> {
-        ModelRequest { messages, tools, purpose: Purpose::Step, max_tokens: None }
+        ModelRequest { messages, tools, purpose: Purpose::Step, max_tokens: None, system: None }
     }
 }
 

@@ -17,6 +17,13 @@
 //! summary that fails). A script for `cordis session compact` may hold
 //! `summaries` alone.
 //!
+//! A step may also give `reasoning` (the model's thinking, before its
+//! text), `pauseMs` (the answer comes after that many milliseconds, or
+//! not at all when the turn is interrupted first), `error` (the
+//! request fails with that message instead of answering) and `finish`
+//! (why the answer ended, as a provider says it: `length` when it was cut
+//! at the output limit).
+//!
 //! `arguments` is the raw text a model would emit, so malformed arguments can
 //! be scripted too. A call may give its `id`; otherwise ids are
 //! `call_<step>_<index>`. Each step answers one model request; a step with no
@@ -46,9 +53,18 @@ struct Script {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct ScriptStep {
     #[serde(default)]
     text: String,
+    #[serde(default)]
+    reasoning: String,
+    #[serde(default)]
+    pause_ms: u64,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    finish: Option<String>,
     #[serde(default)]
     calls: Vec<ScriptCall>,
 }
@@ -69,7 +85,15 @@ pub struct ScriptedModel {
     prompt: Option<String>,
     context_window: Option<u64>,
     summaries: std::vec::IntoIter<String>,
-    steps: std::vec::IntoIter<ModelStep>,
+    steps: std::vec::IntoIter<Scripted>,
+}
+
+/// One scripted answer: the step, how long it takes, or the error instead.
+#[derive(Debug)]
+struct Scripted {
+    step: ModelStep,
+    pause: std::time::Duration,
+    error: Option<String>,
 }
 
 impl ScriptedModel {
@@ -96,23 +120,29 @@ impl ScriptedModel {
             ModelError::Failed(format!("{file}:{at} not a valid script: {message}"))
         })?;
         let name = script.model.unwrap_or_else(|| Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("script").to_string());
-        let steps: Vec<ModelStep> = script
+        let steps: Vec<Scripted> = script
             .steps
             .into_iter()
             .enumerate()
-            .map(|(i, s)| ModelStep {
-                text: s.text,
-                tool_calls: s
-                    .calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(j, c)| ToolCallRequest {
-                        id: c.id.unwrap_or_else(|| format!("call_{}_{}", i + 1, j + 1)),
-                        name: c.name,
-                        arguments: c.arguments,
-                    })
-                    .collect(),
-                ..ModelStep::default()
+            .map(|(i, s)| Scripted {
+                pause: std::time::Duration::from_millis(s.pause_ms),
+                error: s.error,
+                step: ModelStep {
+                    text: s.text,
+                    reasoning: s.reasoning,
+                    finish: s.finish,
+                    tool_calls: s
+                        .calls
+                        .into_iter()
+                        .enumerate()
+                        .map(|(j, c)| ToolCallRequest {
+                            id: c.id.unwrap_or_else(|| format!("call_{}_{}", i + 1, j + 1)),
+                            name: c.name,
+                            arguments: c.arguments,
+                        })
+                        .collect(),
+                    ..ModelStep::default()
+                },
             })
             .collect();
         if steps.is_empty() && script.summaries.is_empty() {
@@ -145,12 +175,23 @@ impl Model for ScriptedModel {
         &self.name
     }
 
-    fn next_step(&mut self, request: &ModelRequest<'_>, _sink: &mut dyn StepSink) -> Result<ModelStep, ModelError> {
+    fn next_step(&mut self, request: &ModelRequest<'_>, sink: &mut dyn StepSink) -> Result<ModelStep, ModelError> {
         if request.purpose == Purpose::Compaction {
             let text = self.summaries.next().ok_or_else(|| ModelError::Failed("the script has no more summaries".into()))?;
             return Ok(ModelStep { text, finish: Some("stop".into()), ..ModelStep::default() });
         }
-        self.steps.next().ok_or_else(|| ModelError::Failed("the script has no more steps".into()))
+        let scripted = self.steps.next().ok_or_else(|| ModelError::Failed("the script has no more steps".into()))?;
+        let until = std::time::Instant::now() + scripted.pause;
+        while std::time::Instant::now() < until {
+            if sink.interrupted() {
+                return Err(ModelError::Interrupted);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5).min(until.saturating_duration_since(std::time::Instant::now())));
+        }
+        match scripted.error {
+            Some(message) => Err(ModelError::Failed(message)),
+            None => Ok(scripted.step),
+        }
     }
 
     fn context_window(&self) -> Option<u64> {

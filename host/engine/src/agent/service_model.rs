@@ -150,6 +150,9 @@ impl Model for ServiceModel {
         if request.purpose == Purpose::Compaction {
             args["purpose"] = json!("compaction");
         }
+        if let Some(system) = request.system {
+            args["system"] = json!(system);
+        }
         let started = self.call("start", &args)?;
         let stream = match started.get("stream") {
             Some(Value::String(s)) => s.clone(),

@@ -51,18 +51,7 @@ pub fn configure(entry: &Entry) -> Result<CompactionConfig, Vec<String>> {
 /// Its config's problems, a `disabled` expression that fails, or two
 /// enabled compaction entries.
 pub fn select(entries: &[Entry]) -> Result<Option<CompactionConfig>, Vec<String>> {
-    let found = super::enabled_builtin(entries, is_compaction)?;
-    match found.as_slice() {
-        [] => Ok(None),
-        [one] => configure(one).map(Some),
-        [first, second, ..] => Err(vec![format!(
-            "{}: entry {}: a second compaction entry; {} (entry {}) is one already. Disable one of them",
-            second.locate(),
-            second.id,
-            first.locate(),
-            first.id
-        )]),
-    }
+    super::one_builtin(entries, is_compaction, "compaction entry")?.map(configure).transpose()
 }
 
 /// One line for `cordis check` about a configured compaction.

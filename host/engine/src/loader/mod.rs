@@ -8,6 +8,7 @@
 //! fiber, disposing everything it registered if it fails. One bad entry does
 //! not stop the others.
 
+pub mod acp;
 pub mod catalog;
 pub mod compaction;
 pub mod defined;
@@ -416,6 +417,15 @@ impl Loader {
             out.push(report);
             return;
         }
+        if acp::is_acp(&entry.name) {
+            // `cordis acp` reads this entry when it starts.
+            match acp::configure(entry) {
+                Ok(c) => report.notes.push(acp::describe(&c)),
+                Err(messages) => report.state = EntryState::Failed(messages),
+            }
+            out.push(report);
+            return;
+        }
         if compaction::is_compaction(&entry.name) {
             // Compaction is the host's own, configured at boot from this
             // same entry.
@@ -507,6 +517,9 @@ impl Loader {
         }
         if compaction::is_compaction(&entry.name) {
             return Err(fail("compaction is configured when the host starts; restart to change it".into()));
+        }
+        if acp::is_acp(&entry.name) {
+            return Err(fail("the ACP entry is read when `cordis acp` starts; restart it to change it".into()));
         }
 
         let target = match resolve::resolve(&entry.name, &entry.base_dir, &self.plugin_path) {
@@ -858,6 +871,26 @@ pub(crate) fn enabled_builtin(entries: &[Entry], builtin: fn(&str) -> bool) -> R
     let mut found = Vec::new();
     collect_enabled(entries, builtin, &mut found)?;
     Ok(found)
+}
+
+/// The one enabled entry among `entries` that `builtin` names (groups and
+/// includes searched, disabled ones skipped); `None` when there is none.
+/// `what` names the kind in the error (`a second {what}`).
+///
+/// # Errors
+/// As [`enabled_builtin`], and a second enabled such entry, naming both.
+pub(crate) fn one_builtin<'a>(entries: &'a [Entry], builtin: fn(&str) -> bool, what: &str) -> Result<Option<&'a Entry>, Vec<String>> {
+    match enabled_builtin(entries, builtin)?.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one)),
+        [first, second, ..] => Err(vec![format!(
+            "{}: entry {}: a second {what}; {} (entry {}) is one already. Disable one of them",
+            second.locate(),
+            second.id,
+            first.locate(),
+            first.id
+        )]),
+    }
 }
 
 fn collect_enabled<'a>(entries: &'a [Entry], builtin: fn(&str) -> bool, found: &mut Vec<&'a Entry>) -> Result<(), Vec<String>> {

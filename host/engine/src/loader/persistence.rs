@@ -97,18 +97,7 @@ pub fn configure(entry: &Entry) -> Result<Persistence, Vec<String>> {
 /// Its config's problems, a `disabled` expression that fails, or two
 /// enabled persistence entries.
 pub fn select(entries: &[Entry]) -> Result<Option<(String, Persistence)>, Vec<String>> {
-    let found = super::enabled_builtin(entries, is_persistence)?;
-    match found.as_slice() {
-        [] => Ok(None),
-        [one] => configure(one).map(|p| Some((one.id.clone(), p))),
-        [first, second, ..] => Err(vec![format!(
-            "{}: entry {}: a second session store; {} (entry {}) is one already. Disable one of them",
-            second.locate(),
-            second.id,
-            first.locate(),
-            first.id
-        )]),
-    }
+    super::one_builtin(entries, is_persistence, "session store")?.map(|one| configure(one).map(|p| (one.id.clone(), p))).transpose()
 }
 
 impl Persistence {

@@ -506,7 +506,11 @@ impl DevHost {
             .values()
             // The builtin store and compaction entries are the host's own:
             // configured at boot, never a loaded plugin.
-            .filter(|e| !crate::loader::persistence::is_persistence(&e.name) && !crate::loader::compaction::is_compaction(&e.name))
+            .filter(|e| {
+                !crate::loader::persistence::is_persistence(&e.name)
+                    && !crate::loader::compaction::is_compaction(&e.name)
+                    && !crate::loader::acp::is_acp(&e.name)
+            })
             .filter(|e| loader.live_entry(&e.id).is_none() && !pending.contains(&e.id))
             .map(|e| {
                 let reason = reasons.get(&e.id).cloned().unwrap_or_else(|| "not loaded".to_string());

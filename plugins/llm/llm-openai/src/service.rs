@@ -7,9 +7,10 @@
 //!   "maxTokens"?: N, "systemPrompt"?: TEXT}` (what a compaction counts as
 //!   fixed parts of every request);
 //! - `start` `{"messages": [...], "tools": [{"name", "description",
-//!   "parameters"}], "maxTokens"?, "purpose"?}` → `{"stream": ID}`: sends
+//!   "parameters"}], "maxTokens"?, "purpose"?, "system"?}` → `{"stream": ID}`: sends
 //!   the request and streams the answer in the background (see
-//!   [`crate::wire::HistoryMessage`] for the messages); `maxTokens` caps the
+//!   [`crate::wire::HistoryMessage`] for the messages); `system` replaces
+//!   the configured system prompt for this request; `maxTokens` caps the
 //!   answer, and `purpose: "compaction"` (a summary of older history) sends
 //!   no tools and turns thinking off: no `reasoning_effort`, and
 //!   `thinking: {type: disabled}` where the entry sends a `thinking` switch
@@ -122,7 +123,9 @@ impl ModelService {
         if summary {
             sampling.thinking = self.settings.no_thinking;
         }
-        let body = request_body(&self.settings.model, self.settings.system.as_deref(), &messages, &tools, &sampling);
+        // A caller's system prompt (an ACP persona) replaces the configured one.
+        let system = args.get("system").and_then(Value::as_str).or(self.settings.system.as_deref());
+        let body = request_body(&self.settings.model, system, &messages, &tools, &sampling);
         let mut streams = self.streams.lock().map_err(|_| ServiceError::new("model: the stream table is poisoned"))?;
         if streams.len() >= MAX_OPEN_STREAMS {
             return Err(ServiceError::new(format!("model start: {MAX_OPEN_STREAMS} streams are open already; cancel or drain one first")));

@@ -1,6 +1,7 @@
 //! One module per `cordis` command; each has a `run` that the dispatcher in
 //! [`crate::cli`] calls with the parsed arguments.
 
+pub mod acp;
 pub mod check;
 pub mod config;
 pub mod dev;

@@ -629,7 +629,7 @@ fn summarize(
     replaced: u64,
     interrupted: &dyn Fn() -> bool,
 ) -> Result<(String, Option<Value>, u64), Failed> {
-    let request = ModelRequest { messages, tools: &[], purpose: Purpose::Compaction, max_tokens: Some(max_tokens) };
+    let request = ModelRequest { messages, tools: &[], purpose: Purpose::Compaction, max_tokens: Some(max_tokens), system: None };
     let answer = match model.next_step(&request, &mut SummarySink { interrupted }) {
         Ok(answer) => answer,
         Err(ModelError::Interrupted) => return Err(Failed::Interrupted),
