@@ -865,3 +865,34 @@ fn a_streaming_provider_streams_chunks_and_the_persona_is_its_system_prompt() {
     let cwd = scratch.path().display().to_string();
     assert_eq!(sent["messages"][0], json!({"role": "system", "content": format!("You are deepseek-v4-flash working in {cwd}.")}));
 }
+
+#[test]
+fn loading_an_open_session_again_on_the_same_connection_keeps_its_model() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO_PARALLEL);
+    std::fs::write(scratch.path().join("script.yml"), "steps:\n  - text: first answer\n  - text: second answer\n").unwrap();
+    let mut agent = Agent::start(&scratch);
+    let session = agent.new_session(&scratch);
+    agent.prompt(2, &session, "one");
+    assert_eq!(agent.answer(2)["result"]["stopReason"], "end_turn");
+    let cwd = scratch.path().display().to_string();
+    agent.send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/load", "params": {"sessionId": session, "cwd": cwd, "mcpServers": []}}));
+    let loaded = agent.answer(3);
+    assert!(loaded["result"].is_object(), "a second load on the same connection is not refused as held elsewhere: {loaded}");
+    agent.prompt(4, &session, "two");
+    let mut line = String::new();
+    let mut texts = Vec::new();
+    loop {
+        line.clear();
+        agent.out.read_line(&mut line).unwrap();
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if m["id"] == 4 {
+            assert_eq!(m["result"]["stopReason"], "end_turn");
+            break;
+        }
+        if let Some(t) = m["params"]["update"]["content"]["text"].as_str() {
+            texts.push(t.to_string());
+        }
+    }
+    assert_eq!(texts, ["second answer"], "the script goes on where it stopped");
+}

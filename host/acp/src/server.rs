@@ -216,11 +216,17 @@ impl<'h> Server<'h> {
     fn load(&self, params: &Value, replay: bool) -> Result<Value, RpcError> {
         let id = session_id(params)?;
         let cwd = absolute_cwd(params)?;
-        if let Some(live) = self.sessions.lock_or_recover().get(id) {
-            if live.running.load(Ordering::SeqCst) {
+        let carried = {
+            let mut sessions = self.sessions.lock_or_recover();
+            if sessions.get(id).is_some_and(|live| live.running.load(Ordering::SeqCst)) {
                 return Err(RpcError::new(INVALID_REQUEST, format!("session {id} is running a prompt; load it when the prompt has ended")));
             }
-        }
+            // Loaded again on this connection: its writer (and its servers)
+            // are let go first, so the store's lock is free to take again;
+            // its model and the user's standing answers carry over.
+            sessions.remove(id)
+        };
+        let carried = carried.map(|old| (old.model.lock_or_recover().take(), std::mem::take(&mut *old.decided.lock_or_recover())));
         let (session, problems) = self.host.services.sessions.open(id).map_err(|e| store_error(id, e))?;
         for p in &problems {
             eprintln!("cordis acp: warning: session {id}: {p}");
@@ -250,7 +256,12 @@ impl<'h> Server<'h> {
             });
         }
         let (servers, reports) = self.servers(id, params, &cwd)?;
-        self.sessions.lock_or_recover().insert(id.to_string(), Arc::new(Live::new(session, cwd, servers)));
+        let live = Live::new(session, cwd, servers);
+        if let Some((model, decided)) = carried {
+            *live.model.lock_or_recover() = model;
+            *live.decided.lock_or_recover() = decided;
+        }
+        self.sessions.lock_or_recover().insert(id.to_string(), Arc::new(live));
         Ok(with_reports(json!({}), &reports))
     }
 
