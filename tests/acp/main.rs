@@ -541,7 +541,8 @@ fn the_clients_mcp_servers_serve_that_session_only() {
     let servers = json!([
         {"name": "py", "command": python, "args": [server], "env": []},
         {"type": "http", "name": "web", "url": http.url, "headers": []},
-        {"name": "broken", "command": "/nonexistent/mcp-server", "args": [], "env": []}
+        {"name": "broken", "command": "/nonexistent/mcp-server", "args": [], "env": []},
+        {"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []}
     ]);
     let started = Instant::now();
     let records = client(
@@ -563,6 +564,8 @@ fn the_clients_mcp_servers_serve_that_session_only() {
     assert_eq!(by_name("web")["connected"], true, "{reports:?}");
     assert_eq!(by_name("broken")["connected"], false);
     assert!(by_name("broken")["status"].as_str().unwrap().contains("broken"), "{reports:?}");
+    assert_eq!(by_name("old")["connected"], false);
+    assert!(by_name("old")["status"].as_str().unwrap().contains("`sse` is not supported"), "{reports:?}");
     let first = session_of(&records);
     let results: Vec<Value> = updates(&records).into_iter().filter(|u| u["sessionUpdate"] == "tool_call_update").collect();
     assert_eq!(results[0]["status"], "completed", "{results:?}");

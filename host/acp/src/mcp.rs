@@ -11,7 +11,7 @@
 //! | --- | --- |
 //! | stdio `{name, command, args, env}` | `transport: stdio`, `command`, `args`, `env`, `cwd` = the session's folder |
 //! | `{type: "http", name, url, headers}` | `transport: streamable-http`, `url`, `headers` |
-//! | `{type: "sse", ...}` | refused (the agent does not advertise SSE) |
+//! | `{type: "sse", ...}` | reported as not started (the agent does not advertise SSE) |
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -104,8 +104,9 @@ fn entry_for(server: &Value, index: usize, cwd: &str) -> Result<(String, Value),
 /// within [`CONNECT_WAIT`] is reported, the others serve.
 ///
 /// # Errors
-/// `-32602` when `mcpServers` is not a list of server descriptions;
-/// `-32603` when the entries cannot be composed.
+/// `-32602` when `mcpServers` is not a list; `-32603` when the entries
+/// cannot be composed. A description that cannot be used is reported,
+/// not an error.
 pub(crate) fn start(host: &Host, servers: &Value, cwd: &str) -> Result<Option<(SessionTools, Vec<ServerReport>)>, RpcError> {
     let list = match servers {
         Value::Null => return Ok(None),
@@ -113,12 +114,22 @@ pub(crate) fn start(host: &Host, servers: &Value, cwd: &str) -> Result<Option<(S
         Value::Array(list) => list,
         _ => return Err(RpcError::params("`mcpServers` must be an array")),
     };
+    // A description that cannot be used (an SSE server, no command) is
+    // reported like a server that does not start; the others go on.
     let mut names = Vec::new();
     let mut entries = Vec::new();
+    let mut refused = Vec::new();
     for (i, server) in list.iter().enumerate() {
-        let (name, entry) = entry_for(server, i, cwd)?;
-        names.push(name);
-        entries.push(entry);
+        match entry_for(server, i, cwd) {
+            Ok((name, entry)) => {
+                names.push(name);
+                entries.push(entry);
+            }
+            Err(e) => {
+                let name = server["name"].as_str().unwrap_or("(unnamed)").to_string();
+                refused.push(ServerReport { name, ok: false, status: e.message });
+            }
+        }
     }
     // JSON is YAML: the entries are composed like any composition's.
     let text = Value::Array(entries).to_string();
@@ -148,6 +159,7 @@ pub(crate) fn start(host: &Host, servers: &Value, cwd: &str) -> Result<Option<(S
             Err(text) => ServerReport { name, ok: false, status: text },
         });
     }
+    reports.extend(refused);
     Ok(Some((SessionTools { loader, ids, tools }, reports)))
 }
 
