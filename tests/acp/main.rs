@@ -537,7 +537,10 @@ fn the_clients_mcp_servers_serve_that_session_only() {
     scratch.composition(TODO_PARALLEL);
     let script = "steps:\n  - calls:\n      - name: mcp__py__echo\n        arguments: '{\"text\": \"from stdio\"}'\n      - name: mcp__web__todo_write\n        arguments: '{\"todos\": [{\"content\": \"over http\", \"status\": \"pending\"}]}'\n  - text: done\n  - calls:\n      - name: mcp__py__echo\n        arguments: '{\"text\": \"again\"}'\n  - text: done\n";
     std::fs::write(scratch.path().join("script.yml"), script).unwrap();
-    let server = repo_root().join("tests/mcp/servers/server.py");
+    // A copy under a name of this test's own: the orphan scan below must
+    // not see another test's server.
+    let server = scratch.path().join("acp-orphan-check-server.py");
+    std::fs::copy(repo_root().join("tests/mcp/servers/server.py"), &server).unwrap();
     let servers = json!([
         {"name": "py", "command": python, "args": [server], "env": []},
         {"type": "http", "name": "web", "url": http.url, "headers": []},
@@ -576,10 +579,17 @@ fn the_clients_mcp_servers_serve_that_session_only() {
     assert!(results[2]["content"][0]["content"]["text"].as_str().unwrap().contains("unknown tool `mcp__py__echo`"), "{results:?}");
     assert!(!first.is_empty());
     assert!(started.elapsed() < Duration::from_secs(60));
-    // The stdio server is gone with the connection.
-    std::thread::sleep(Duration::from_millis(1500));
-    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
-    assert!(!text(&ps).0.lines().any(|l| l.contains(server.to_str().unwrap())), "the session's server outlived cordis acp");
+    // The stdio server is gone with the connection (its supervisor ends
+    // the group: TERM, then KILL after 1 s).
+    let ended = Instant::now();
+    loop {
+        let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+        if !text(&ps).0.lines().any(|l| l.contains(server.to_str().unwrap())) {
+            break;
+        }
+        assert!(ended.elapsed() < Duration::from_secs(5), "the session's server outlived cordis acp by 5 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// `cordis acp` started by hand, for tests that signal it.
