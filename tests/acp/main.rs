@@ -161,8 +161,11 @@ fn the_plan_follows_every_successful_todo_write_and_no_refused_one() {
 fn initialize_answers_version_1_with_the_capabilities() {
     let scratch = Scratch::new();
     scratch.composition(TODO_PARALLEL);
-    let records = client(&scratch, json!([{"op": "initialize", "version": 7}]), "allow-once", Duration::from_secs(20));
-    let result = &of_kind(&records, "response", "initialize")[0]["result"];
+    let records =
+        client(&scratch, json!([{"op": "initialize", "version": 7}, {"op": "initialize", "version": 0}]), "allow-once", Duration::from_secs(20));
+    let answers = of_kind(&records, "response", "initialize");
+    assert_eq!(answers[1]["result"]["protocolVersion"], 1, "the pre-release version 0 gets 1 too");
+    let result = &answers[0]["result"];
     assert_eq!(result["protocolVersion"], 1);
     let caps = &result["agentCapabilities"];
     assert_eq!(caps["loadSession"], true);
@@ -503,6 +506,15 @@ fn harness_rows_configure_the_agent_and_its_store() {
         .filter(|f| f.is_file())
         .collect();
     assert_eq!(stored.len(), 1, "session {id} stored in the harness store under persistenceRoot, uncompressed");
+
+    // Two ACP entries: `check` fails the second, as `cordis acp` refuses them.
+    scratch.composition(&format!("{TODO_PARALLEL}- id: one\n  name: cordis:acp\n- id: two\n  name: '@deepseek-ai/dsh-acp'\n"));
+    let check = scratch.cordis(&["-c", "cordis.yml", "--no-user-patch", "check"]);
+    let (out, err) = text(&check);
+    assert_eq!(check.status.code(), Some(1), "{out}\n{err}");
+    assert!(format!("{out}{err}").contains("a second ACP entry"), "{out}\n{err}");
+    let acp = scratch.cordis(&["-c", "cordis.yml", "--no-user-patch", "acp"]);
+    assert!(!acp.status.success());
 
     // An unknown key is refused with the keys allowed.
     scratch.composition(&format!("{TODO_PARALLEL}- id: acp\n  name: cordis:acp\n  config:\n    approvals: [x]\n"));
@@ -908,4 +920,49 @@ fn loading_an_open_session_again_on_the_same_connection_keeps_its_model() {
         }
     }
     assert_eq!(texts, ["second answer"], "the script goes on where it stopped");
+}
+
+#[test]
+fn a_new_turn_clears_the_editors_plan_live_and_on_load() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO_PARALLEL);
+    let script = "steps:\n  - calls:\n      - name: todo_write\n        arguments: '{\"todos\": [{\"content\": \"a\", \"status\": \"in_progress\"}]}'\n  - text: planned\n  - text: a turn without a plan\n";
+    std::fs::write(scratch.path().join("script.yml"), script).unwrap();
+    let records = client(
+        &scratch,
+        json!([{"op": "initialize"}, new_session(&scratch), {"op": "prompt", "text": "plan"}, {"op": "prompt", "text": "chat"}]),
+        "allow-once",
+        Duration::from_secs(30),
+    );
+    let cleared = json!([]);
+    let live = plans(&records);
+    assert_eq!(live.len(), 2, "{live:?}");
+    assert_eq!(live[1], cleared, "the second turn's start clears the plan");
+    let id = session_of(&records);
+    let cwd = scratch.path().display().to_string();
+    let loaded = client(&scratch, json!([{"op": "initialize"}, {"op": "load", "session": id, "cwd": cwd}]), "allow-once", Duration::from_secs(30));
+    assert_eq!(plans(&loaded), live, "the replay clears it at the same place");
+}
+
+#[test]
+fn a_slow_mcp_server_holds_up_neither_cancels_nor_other_sessions() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO_PARALLEL);
+    std::fs::write(scratch.path().join("script.yml"), SLOW_SCRIPT).unwrap();
+    let mut agent = Agent::start(&scratch);
+    let session = agent.new_session(&scratch);
+    agent.prompt(2, &session, "wait");
+    // A server that never answers the handshake: its session waits up to 10 s.
+    agent.send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": scratch.path(), "mcpServers": [
+        {"name": "mute", "command": "/bin/sleep", "args": ["100"], "env": []}
+    ]}}));
+    std::thread::sleep(Duration::from_millis(300));
+    agent.send(json!({"jsonrpc": "2.0", "id": 4, "method": "session/list", "params": {}}));
+    let started = Instant::now();
+    assert!(agent.answer(4)["result"]["sessions"].is_array());
+    assert!(started.elapsed() < Duration::from_secs(2), "session/list waited {:?} behind the slow server", started.elapsed());
+    let cancelled = Instant::now();
+    agent.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}));
+    assert_eq!(agent.answer(2)["result"]["stopReason"], "cancelled");
+    assert!(cancelled.elapsed() < Duration::from_secs(1), "the cancel waited {:?} behind the slow server", cancelled.elapsed());
 }

@@ -24,6 +24,9 @@ pub(crate) struct Live {
     /// Tools the user allowed (`true`) or rejected (`false`) for the rest
     /// of the session.
     pub(crate) decided: Mutex<HashMap<String, bool>>,
+    /// Whether the editor shows a plan with entries (so that a new
+    /// turn's start clears it), across prompts.
+    pub(crate) plan_shown: AtomicBool,
     /// The MCP servers the client passed, when it passed any.
     servers: Option<SessionTools>,
 }
@@ -37,6 +40,7 @@ impl Live {
             running: AtomicBool::new(false),
             model: Mutex::new(None),
             decided: Mutex::new(HashMap::new()),
+            plan_shown: AtomicBool::new(false),
             servers,
         }
     }

@@ -85,11 +85,21 @@ fn entry_for(server: &Value, index: usize, cwd: &str) -> Result<(String, Value),
                 .as_str()
                 .filter(|c| !c.is_empty())
                 .ok_or_else(|| RpcError::params(format!("MCP server {name}: a stdio server needs `command`")))?;
-            let args: Vec<Value> = server["args"].as_array().cloned().unwrap_or_default();
+            let args: Vec<Value> = match &server["args"] {
+                Value::Null => Vec::new(),
+                Value::Array(a) if a.iter().all(Value::is_string) => a.clone(),
+                _ => return Err(RpcError::params(format!("MCP server {name}: `args` must be a list of strings"))),
+            };
+            if !(server["env"].is_null() || server["env"].is_array()) {
+                return Err(RpcError::params(format!("MCP server {name}: `env` must be a list of {{name, value}}")));
+            }
             json!({"transport": "stdio", "serverName": server_name, "command": command, "args": args, "env": pairs("env"), "cwd": cwd})
         }
         Some("http") => {
             let url = server["url"].as_str().ok_or_else(|| RpcError::params(format!("MCP server {name}: an HTTP server needs `url`")))?;
+            if !(server["headers"].is_null() || server["headers"].is_array()) {
+                return Err(RpcError::params(format!("MCP server {name}: `headers` must be a list of {{name, value}}")));
+            }
             json!({"transport": "streamable-http", "serverName": server_name, "url": url, "headers": pairs("headers")})
         }
         Some(other) => {
@@ -185,5 +195,7 @@ mod tests {
         assert_eq!(http["config"]["headers"], json!({"X-A": "1"}));
         assert!(entry_for(&json!({"type": "sse", "name": "old", "url": "http://x", "headers": []}), 2, "/w").unwrap_err().message.contains("sse"));
         assert!(entry_for(&json!({"name": "x"}), 3, "/w").is_err());
+        assert!(entry_for(&json!({"name": "x", "command": "py", "args": "server.py"}), 4, "/w").unwrap_err().message.contains("list of strings"));
+        assert!(entry_for(&json!({"name": "x", "command": "py", "env": {"A": "1"}}), 5, "/w").is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! text, the observer that sends the log's updates, and the editor's
 //! permission for the tools the composition marks.
 
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
@@ -82,7 +83,14 @@ pub(crate) struct Observer<'a> {
 
 impl<'a> Observer<'a> {
     pub(crate) fn new(out: &'a Outgoing, live: &'a Live, config: &'a AcpConfig, titles: &'a Titles<'a>) -> Observer<'a> {
-        Observer { out, live, config, titles, stream: UpdateStream::live() }
+        let stream = UpdateStream::live().with_plan_shown(live.plan_shown.load(Ordering::SeqCst));
+        Observer { out, live, config, titles, stream }
+    }
+}
+
+impl Drop for Observer<'_> {
+    fn drop(&mut self) {
+        self.live.plan_shown.store(self.stream.plan_shown(), Ordering::SeqCst);
     }
 }
 

@@ -146,9 +146,34 @@ impl<'h> Server<'h> {
     }
 
     fn request<'s>(&'s self, scope: &'s std::thread::Scope<'s, '_>, id: Value, method: &str, params: Value) {
+        // Opening a session with MCP servers waits for them (up to 10 s):
+        // on a thread of its own, so that cancels and other sessions'
+        // requests are read meanwhile; it answers itself. Without servers
+        // it is quick and answered in order.
+        let has_servers = params["mcpServers"].as_array().is_some_and(|l| !l.is_empty());
+        if has_servers && matches!(method, "session/new" | "session/load" | "session/resume") {
+            let method = method.to_string();
+            scope.spawn(move || {
+                let answer = match method.as_str() {
+                    "session/new" => self.new_session(&params),
+                    "session/load" => self.load(&params, true),
+                    _ => self.load(&params, false),
+                };
+                match answer {
+                    Ok(result) => self.out.respond(&id, result),
+                    Err(error) => self.out.fail(&id, &error),
+                }
+            });
+            return;
+        }
         let answer = match method {
             "initialize" => Ok(self.initialize(&params)),
             "authenticate" => Ok(json!({})),
+            // A cancel sent as a request is still a cancel.
+            "session/cancel" => {
+                self.notification(method, &params);
+                Ok(json!({}))
+            }
             "session/new" => self.new_session(&params),
             "session/load" => self.load(&params, true),
             "session/resume" => self.load(&params, false),
@@ -176,11 +201,11 @@ impl<'h> Server<'h> {
     }
 
     fn initialize(&self, params: &Value) -> Value {
-        // A client asking for a newer version gets the one spoken here;
-        // it may then disconnect.
-        let asked = params["protocolVersion"].as_u64().unwrap_or(PROTOCOL_VERSION);
+        // Version 1 is the one spoken here: a client asking for another
+        // (newer, or the pre-release 0) gets 1 and may then disconnect.
+        let _asked = &params["protocolVersion"];
         json!({
-            "protocolVersion": asked.min(PROTOCOL_VERSION),
+            "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": true,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
@@ -219,7 +244,8 @@ impl<'h> Server<'h> {
         let carried = {
             let mut sessions = self.sessions.lock_or_recover();
             if sessions.get(id).is_some_and(|live| live.running.load(Ordering::SeqCst)) {
-                return Err(RpcError::new(INVALID_REQUEST, format!("session {id} is running a prompt; load it when the prompt has ended")));
+                let what = if replay { "load" } else { "resume" };
+                return Err(RpcError::new(INVALID_REQUEST, format!("session {id} is running a prompt; {what} it when the prompt has ended")));
             }
             // Loaded again on this connection: its writer (and its servers)
             // are let go first, so the store's lock is free to take again;
@@ -235,9 +261,9 @@ impl<'h> Server<'h> {
         if let Err(e) = cordis_engine::agent::compaction::close_cut_short(&session, &mut cordis_engine::agent::Quiet) {
             return Err(RpcError::internal(format!("session {id}: {e}")));
         }
+        let mut stream = UpdateStream::replay();
         if replay {
             let titles = Titles(&self.host.services.tools);
-            let mut stream = UpdateStream::replay();
             // Read in place, sent in batches of 256 updates: a long session
             // is neither copied, nor one write per update, nor one buffer
             // of all of them. No prompt of this session runs meanwhile.
@@ -257,6 +283,20 @@ impl<'h> Server<'h> {
         }
         let (servers, reports) = self.servers(id, params, &cwd)?;
         let live = Live::new(session, cwd, servers);
+        let shown = if replay {
+            stream.plan_shown()
+        } else {
+            // Resumed without a replay: the editor shows the plan it had,
+            // which is the log's last one (a new turn's start clears it).
+            live.session.with_events(|events| {
+                events
+                    .iter()
+                    .rev()
+                    .find(|e| e.kind == "turn/start" || e.kind == crate::updates::TODO_WRITE)
+                    .is_some_and(|e| e.kind != "turn/start" && e.data_value()["todos"].as_array().is_some_and(|t| !t.is_empty()))
+            })
+        };
+        live.plan_shown.store(shown, Ordering::SeqCst);
         if let Some((model, decided)) = carried {
             *live.model.lock_or_recover() = model;
             *live.decided.lock_or_recover() = decided;
@@ -286,8 +326,9 @@ impl<'h> Server<'h> {
                 info
             })
             .collect();
-        // Newest first, as an editor's history shows them.
-        sessions.reverse();
+        // Most recently updated first, as an editor's history shows them
+        // (RFC 3339 in UTC sorts as text).
+        sessions.sort_by(|a, b| b["updatedAt"].as_str().cmp(&a["updatedAt"].as_str()));
         Ok(json!({"sessions": sessions}))
     }
 
@@ -383,6 +424,9 @@ fn absolute_cwd(params: &Value) -> Result<String, RpcError> {
     if !std::path::Path::new(cwd).is_absolute() {
         return Err(RpcError::params(format!("`cwd` must be an absolute path, not `{cwd}`")));
     }
+    if !std::path::Path::new(cwd).is_dir() {
+        return Err(RpcError::params(format!("`cwd` {cwd} is not a folder")));
+    }
     Ok(cwd.to_string())
 }
 
@@ -398,7 +442,7 @@ fn with_reports(mut result: Value, reports: &[ServerReport]) -> Value {
 fn store_error(id: &str, e: StoreError) -> RpcError {
     match e {
         StoreError::NotFound { .. } | StoreError::BadId(_) | StoreError::BadIdFor { .. } => {
-            let mut error = RpcError::new(RESOURCE_NOT_FOUND, format!("no session `{id}`: {e}"));
+            let mut error = RpcError::new(RESOURCE_NOT_FOUND, e.to_string());
             error.data = Some(json!({"sessionId": id}));
             error
         }
@@ -422,7 +466,8 @@ mod tests {
 
     #[test]
     fn cwd_must_be_absolute() {
-        assert!(absolute_cwd(&json!({"cwd": "/work"})).is_ok());
+        assert!(absolute_cwd(&json!({"cwd": "/"})).is_ok());
+        assert_eq!(absolute_cwd(&json!({"cwd": "/no/such/folder"})).unwrap_err().code, crate::rpc::INVALID_PARAMS);
         assert_eq!(absolute_cwd(&json!({"cwd": "work"})).unwrap_err().code, crate::rpc::INVALID_PARAMS);
         assert_eq!(absolute_cwd(&json!({})).unwrap_err().code, crate::rpc::INVALID_PARAMS);
     }

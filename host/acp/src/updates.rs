@@ -12,10 +12,13 @@
 //! | `tool/call` | `tool_call` (`in_progress`, title, kind, raw input) |
 //! | `tool/result` | `tool_call_update` (`completed` or `failed`, the text, the structured value as raw output) |
 //! | `todo/write` | `plan`: every item, content verbatim, status as written, priority `medium` |
+//! | `turn/start` after a plan was shown | `plan` with no entries |
 //!
 //! `todo_write` items carry no priority; ACP requires one, so every entry
 //! says `medium`. A refused `todo_write` appends no `todo/write` event and
-//! so sends no plan; an emptied list sends `entries: []`.
+//! so sends no plan; an emptied list sends `entries: []`, and so does the
+//! `turn/start` of a new turn after a plan was shown (a new turn starts
+//! without one, as the todo projection folds it).
 
 use serde_json::{json, Value};
 
@@ -38,12 +41,26 @@ pub struct UpdateStream {
     replay_user: bool,
     text_streamed: bool,
     reasoning_streamed: bool,
+    /// A plan with entries was sent and not cleared since.
+    plan_shown: bool,
 }
 
 impl UpdateStream {
     /// For a running prompt.
     pub fn live() -> UpdateStream {
         UpdateStream::default()
+    }
+
+    /// Whether a plan with entries is shown (sent and not cleared since).
+    pub fn plan_shown(&self) -> bool {
+        self.plan_shown
+    }
+
+    /// Goes on from a stream of the same session that left a plan shown
+    /// (`shown`): the next turn's start clears it.
+    pub fn with_plan_shown(mut self, shown: bool) -> UpdateStream {
+        self.plan_shown = shown;
+        self
     }
 
     /// For `session/load`: the user's messages are sent too.
@@ -54,6 +71,11 @@ impl UpdateStream {
     /// The updates `event` makes (each the `update` member of a
     /// `session/update` notification), in order.
     pub fn updates(&mut self, event: &Event, look: &dyn ToolLook) -> Vec<Value> {
+        if event.kind == "turn/start" {
+            // A new turn starts without a plan (the todo projection
+            // clears it): the editor's plan is cleared with it.
+            return if std::mem::take(&mut self.plan_shown) { vec![plan(&[])] } else { Vec::new() };
+        }
         // Only the events that make updates are parsed.
         if !matches!(
             event.kind.as_str(),
@@ -123,7 +145,10 @@ impl UpdateStream {
                 vec![update]
             }
             TODO_WRITE => match data["todos"].as_array() {
-                Some(todos) => vec![plan(todos)],
+                Some(todos) => {
+                    self.plan_shown = !todos.is_empty();
+                    vec![plan(todos)]
+                }
                 None => Vec::new(),
             },
             _ => Vec::new(),
@@ -238,6 +263,9 @@ mod tests {
             ]})]
         );
         assert_eq!(s.updates(&event(TODO_WRITE, json!({"todos": []})), &Names), vec![json!({"sessionUpdate": "plan", "entries": []})]);
+        assert!(s.updates(&event("turn/start", json!({"turn": 2})), &Names).is_empty(), "nothing shown, nothing to clear");
+        s.updates(&event(TODO_WRITE, json!({"todos": [{"content": "a", "status": "pending"}]})), &Names);
+        assert_eq!(s.updates(&event("turn/start", json!({"turn": 3})), &Names), vec![json!({"sessionUpdate": "plan", "entries": []})]);
     }
 
     #[test]

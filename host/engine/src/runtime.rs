@@ -120,6 +120,18 @@ impl Host {
                 None
             }
         };
+        // Two enabled ACP entries fail the second, as `cordis acp` refuses them.
+        if let Err(messages) = crate::loader::acp::select(&composition.entries) {
+            let acps: Vec<usize> = reports
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| crate::loader::acp::is_acp(&r.name) && !matches!(r.state, EntryState::Disabled | EntryState::Failed(_)))
+                .map(|(i, _)| i)
+                .collect();
+            for i in acps.into_iter().skip(1) {
+                reports[i].state = EntryState::Failed(messages.clone());
+            }
+        }
         if compaction.is_some() {
             let carried = crate::loader::compaction::carried(&services.projections);
             for r in reports.iter_mut().filter(|r| crate::loader::compaction::is_compaction(&r.name) && !r.notes.is_empty()) {
