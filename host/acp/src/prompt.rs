@@ -45,14 +45,19 @@ pub(crate) fn prompt_text(prompt: &Value) -> Result<String, RpcError> {
             Some("text") => parts.push(block["text"].as_str().ok_or_else(|| RpcError::params(format!("{at}: `text` must be a string")))?.to_string()),
             Some("resource_link") => {
                 let uri = block["uri"].as_str().ok_or_else(|| RpcError::params(format!("{at}: a resource link needs `uri`")))?;
-                let name = block["name"].as_str().unwrap_or(uri);
-                parts.push(format!("[{name}]({uri})"));
+                let name = block["name"].as_str().unwrap_or(uri).replace('\\', "\\\\").replace('[', "\\[").replace(']', "\\]");
+                parts.push(format!("[{name}](<{}>)", uri.replace('<', "%3C").replace('>', "%3E")));
             }
             Some("resource") => {
                 let resource = &block["resource"];
                 let uri = resource["uri"].as_str().unwrap_or("(no uri)");
                 match resource["text"].as_str() {
-                    Some(text) => parts.push(format!("{uri}:\n```\n{text}\n```")),
+                    Some(text) => {
+                        // A fence longer than any run of backticks inside.
+                        let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+                        let fence = "`".repeat(longest.max(2) + 1);
+                        parts.push(format!("{uri}:\n{fence}\n{text}\n{fence}"));
+                    }
                     None => {
                         return Err(RpcError::params(format!("{at}: the embedded resource {uri} has no text (binary resources are not supported)")))
                     }
@@ -217,7 +222,13 @@ mod tests {
             {"type": "resource", "resource": {"uri": "file:///w/notes.md", "text": "be careful"}}
         ]))
         .unwrap();
-        assert_eq!(text, "Fix the bug in\n\n[lib.rs](file:///w/src/lib.rs)\n\nfile:///w/notes.md:\n```\nbe careful\n```");
+        assert_eq!(text, "Fix the bug in\n\n[lib.rs](<file:///w/src/lib.rs>)\n\nfile:///w/notes.md:\n```\nbe careful\n```");
+        let tricky = prompt_text(&json!([
+            {"type": "resource_link", "uri": "file:///w/a>b", "name": "a](evil)"},
+            {"type": "resource", "resource": {"uri": "file:///w/r.md", "text": "```rust\nfn x() {}\n```"}}
+        ]))
+        .unwrap();
+        assert_eq!(tricky, "[a\\](evil)](<file:///w/a%3Eb>)\n\nfile:///w/r.md:\n````\n```rust\nfn x() {}\n```\n````");
         assert!(prompt_text(&json!([{"type": "image", "data": "", "mimeType": "image/png"}])).unwrap_err().message.contains("image"));
         assert!(prompt_text(&json!([])).is_err());
         assert!(prompt_text(&json!("hi")).is_err());
