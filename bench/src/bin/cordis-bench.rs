@@ -5,9 +5,12 @@
 //! the same run. `bench/run.sh` runs criterion and then this.
 //!
 //! ```text
-//! cordis-bench [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]
+//! cordis-bench [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--no-python]
 //! cordis-bench --smoke      every figure once, tiny sizes, no criterion, no oracle: checks it all still runs
-//! cordis-bench --tokens     only the token estimate against o200k_base and cl100k_base, as a table
+//! cordis-bench --tokens     only the token estimate against DeepSeek's tokenizer, o200k_base and cl100k_base, as a table
+//!
+//! `--no-python` leaves out the one peer of this runner that needs Python
+//! (DeepSeek's tokenizer, installed by `bench/tokenizer/setup.sh`).
 //! cordis-bench --summaries  only the summary requests per compaction of a long scripted turn, as a table
 //! cordis-bench --profile tool_call|direct|replay|resume [SIZE] [SECONDS]
 //!                           repeat one in-process workload (for `perf record` or callgrind)
@@ -49,6 +52,10 @@ struct Options {
     tokens_only: bool,
     /// Only the summary requests' figure, printed as a table of its own.
     summaries_only: bool,
+    /// Count the token estimate's texts with DeepSeek's tokenizer (a
+    /// Python virtualenv); off under `--no-python` (`bench/run.sh
+    /// --rust-only`).
+    deepseek: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -65,6 +72,7 @@ fn parse_options() -> Result<Options, String> {
         rows: Vec::new(),
         tokens_only: false,
         summaries_only: false,
+        deepseek: true,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -73,6 +81,7 @@ fn parse_options() -> Result<Options, String> {
             "--smoke" => o.smoke = true,
             "--tokens" => o.tokens_only = true,
             "--summaries" => o.summaries_only = true,
+            "--no-python" => o.deepseek = false,
             "--runs" => o.runs = number(&value("--runs")?)?,
             "--rss-runs" => o.rss_runs = number(&value("--rss-runs")?)?,
             "--reloads" => o.reloads = number(&value("--reloads")?)?,
@@ -86,7 +95,7 @@ fn parse_options() -> Result<Options, String> {
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
             "--rows" => o.rows.push(external_rows(std::path::Path::new(&value("--rows")?))?),
             "-h" | "--help" => {
-                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]... | --tokens | --summaries");
+                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]... [--no-python] | --tokens [--no-python] | --summaries");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other} (see --help)")),
@@ -583,8 +592,9 @@ fn summary_requests_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
     Ok(())
 }
 
-/// The compaction's token estimate against `o200k_base` and `cl100k_base`
-/// on English, code and mostly-Chinese text, and what each costs.
+/// The compaction's token estimate against DeepSeek's tokenizer (unless
+/// `--no-python`), `o200k_base` and `cl100k_base` on English, code and
+/// Chinese text, and what each costs.
 fn token_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
     progress("the token estimate against o200k_base and cl100k_base");
     let tokenizers = tokens::Tokenizers::new()?;
@@ -595,8 +605,10 @@ fn token_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
         f.tokens.push(tokenizers.count(kind, source, &text, runs));
         texts.push(text);
     }
-    progress("the token estimate against DeepSeek's tokenizer (bench/tokenizer/setup.sh)");
-    f.deepseek = Some(tokens::DeepSeek::count(&paths::repo_root(), &paths::target_dir(), &mut f.tokens, &texts)?);
+    if o.deepseek {
+        progress("the token estimate against DeepSeek's tokenizer (bench/tokenizer/setup.sh)");
+        f.deepseek = Some(tokens::DeepSeek::count(&paths::repo_root(), &paths::target_dir(), &mut f.tokens, &texts)?);
+    }
     Ok(())
 }
 
@@ -649,6 +661,7 @@ fn summary_rows(f: &Figures) -> Vec<Row> {
 fn token_rows(f: &Figures) -> Vec<Row> {
     let mut rows = Vec::new();
     let off = |estimate: u64, of: u64| (estimate as f64 / of.max(1) as f64 - 1.0) * 100.0;
+    let measured = f.deepseek.is_some();
     for c in &f.tokens {
         let error = off(c.estimate, c.deepseek);
         rows.push(Row {
@@ -661,22 +674,36 @@ fn token_rows(f: &Figures) -> Vec<Row> {
                 show(Summary::of(&c.estimate_seconds), Unit::Seconds)
             ),
             baseline: format!(
-                "DeepSeek's tokenizer: {} tokens (pure-Python encoder: {}) in {}; o200k_base: {} in {}; cl100k_base: {}",
-                c.deepseek,
-                c.deepseek_pure,
-                show(Some(Summary::single(c.deepseek_seconds)), Unit::Seconds),
+                "DeepSeek's tokenizer: {}; o200k_base: {} in {}; cl100k_base: {}",
+                if measured {
+                    format!(
+                        "{} tokens (pure-Python encoder: {}) in {}",
+                        c.deepseek,
+                        c.deepseek_pure,
+                        show(Some(Summary::single(c.deepseek_seconds)), Unit::Seconds)
+                    )
+                } else {
+                    "not counted (--no-python)".into()
+                },
                 c.o200k,
                 show(Summary::of(&c.o200k_seconds), Unit::Seconds),
                 c.cl100k
             ),
             ratio: format!(
-                "{error:+.1}% of DeepSeek ({:+.1}% of o200k_base, {:+.1}% of cl100k_base); {} o200k_base's time",
+                "{} ({:+.1}% of o200k_base, {:+.1}% of cl100k_base); {} o200k_base's time",
+                if measured { format!("{error:+.1}% of DeepSeek") } else { "—".into() },
                 off(c.estimate, c.o200k),
                 off(c.estimate, c.cl100k),
                 x(ratio_of(Summary::of(&c.estimate_seconds), Summary::of(&c.o200k_seconds)))
             ),
             target: "within 15% of DeepSeek's tokenizer".into(),
-            verdict: if error.abs() <= 15.0 { "met".into() } else { format!("missed: {error:+.1}%") },
+            verdict: if !measured {
+                "not measured".into()
+            } else if error.abs() <= 15.0 {
+                "met".into()
+            } else {
+                format!("missed: {error:+.1}%")
+            },
         });
     }
     if let Some(d) = &f.deepseek {
