@@ -126,7 +126,11 @@ impl DeepSeek {
     /// does not have one count per text.
     pub fn count(root: &Path, target: &Path, counted: &mut [Counted], texts: &[String]) -> Result<DeepSeek, String> {
         let dest = target.join("bench-tokenizer");
-        let setup = Command::new("bash").arg(root.join("bench/tokenizer/setup.sh")).arg(&dest).output().map_err(|e| format!("bench/tokenizer/setup.sh: {e}"))?;
+        let setup = Command::new("bash")
+            .arg(root.join("bench/tokenizer/setup.sh"))
+            .arg(&dest)
+            .output()
+            .map_err(|e| format!("bench/tokenizer/setup.sh: {e}"))?;
         if !setup.status.success() {
             return Err(format!("bench/tokenizer/setup.sh failed: {}", String::from_utf8_lossy(&setup.stderr)));
         }

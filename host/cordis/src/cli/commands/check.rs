@@ -74,7 +74,12 @@ fn read_sessions(host: &Host, options: &HostOptions) -> render::SessionsCheck {
     };
     let place = store.location();
     match host.services.sessions.over(store).list() {
-        Ok((list, skipped)) => render::SessionsCheck::Read { store: place, sessions: list.len(), cut_short: list.into_iter().filter_map(|s| Some((s.id, s.cut_short?))).collect(), skipped },
+        Ok((list, skipped)) => render::SessionsCheck::Read {
+            store: place,
+            sessions: list.len(),
+            cut_short: list.into_iter().filter_map(|s| Some((s.id, s.cut_short?))).collect(),
+            skipped,
+        },
         // An unusable store's place is its reason, said by the error.
         Err(e @ StoreError::Unusable(_)) => render::SessionsCheck::Unreadable { store: None, error: e.to_string() },
         Err(e) => render::SessionsCheck::Unreadable { store: Some(place), error: e.to_string() },
