@@ -7,7 +7,9 @@
 #   bench/run.sh --rust-only   leave out the figures whose peers need
 #                              Python or npm: the reference oracle (npm),
 #                              MCP over stdio (Python and npm), mcp-client
-#                              (Python) and the web app (Python, Chromium);
+#                              (Python), the web app (Python, Chromium) and
+#                              the token estimate against DeepSeek's
+#                              tokenizer (Python);
 #                              the PostgreSQL rows stay (Debian's postgresql,
 #                              installed as the tests install it)
 #
@@ -59,7 +61,7 @@ if [ "$peers" = 1 ]; then
   target/web-peers/python/bin/python bench/web.py target/release/cordis target/release "$web_runs" > "$rows/web.md"
   extra=(--rows "$rows/mcp.md" --rows "$rows/mcp-client.md" --rows "$rows/web.md")
 else
-  extra=(--oracle none)
+  extra=(--oracle none --no-python)
 fi
 
 # `cordis acp` against `cordis run` and `session show` (the system's

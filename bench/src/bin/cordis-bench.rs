@@ -5,9 +5,12 @@
 //! the same run. `bench/run.sh` runs criterion and then this.
 //!
 //! ```text
-//! cordis-bench [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE]
+//! cordis-bench [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--no-python]
 //! cordis-bench --smoke      every figure once, tiny sizes, no criterion, no oracle: checks it all still runs
-//! cordis-bench --tokens     only the token estimate against o200k_base and cl100k_base, as a table
+//! cordis-bench --tokens     only the token estimate against DeepSeek's tokenizer, o200k_base and cl100k_base, as a table
+//!
+//! `--no-python` leaves out the one peer of this runner that needs Python
+//! (DeepSeek's tokenizer, installed by `bench/tokenizer/setup.sh`).
 //! cordis-bench --summaries  only the summary requests per compaction of a long scripted turn, as a table
 //! cordis-bench --profile tool_call|direct|replay|resume [SIZE] [SECONDS]
 //!                           repeat one in-process workload (for `perf record` or callgrind)
@@ -49,6 +52,10 @@ struct Options {
     tokens_only: bool,
     /// Only the summary requests' figure, printed as a table of its own.
     summaries_only: bool,
+    /// Count the token estimate's texts with DeepSeek's tokenizer (a
+    /// Python virtualenv); off under `--no-python` (`bench/run.sh
+    /// --rust-only`).
+    deepseek: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -65,6 +72,7 @@ fn parse_options() -> Result<Options, String> {
         rows: Vec::new(),
         tokens_only: false,
         summaries_only: false,
+        deepseek: true,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -73,6 +81,7 @@ fn parse_options() -> Result<Options, String> {
             "--smoke" => o.smoke = true,
             "--tokens" => o.tokens_only = true,
             "--summaries" => o.summaries_only = true,
+            "--no-python" => o.deepseek = false,
             "--runs" => o.runs = number(&value("--runs")?)?,
             "--rss-runs" => o.rss_runs = number(&value("--rss-runs")?)?,
             "--reloads" => o.reloads = number(&value("--reloads")?)?,
@@ -86,7 +95,7 @@ fn parse_options() -> Result<Options, String> {
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
             "--rows" => o.rows.push(external_rows(std::path::Path::new(&value("--rows")?))?),
             "-h" | "--help" => {
-                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]... | --tokens | --summaries");
+                println!("usage: cordis-bench [--smoke] [--runs N] [--rss-runs N] [--reloads N] [--criterion DIR] [--oracle DIR|none] [--oracle-calls N] [--oracle-runs N] [--out FILE] [--rows FILE]... [--no-python] | --tokens [--no-python] | --summaries");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other} (see --help)")),
@@ -192,6 +201,8 @@ struct Figures {
     tokens: Vec<tokens::Counted>,
     /// Seconds it took to build `o200k_base`.
     tokenizer_build: Option<f64>,
+    /// What loading DeepSeek's vocabulary cost.
+    deepseek: Option<tokens::DeepSeek>,
 }
 
 impl Figures {
@@ -581,15 +592,22 @@ fn summary_requests_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
     Ok(())
 }
 
-/// The compaction's token estimate against `o200k_base` and `cl100k_base`
-/// on English, code and mostly-Chinese text, and what each costs.
+/// The compaction's token estimate against DeepSeek's tokenizer (unless
+/// `--no-python`), `o200k_base` and `cl100k_base` on English, code and
+/// Chinese text, and what each costs.
 fn token_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
     progress("the token estimate against o200k_base and cl100k_base");
     let tokenizers = tokens::Tokenizers::new()?;
     f.tokenizer_build = Some(tokenizers.o200k_build_seconds);
     let runs = if o.smoke { 1 } else { 20 };
+    let mut texts = Vec::new();
     for (kind, source, text) in tokens::texts(&paths::repo_root(), o.smoke)? {
         f.tokens.push(tokenizers.count(kind, source, &text, runs));
+        texts.push(text);
+    }
+    if o.deepseek {
+        progress("the token estimate against DeepSeek's tokenizer (bench/tokenizer/setup.sh)");
+        f.deepseek = Some(tokens::DeepSeek::count(&paths::repo_root(), &paths::target_dir(), &mut f.tokens, &texts)?);
     }
     Ok(())
 }
@@ -637,13 +655,15 @@ fn summary_rows(f: &Figures) -> Vec<Row> {
     rows
 }
 
-/// The rows of [`token_figure`].
+/// The rows of [`token_figure`]: per text, the estimate against DeepSeek's
+/// tokenizer (the target: within 15%), with `o200k_base` and
+/// `cl100k_base` beside it; then what a real tokenizer would cost.
 fn token_rows(f: &Figures) -> Vec<Row> {
     let mut rows = Vec::new();
+    let off = |estimate: u64, of: u64| (estimate as f64 / of.max(1) as f64 - 1.0) * 100.0;
+    let measured = f.deepseek.is_some();
     for c in &f.tokens {
-        let of_o200k = c.estimate as f64 / c.o200k.max(1) as f64;
-        let of_cl100k = c.estimate as f64 / c.cl100k.max(1) as f64;
-        let within = (0.85..=1.15).contains(&of_o200k);
+        let error = off(c.estimate, c.deepseek);
         rows.push(Row {
             figure: format!("token estimate, {}", c.kind),
             ours: format!(
@@ -654,20 +674,51 @@ fn token_rows(f: &Figures) -> Vec<Row> {
                 show(Summary::of(&c.estimate_seconds), Unit::Seconds)
             ),
             baseline: format!(
-                "o200k_base: {} tokens in {} (cl100k_base: {}; building o200k_base: {})",
+                "DeepSeek's tokenizer: {}; o200k_base: {} in {}; cl100k_base: {}",
+                if measured {
+                    format!(
+                        "{} tokens (pure-Python encoder: {}) in {}",
+                        c.deepseek,
+                        c.deepseek_pure,
+                        show(Some(Summary::single(c.deepseek_seconds)), Unit::Seconds)
+                    )
+                } else {
+                    "not counted (--no-python)".into()
+                },
                 c.o200k,
                 show(Summary::of(&c.o200k_seconds), Unit::Seconds),
-                c.cl100k,
-                show(f.tokenizer_build.map(Summary::single), Unit::Seconds)
+                c.cl100k
             ),
             ratio: format!(
-                "{:+.1}% of o200k_base ({:+.1}% of cl100k_base); {} the time",
-                (of_o200k - 1.0) * 100.0,
-                (of_cl100k - 1.0) * 100.0,
+                "{} ({:+.1}% of o200k_base, {:+.1}% of cl100k_base); {} o200k_base's time",
+                if measured { format!("{error:+.1}% of DeepSeek") } else { "—".into() },
+                off(c.estimate, c.o200k),
+                off(c.estimate, c.cl100k),
                 x(ratio_of(Summary::of(&c.estimate_seconds), Summary::of(&c.o200k_seconds)))
             ),
-            target: "within 15% of o200k_base".into(),
-            verdict: if within { "met".into() } else { format!("missed: {:+.1}%", (of_o200k - 1.0) * 100.0) },
+            target: "within 15% of DeepSeek's tokenizer".into(),
+            verdict: if !measured {
+                "not measured".into()
+            } else if error.abs() <= 15.0 {
+                "met".into()
+            } else {
+                format!("missed: {error:+.1}%")
+            },
+        });
+    }
+    if let Some(d) = &f.deepseek {
+        rows.push(Row {
+            figure: "a real tokenizer's start-up".into(),
+            ours: "the estimate: nothing to load".into(),
+            baseline: format!(
+                "DeepSeek's tokenizer.json ({:.1} MB) loaded by `tokenizers`: {}; building o200k_base (tiktoken-rs): {}",
+                d.bytes as f64 / 1e6,
+                show(Some(Summary::single(d.load_seconds)), Unit::Seconds),
+                show(f.tokenizer_build.map(Summary::single), Unit::Seconds)
+            ),
+            ratio: "—".into(),
+            target: "state".into(),
+            verdict: "reported".into(),
         });
     }
     rows

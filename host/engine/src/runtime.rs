@@ -80,19 +80,7 @@ impl Host {
     pub fn boot(options: &HostOptions) -> Result<Host, BootError> {
         let composition = Composition::compose(&options.composition, &options.layers)?;
         let state_dir = options.state_dir.clone().unwrap_or_else(|| composition.dir.join(".cordis"));
-        // A refused store entry is reported by the loader as a failed entry;
-        // sessions are then refused rather than kept somewhere else.
-        let chosen = persistence::select(&composition.entries).map(|c| c.map(|(_, p)| p));
-        // Without a persistence entry, an ACP entry's `persistenceRoot`
-        // (the harness's row) chooses the harness store.
-        let chosen = match chosen {
-            Ok(None) => match crate::loader::acp::select(&composition.entries) {
-                Ok(Some(acp)) => Ok(acp.store(&composition.dir).map(Persistence::Harness)),
-                _ => Ok(None),
-            },
-            other => other,
-        };
-        let store = open_store(options, &state_dir, chosen)?;
+        let store = open_store(options, &state_dir, chosen_persistence(&composition))?;
         let services = Arc::new(Services::new(store, options.durability));
         let plugin_path = PluginPath::standard(&options.plugin_dirs, &composition.dir);
         let cache = if options.private_copies { LibraryCache::private_copies() } else { LibraryCache::default() }
@@ -159,6 +147,29 @@ impl Host {
         Ok(Host { composition, services, loader, reports: Vec::new(), state_dir, compaction: None })
     }
 
+    /// The store the composition keeps its sessions in, opened for
+    /// reading on its own (for a host booted with `in_memory`, such as
+    /// `cordis check`'s): `--root`, else the composition's persistence
+    /// entry, else the flat store in the state directory. Nothing is
+    /// created: `Ok(None)` when that is the flat store and nothing is at
+    /// the state directory's `sessions/` yet. A PostgreSQL database that
+    /// cannot be reached gives a store whose every call says why.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be opened (a harness root that
+    /// is a file, a refused persistence entry).
+    pub fn open_session_store(&self, options: &HostOptions) -> Result<Option<Store>, StoreError> {
+        let chosen = chosen_persistence(&self.composition);
+        if options.session_root.is_none() && matches!(chosen, Ok(None)) && !self.state_dir.join("sessions").exists() {
+            return Ok(None);
+        }
+        if let Err(reasons) = &chosen {
+            return Err(StoreError::Unusable(reasons.join("; ")));
+        }
+        let reading = HostOptions { in_memory: false, ..options.clone() };
+        open_store(&reading, &self.state_dir, chosen)
+    }
+
     /// Reports of entries that failed (under `strict`, also those missing
     /// or waiting).
     pub fn failures(&self, strict: bool) -> Vec<&EntryReport> {
@@ -168,6 +179,21 @@ impl Host {
     /// The composition's folder.
     pub fn dir(&self) -> &Path {
         &self.composition.dir
+    }
+}
+
+/// The persistence the composition chooses: its persistence entry, else an
+/// ACP entry's `persistenceRoot` (the harness's row), else none (the flat
+/// store); the reasons when its persistence entries are refused.
+fn chosen_persistence(composition: &Composition) -> Result<Option<Persistence>, Vec<String>> {
+    // A refused store entry is reported by the loader as a failed entry;
+    // sessions are then refused rather than kept somewhere else.
+    match persistence::select(&composition.entries).map(|c| c.map(|(_, p)| p)) {
+        Ok(None) => match crate::loader::acp::select(&composition.entries) {
+            Ok(Some(acp)) => Ok(acp.store(&composition.dir).map(Persistence::Harness)),
+            _ => Ok(None),
+        },
+        other => other,
     }
 }
 

@@ -114,6 +114,12 @@ impl Sessions {
         Sessions { store, durability, types, projections, live: Default::default() }
     }
 
+    /// Sessions of `store` read with this service's event types and
+    /// projections (a host booted in memory reading a store on the side).
+    pub fn over(&self, store: Store) -> Sessions {
+        Sessions::new(Some(store), self.durability, self.types.clone(), self.projections.clone())
+    }
+
     fn remember(&self, session: &Arc<Session>) {
         let mut live = self.live.lock_or_recover();
         live.retain(|_, s| s.strong_count() > 0);

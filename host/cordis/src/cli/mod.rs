@@ -1,7 +1,8 @@
 //! The `cordis` command line.
 //!
 //! ```text
-//! cordis [OPTIONS] check [FILE] [--json] validate a composition, list entries
+//! cordis [OPTIONS] check [FILE] [--json] [--sessions]
+//!                                       validate a composition, list entries
 //! cordis [OPTIONS] config [FILE]        print the composed tree (layers, includes)
 //! cordis [OPTIONS] plugins [--json]     the libraries on the plugin path and what they declare
 //! cordis [OPTIONS] tools [--json]       the tool catalog with JSON Schemas
@@ -88,6 +89,13 @@ pub enum Command {
         /// or `{"error": MESSAGE}` (exit 2) when the composition cannot be read.
         #[arg(long)]
         json: bool,
+        /// Also read every session of the composition's store and report
+        /// those holding a compaction cut short (`compaction/start` with no
+        /// `compaction/end`): id, seq and how the next writer closes it.
+        /// Reads each log whole; a store that cannot be read is reported,
+        /// never an error. Under `--json`, adds a `sessions` object.
+        #[arg(long)]
+        sessions: bool,
     },
     /// List the plugin libraries on the plugin path: their plugins, package
     /// names, config keys and services provided and injected (runs no
@@ -348,7 +356,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, CliError> {
     }
     let composition = |file: &Option<PathBuf>| file.clone().unwrap_or_else(|| cli.composition.clone());
     match &cli.command {
-        Command::Check { file, json } => commands::check::run(&cli, &composition(file), *json),
+        Command::Check { file, json, sessions } => commands::check::run(&cli, &composition(file), *json, *sessions),
         Command::Plugins { json } => commands::plugins::run(&cli, *json),
         Command::Config { file, show_values } => commands::config::run(&cli, &composition(file), *show_values),
         Command::Tools { json } => commands::tools::run(&cli, *json),

@@ -6,7 +6,7 @@ use std::io::Write;
 use cordis_engine::loader::EntryState;
 use cordis_engine::runtime::Host;
 use cordis_engine::tools::{ToolResult, ToolSchema};
-use cordis_session::{derive_messages, LineProblem, Message, Session, SessionInfo};
+use cordis_session::{derive_messages, CutShortCompaction, LineProblem, Message, Session, SessionInfo};
 
 /// Text from a log or a composition made safe for a terminal: control
 /// characters other than newline and tab are shown escaped (`\u{1b}`).
@@ -292,6 +292,76 @@ pub fn tool_result(out: &mut impl Write, title: &str, result: &ToolResult) {
 pub fn view(out: &mut impl Write, key: &str, view: &str) {
     let label: String = printable(key).chars().take(9).collect();
     let _ = writeln!(out, "{label:<10}┌ {}", indent_rest(&printable(view), 10).replace("\n          ", "\n          │ "));
+}
+
+/// What `cordis check --sessions` found in the composition's store.
+#[derive(Debug)]
+pub enum SessionsCheck {
+    /// The store was listed: its place, how many sessions it holds, those
+    /// whose log ends in a compaction cut short, and the sessions that
+    /// could not be read (one message each).
+    Read { store: String, sessions: usize, cut_short: Vec<(String, CutShortCompaction)>, skipped: Vec<String> },
+    /// The flat store's `sessions/` folder (this path) does not exist yet:
+    /// no session was kept.
+    NoFolder(String),
+    /// The store could not be opened or listed (`store`: its place when it
+    /// was opened).
+    Unreadable { store: Option<String>, error: String },
+}
+
+impl SessionsCheck {
+    /// The lines after `check`'s table: one per compaction cut short, then
+    /// a count; or why the store was not read.
+    pub fn print(&self, out: &mut impl Write) {
+        match self {
+            SessionsCheck::Read { store, sessions, cut_short, skipped } => {
+                for s in skipped {
+                    let _ = writeln!(out, "sessions: {}", printable(s));
+                }
+                for (id, c) in cut_short {
+                    let _ = writeln!(out, "session {}: {}", printable(id), printable(&c.describe()));
+                }
+                let cut = match cut_short.len() {
+                    0 => "none has a compaction cut short".to_string(),
+                    1 => "1 has a compaction cut short".to_string(),
+                    n => format!("{n} have a compaction cut short"),
+                };
+                let _ = writeln!(out, "sessions: {} in {}; {cut}", count(*sessions, "session", "sessions"), printable(store));
+            }
+            SessionsCheck::NoFolder(dir) => {
+                let _ = writeln!(out, "sessions: none kept yet (no folder {})", printable(dir));
+            }
+            SessionsCheck::Unreadable { store, error } => {
+                let at = store.as_ref().map_or_else(String::new, |s| format!(" in {}", printable(s)));
+                let _ = writeln!(out, "sessions: not read{at}: {}", printable(error));
+            }
+        }
+    }
+
+    /// `check --json`'s `sessions` object: `{store, sessions, cutShort:
+    /// [{id, compactionId, seq, landed, carried, closing}], skipped}`;
+    /// `{store: null, sessions: 0, cutShort: [], noFolder}` when no session
+    /// was kept; `{store, error}` when the store could not be read.
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            SessionsCheck::Read { store, sessions, cut_short, skipped } => serde_json::json!({
+                "store": store,
+                "sessions": sessions,
+                "cutShort": cut_short.iter().map(|(id, c)| serde_json::json!({
+                    "id": id,
+                    "compactionId": c.compaction_id,
+                    "seq": c.start,
+                    "landed": c.landed,
+                    "carried": c.carried,
+                    "closing": if c.landed { "completed" } else { "failed" },
+                    "message": c.describe(),
+                })).collect::<Vec<_>>(),
+                "skipped": skipped,
+            }),
+            SessionsCheck::NoFolder(dir) => serde_json::json!({"store": null, "sessions": 0, "cutShort": [], "noFolder": dir}),
+            SessionsCheck::Unreadable { store, error } => serde_json::json!({"store": store, "error": error}),
+        }
+    }
 }
 
 /// `cordis session ls`.

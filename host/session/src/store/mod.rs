@@ -289,8 +289,9 @@ pub enum StoreError {
         /// What is wrong.
         detail: String,
     },
-    /// The state directory is a file.
-    #[error("{0} is not a directory (give --state-dir a folder)")]
+    /// The store's folder (the state directory, its `sessions/`, a
+    /// harness root) is a file.
+    #[error("{0} is not a directory (the session store needs a folder there: --state-dir, --root or the persistence entry's root)")]
     NotADirectory(String),
     /// A harness log that cannot be read as a whole: a complete frame that
     /// fails its checksum, a defect before a committed `turn/end`, a header

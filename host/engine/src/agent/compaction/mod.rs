@@ -28,9 +28,10 @@
 //! reported usage where there is one (the last `assistant/message`'s
 //! `inputTokens + outputTokens`, when no compaction came after it) plus an
 //! estimate of what came after; else the estimate alone ([`text_tokens`]:
-//! a token per CJK character and `ceil(other characters / 4)`; a message
-//! adds 4), over the messages, the tool schemas' JSON and the provider's
-//! system prompt. The estimate is a heuristic, not a tokenizer. The limit a request is
+//! 0.6 tokens per CJK character and `ceil(other characters / 4)`; a
+//! message adds 4), over the messages, the tool schemas' JSON and the
+//! provider's system prompt. The estimate is a count calibrated against
+//! DeepSeek's tokenizer, not a tokenizer. The limit a request is
 //! held to is the threshold, or the window less the provider's reserved
 //! output, whichever is smaller ([`Compactor::limit`]).
 //!
@@ -808,8 +809,15 @@ fn scaled(window: u64, ratio: f64) -> u64 {
     (window as f64 * ratio).floor() as u64
 }
 
-/// Characters counted by an estimate: wide (CJK) characters, each about a
-/// token, and the others, about four to a token.
+/// Tokens per 5 wide (CJK) characters in the estimate: 3, i.e. 0.6 a
+/// character. Calibrated, not derived: DeepSeek's tokenizer (the default
+/// provider's vocabulary) spends 0.57 tokens per CJK character on the
+/// Chinese texts of `bench/data/` (`cordis-bench --tokens`), and a little
+/// over is the safe side (compaction comes early, never late).
+const WIDE_TOKENS_PER_5: u64 = 3;
+
+/// Characters counted by an estimate: wide (CJK) characters, 0.6 tokens
+/// each, and the others, four to a token (see [`text_tokens`]).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Counted {
     wide: u64,
@@ -834,7 +842,7 @@ impl Counted {
     }
 
     fn tokens(self) -> u64 {
-        self.wide + self.narrow.div_ceil(4)
+        (self.wide * WIDE_TOKENS_PER_5).div_ceil(5) + self.narrow.div_ceil(4)
     }
 }
 
@@ -880,13 +888,15 @@ pub fn message_tokens(message: &Message) -> u64 {
     c.tokens() + 4
 }
 
-/// The estimated tokens of a text: one per CJK character (ideographs,
-/// kana, hangul, CJK and fullwidth punctuation), and `ceil(other
-/// characters / 4)`. A heuristic, not a tokenizer. Measured against
-/// OpenAI's `o200k_base` and `cl100k_base` (`cordis-bench --tokens`): within
-/// 4% of both on English prose and on Rust code; on mostly-Chinese text 35%
-/// over `o200k_base` and 4% under `cl100k_base`, so it errs towards
-/// compacting early.
+/// The estimated tokens of a text: `ceil(0.6 × CJK characters)`
+/// (ideographs, kana, hangul, CJK and fullwidth punctuation) plus
+/// `ceil(other characters / 4)`. A count calibrated against DeepSeek's
+/// tokenizer (the default provider's), not a tokenizer: on the texts of
+/// `cordis-bench --tokens` it is within 5% of DeepSeek's count on English
+/// prose, Rust code, a mostly-Chinese session and Chinese prose. Other
+/// vocabularies pack Chinese differently (`o200k_base` about 0.72 tokens a
+/// character, `cl100k_base` about 1), so for their models it runs under on
+/// Chinese until the provider's reported usage replaces it.
 pub fn text_tokens(text: &str) -> u64 {
     Counted::of(text).tokens()
 }
@@ -985,13 +995,19 @@ mod tests {
     }
 
     #[test]
-    fn cjk_characters_count_a_token_each() {
-        // 10 ideographs, a fullwidth comma, 3 hiragana, 2 hangul syllables.
-        assert_eq!(text_tokens("实现一个会话压缩功能，これは한국"), 16);
-        // Mixed: 4 ideographs and 9 other characters (ceil(9 / 4) = 3).
-        assert_eq!(text_tokens("修复 the bug 错误"), 4 + 3);
-        // Characters / 4 used to give 250 for 1000 ideographs.
-        assert_eq!(text_tokens(&"压".repeat(1000)), 1000);
+    fn cjk_characters_count_six_tenths_of_a_token_each() {
+        // 10 ideographs, a fullwidth comma, 3 hiragana, 2 hangul syllables:
+        // ceil(16 × 0.6) = 10.
+        assert_eq!(text_tokens("实现一个会话压缩功能，これは한국"), 10);
+        // Mixed: 4 ideographs (ceil(2.4) = 3) and 9 other characters
+        // (ceil(9 / 4) = 3).
+        assert_eq!(text_tokens("修复 the bug 错误"), 3 + 3);
+        // Characters / 4 would give 250 for 1000 ideographs.
+        assert_eq!(text_tokens(&"压".repeat(1000)), 600);
         assert_eq!(text_tokens("plain English text!"), 5);
+        // Across messages the fractions add up before rounding.
+        let mut c = Counted::of("压缩");
+        c.add("压缩压");
+        assert_eq!(c.tokens(), 3);
     }
 }
