@@ -12,14 +12,16 @@
 //!   number; the file is never rewritten, only a torn tail is cut.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::event::{Event, Header};
 
 use super::fs::{create_private_dir, lock_exclusive, set_private_mode, sync_dir};
-use super::jsonl::parse_log;
-use super::{check_id, io, Durability, LineProblem, LogWriter, ReadLog, SessionStore, StoreError};
+use super::jsonl::{parse_appended, parse_log, parse_whole};
+use super::{
+    check_id, io, Appended, Durability, FileMark, LineProblem, LogWriter, Mark, Position, ReadLog, SessionStore, Since, StoreError, TAIL_CHECK,
+};
 
 /// Our own store: one JSONL file per session in one folder,
 /// `<state dir>/sessions/<id>.jsonl`.
@@ -234,6 +236,60 @@ pub fn read_file(path: &Path) -> Result<ReadLog, StoreError> {
     parse_log(&bytes, path)
 }
 
+/// Reads the JSONL log at `path` after `after` (see
+/// [`SessionStore::read_since`]): from the byte where the last read
+/// stopped when the file is the same one (device and inode), is at least
+/// that long, and still holds the same bytes just before that point;
+/// otherwise the whole file. `missing` is the error for a file that is not
+/// there.
+pub(crate) fn read_file_since(path: &Path, after: &Position, missing: impl FnOnce() -> StoreError) -> Result<(Since, Position), StoreError> {
+    let mut file = File::open(path).map_err(|e| if e.kind() == std::io::ErrorKind::NotFound { missing() } else { io(path)(e) })?;
+    let meta = file.metadata().map_err(io(path))?;
+    let identity = identity_of(&meta);
+    if let Mark::File(mark) = after.mark() {
+        let at = mark.lines.consumed;
+        let checked = mark.tail.len() as u64;
+        if mark.identity == identity && meta.len() >= at && checked <= at {
+            let from = at - checked;
+            let mut bytes = Vec::with_capacity(usize::try_from(meta.len() - from).unwrap_or(0));
+            file.seek(SeekFrom::Start(from)).map_err(io(path))?;
+            file.read_to_end(&mut bytes).map_err(io(path))?;
+            if bytes.starts_with(&mark.tail) {
+                let mut lines = mark.lines;
+                if let Some(read) = parse_appended(&bytes[mark.tail.len()..], &mut lines) {
+                    let appended = Appended { events: read.events, lines: read.lines, problems: read.problems, torn: read.torn };
+                    let end = usize::try_from(lines.consumed - from).unwrap_or(bytes.len()).min(bytes.len());
+                    let tail = bytes[end.saturating_sub(TAIL_CHECK as usize)..end].to_vec();
+                    let position = after.advanced(&appended, Mark::File(FileMark { identity, lines, tail }));
+                    return Ok((Since::Appended(appended), position));
+                }
+            }
+        }
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.seek(SeekFrom::Start(0)).map_err(io(path))?;
+    file.read_to_end(&mut bytes).map_err(io(path))?;
+    let (log, lines) = parse_whole(&bytes, path)?;
+    let end = usize::try_from(lines.consumed).unwrap_or(bytes.len()).min(bytes.len());
+    let tail = bytes[end.saturating_sub(TAIL_CHECK as usize)..end].to_vec();
+    let position = Position::of_whole(&log, Mark::File(FileMark { identity, lines, tail }));
+    Ok((Since::Whole(log), position))
+}
+
+/// A file's device and inode (zeros where the platform has none).
+pub(crate) fn identity_of(meta: &fs::Metadata) -> (u64, u64) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        (meta.dev(), meta.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        (0, 0)
+    }
+}
+
 impl SessionStore for FlatStore {
     fn location(&self) -> String {
         self.dir.display().to_string()
@@ -258,6 +314,11 @@ impl SessionStore for FlatStore {
             return Err(StoreError::NotFound { id: id.to_string(), dir: self.dir.display().to_string() });
         }
         read_file(&path)
+    }
+
+    fn read_since(&self, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        let path = self.path_of(id)?;
+        read_file_since(&path, after, || StoreError::NotFound { id: id.to_string(), dir: self.dir.display().to_string() })
     }
 
     fn write_whole(&self, header: &Header, events: &[Event]) -> Result<String, StoreError> {
