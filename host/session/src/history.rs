@@ -108,8 +108,66 @@ pub fn derive_history(events: &[Event]) -> (Vec<Message>, Vec<(u64, String)>) {
 /// and the call ids it makes or answers) without building the messages'
 /// texts.
 pub fn history_notes(events: &[Event]) -> Vec<(u64, String)> {
-    let (surface, notes) = fold_surface::<Outline>(events);
-    well_formed(surface, notes).1
+    let mut notes = HistoryNotes::default();
+    notes.push(events);
+    notes.notes()
+}
+
+/// [`history_notes`] of a log read in parts: each part's surface events are
+/// outlined once, as they come ([`HistoryNotes::push`]); the notes are
+/// then found from the outlines alone ([`HistoryNotes::notes`]), without
+/// reading any event's data again.
+#[derive(Default)]
+pub struct HistoryNotes {
+    surface: Surface<Outline>,
+    notes: Vec<(u64, String)>,
+}
+
+impl std::fmt::Debug for HistoryNotes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryNotes").field("surface", &self.surface.len()).finish_non_exhaustive()
+    }
+}
+
+impl HistoryNotes {
+    /// Folds the surface events of `events`, the log's next events.
+    pub fn push(&mut self, events: &[Event]) {
+        for event in events {
+            fold_event(&mut self.surface, &mut self.notes, event);
+        }
+    }
+
+    /// The notes of [`derive_history`] for every event pushed so far, in
+    /// seq order: one pass over the outlines.
+    pub fn notes(&self) -> Vec<(u64, String)> {
+        let mut notes = self.notes.clone();
+        let mut awaiting: Vec<(&str, u64)> = Vec::new();
+        let close = |awaiting: &mut Vec<(&str, u64)>, notes: &mut Vec<(u64, String)>| {
+            for (call_id, seq) in awaiting.drain(..) {
+                notes.push((seq, format!("call {call_id} has no result; the history gives it an error result")));
+            }
+        };
+        for (seq, message) in &self.surface {
+            let Some(message) = message else { continue };
+            if let Some(call_id) = message.answers() {
+                match awaiting.iter().position(|(c, _)| *c == call_id) {
+                    Some(i) => {
+                        awaiting.remove(i);
+                    }
+                    None => notes.push((
+                        *seq,
+                        format!("tool/result for call {call_id}, which no assistant message right before it awaits; left out of the history"),
+                    )),
+                }
+            } else {
+                close(&mut awaiting, &mut notes);
+                awaiting.extend(message.calls().map(|c| (c, *seq)));
+            }
+        }
+        close(&mut awaiting, &mut notes);
+        notes.sort_by_key(|(seq, _)| *seq);
+        notes
+    }
 }
 
 /// The surface of `events`: each surface node as `(seq, message)`, in
@@ -302,52 +360,54 @@ fn fold_surface<M: Node>(events: &[Event]) -> (Surface<M>, Vec<(u64, String)>) {
     // The surface: (seq, message) in history order.
     let mut surface: Surface<M> = Vec::new();
     for event in events {
-        let Some(op) = &event.surface_op else { continue };
-        // Core surface types, and a plugin's surface events that carry a
-        // user-side message (`todo/nudge`).
-        if !core::is_surface(&event.kind) && (core::is_core(&event.kind) || M::of(event).is_none()) {
-            continue;
-        }
-        match op {
-            SurfaceOp::Append => surface.push((event.seq, M::of(event))),
-            SurfaceOp::Replace { start, end } => {
-                let find = |seq: u64| surface.iter().position(|(s, _)| *s == seq);
-                let (Some(from), Some(to)) = (find(*start), find(*end)) else {
-                    notes.push((
-                        event.seq,
-                        format!("{} replaces seqs {start} to {end}, which are not both in the history; left out of the history", event.kind),
-                    ));
-                    continue;
-                };
-                if from > to {
-                    notes.push((
-                        event.seq,
-                        format!(
-                            "{} replaces from seq {start} to seq {end}, which comes before it in the history; left out of the history",
-                            event.kind
-                        ),
-                    ));
-                    continue;
-                }
-                if let Some(sources) = &event.source_event_seqs {
-                    let missing: Vec<String> =
-                        surface[from..=to].iter().map(|(s, _)| *s).filter(|s| !sources.contains(s)).map(|s| s.to_string()).collect();
-                    if !missing.is_empty() {
-                        notes.push((
-                            event.seq,
-                            format!("{} replaces seqs {} without citing them in sourceEventSeqs (applied)", event.kind, missing.join(", ")),
-                        ));
-                    }
-                }
-                surface.splice(from..=to, [(event.seq, M::of(event))]);
-            }
-            SurfaceOp::Other(raw) => notes.push((
-                event.seq,
-                format!("{} has surfaceOp {}, which is neither \"append\" nor a replace; left out of the history", event.kind, raw.get()),
-            )),
-        }
+        fold_event(&mut surface, &mut notes, event);
     }
     (surface, notes)
+}
+
+/// Folds one event into `surface`, adding to `notes` what cannot be placed.
+fn fold_event<M: Node>(surface: &mut Surface<M>, notes: &mut Vec<(u64, String)>, event: &Event) {
+    let Some(op) = &event.surface_op else { return };
+    // Core surface types, and a plugin's surface events that carry a
+    // user-side message (`todo/nudge`).
+    if !core::is_surface(&event.kind) && (core::is_core(&event.kind) || M::of(event).is_none()) {
+        return;
+    }
+    match op {
+        SurfaceOp::Append => surface.push((event.seq, M::of(event))),
+        SurfaceOp::Replace { start, end } => {
+            let find = |seq: u64| surface.iter().position(|(s, _)| *s == seq);
+            let (Some(from), Some(to)) = (find(*start), find(*end)) else {
+                notes.push((
+                    event.seq,
+                    format!("{} replaces seqs {start} to {end}, which are not both in the history; left out of the history", event.kind),
+                ));
+                return;
+            };
+            if from > to {
+                notes.push((
+                    event.seq,
+                    format!("{} replaces from seq {start} to seq {end}, which comes before it in the history; left out of the history", event.kind),
+                ));
+                return;
+            }
+            if let Some(sources) = &event.source_event_seqs {
+                let missing: Vec<String> =
+                    surface[from..=to].iter().map(|(s, _)| *s).filter(|s| !sources.contains(s)).map(|s| s.to_string()).collect();
+                if !missing.is_empty() {
+                    notes.push((
+                        event.seq,
+                        format!("{} replaces seqs {} without citing them in sourceEventSeqs (applied)", event.kind, missing.join(", ")),
+                    ));
+                }
+            }
+            surface.splice(from..=to, [(event.seq, M::of(event))]);
+        }
+        SurfaceOp::Other(raw) => notes.push((
+            event.seq,
+            format!("{} has surfaceOp {}, which is neither \"append\" nor a replace; left out of the history", event.kind, raw.get()),
+        )),
+    }
 }
 
 fn well_formed<M: Node>(surface: Surface<M>, mut notes: Vec<(u64, String)>) -> (Vec<M>, Vec<(u64, String)>) {

@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use crate::event::{core, now_ms, to_raw, Event, Header, SurfaceOp};
 use crate::event_types::{EventTypes, OwnedType};
-use crate::history::{history_notes, unended_compaction};
+use crate::history::{history_notes, unended_compaction, HistoryNotes};
 use crate::owner::Owner;
 use crate::projection::{Projections, RegisteredProjection};
-use crate::store::{parse_data, LineProblem, LogWriter, ReadLog, StoreError};
+use crate::store::{parse_data, Appended, LineProblem, LogWriter, ReadLog, StoreError};
 use crate::structure::Trace;
 use cordis_sync::LockExt;
 
@@ -89,6 +89,8 @@ struct State {
     writer: Option<Box<dyn LogWriter>>,
     read_only: bool,
     folds: BTreeMap<String, FoldState>,
+    /// What a session replayed read-only keeps to follow its log.
+    followed: Option<Box<Followed>>,
 }
 
 /// One event-sourced session.
@@ -133,6 +135,7 @@ impl Session {
                 writer,
                 read_only,
                 folds: BTreeMap::new(),
+                followed: None,
             }),
             types,
             projections,
@@ -149,58 +152,99 @@ impl Session {
     /// nobody owns as opaque, and folds the projections.
     pub fn replay(log: ReadLog, backing: Backing, types: Arc<EventTypes>, projections: Arc<Projections>) -> (Session, Vec<LineProblem>) {
         let ReadLog { header, events, lines, mut problems, .. } = log;
+        let follows = matches!(backing, Backing::ReadOnly);
         let session = Session::new(header, backing, types, projections);
-        {
+        let problems = {
             let mut st = session.lock();
-            // Each type's owner, looked up in the registry once per type: a
-            // log has a few types, so a list beats hashing each event's type.
-            let mut owners: Vec<(String, Option<Arc<OwnedType>>)> = Vec::new();
-            for (event, &line) in events.iter().zip(lines.iter()) {
-                let owned = match owners.iter().find(|(kind, _)| *kind == event.kind) {
-                    Some((_, owned)) => owned.clone(),
-                    None => {
-                        let owned = session.types.get(&event.kind);
-                        owners.push((event.kind.clone(), owned.clone()));
-                        owned
-                    }
-                };
-                if let Some(owned) = &owned {
-                    if let Err(reason) = owned.validate(event.data.get()) {
-                        problems.push(LineProblem::broken(line, format!("{} rejected by {} on replay: {reason}", event.kind, owned.owner)));
-                        st.rejected.insert(event.seq);
-                    }
-                }
-                if let Err(rule) = st.trace.follow(&event.kind, &event.data, event.surface_op.as_ref(), owned.is_some()) {
-                    problems.push(LineProblem::broken(line, format!("breaks the log's structure: {rule}")));
-                    if owned.is_some() {
-                        st.rejected.insert(event.seq);
-                    }
-                }
-            }
+            session.check_replayed(&mut st, &events, &lines, &mut problems);
             // The events are kept as read: the vector moves, no event is copied.
             st.events = events;
-            if let Some(open) = unended_compaction(&st.events) {
-                let at = st.events.iter().position(|e| e.seq == open.seq);
-                let line = at.and_then(|i| lines.get(i)).copied().unwrap_or(1);
-                let id = open.data_value().get("compactionId").and_then(serde_json::Value::as_str).unwrap_or("?").to_string();
-                problems.push(LineProblem::note(
-                    line,
-                    format!(
-                        "compaction {id} (compaction/start at seq {}) has no compaction/end: it was cut short (the process stopped before it ended); \
-                         the next writer closes it before anything else, and compaction works again",
-                        open.seq
-                    ),
-                ));
+            if follows {
+                // A read-only session can follow its log: what later reads
+                // append is checked and noted as this replay was.
+                let mut history = HistoryNotes::default();
+                history.push(&st.events);
+                let open_compaction = unended_compaction(&st.events).map(|e| e.seq);
+                let followed = Followed { lines, problems, history, open_compaction };
+                let all = followed.problems(&st.events);
+                st.followed = Some(Box::new(followed));
+                all
+            } else {
+                if let Some(open) = unended_compaction(&st.events) {
+                    problems.push(compaction_note(&st.events, &lines, open.seq, &open.data_value()));
+                }
+                let notes = history_notes(&st.events);
+                for (seq, note) in notes {
+                    problems.push(LineProblem::broken(line_of(&st.events, &lines, seq), note));
+                }
+                problems.sort_by_key(|p| p.line);
+                problems
             }
-            let notes = history_notes(&st.events);
-            for (seq, note) in notes {
-                let at = st.events.binary_search_by_key(&seq, |e| e.seq).ok().or_else(|| st.events.iter().position(|e| e.seq == seq));
-                let line = at.and_then(|i| lines.get(i)).copied().unwrap_or(1);
-                problems.push(LineProblem::broken(line, note));
-            }
-            problems.sort_by_key(|p| p.line);
-        }
+        };
         (session, problems)
+    }
+
+    /// Checks events read from a log as [`Session::replay`] does, adding
+    /// what it finds to `problems`: each event of an owned type against its
+    /// owner's validator, and each against the log's structure rules (a
+    /// rejected event is kept, and left out of projections).
+    fn check_replayed(&self, st: &mut State, events: &[Event], lines: &[usize], problems: &mut Vec<LineProblem>) {
+        // Each type's owner, looked up in the registry once per type: a
+        // log has a few types, so a list beats hashing each event's type.
+        let mut owners: Vec<(String, Option<Arc<OwnedType>>)> = Vec::new();
+        for (event, &line) in events.iter().zip(lines.iter()) {
+            let owned = match owners.iter().find(|(kind, _)| *kind == event.kind) {
+                Some((_, owned)) => owned.clone(),
+                None => {
+                    let owned = self.types.get(&event.kind);
+                    owners.push((event.kind.clone(), owned.clone()));
+                    owned
+                }
+            };
+            if let Some(owned) = &owned {
+                if let Err(reason) = owned.validate(event.data.get()) {
+                    problems.push(LineProblem::broken(line, format!("{} rejected by {} on replay: {reason}", event.kind, owned.owner)));
+                    st.rejected.insert(event.seq);
+                }
+            }
+            if let Err(rule) = st.trace.follow(&event.kind, &event.data, event.surface_op.as_ref(), owned.is_some()) {
+                problems.push(LineProblem::broken(line, format!("breaks the log's structure: {rule}")));
+                if owned.is_some() {
+                    st.rejected.insert(event.seq);
+                }
+            }
+        }
+    }
+
+    /// Adds the events a later read of the log found after the ones this
+    /// session holds ([`crate::store::SessionStore::read_since`]) to a
+    /// session replayed read-only, checking them as [`Session::replay`]
+    /// checks a log: the cost is that of the new events (their checks, and
+    /// their surface outlines), plus one pass over the history's outlines
+    /// for its notes. Returns every problem of the log as a whole replay
+    /// of it now would report them; `None` (nothing added) for a session
+    /// that was not replayed read-only.
+    pub fn follow_appended(&self, appended: Appended) -> Option<Vec<LineProblem>> {
+        let Appended { events, lines, mut problems, .. } = appended;
+        let mut st = self.lock();
+        if st.followed.is_none() {
+            return None;
+        }
+        self.check_replayed(&mut st, &events, &lines, &mut problems);
+        let state = &mut *st;
+        let followed = state.followed.as_mut()?;
+        followed.problems.append(&mut problems);
+        followed.lines.extend_from_slice(&lines);
+        followed.history.push(&events);
+        for event in &events {
+            match event.kind.as_str() {
+                core::COMPACTION_START => followed.open_compaction = Some(event.seq),
+                core::COMPACTION_END => followed.open_compaction = None,
+                _ => {}
+            }
+        }
+        state.events.extend(events);
+        Some(followed.problems(&state.events))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -395,6 +439,65 @@ impl Session {
     }
 }
 
+/// What a session replayed read-only keeps to follow its log: the line
+/// of each event, the problems that later events cannot change (the read's,
+/// the validators', the structure's), and what the notes that can change
+/// are found from (the history's outlines, the compaction left open).
+struct Followed {
+    lines: Vec<usize>,
+    problems: Vec<LineProblem>,
+    history: HistoryNotes,
+    /// The seq of a `compaction/start` with no `compaction/end` after it.
+    open_compaction: Option<u64>,
+}
+
+impl Followed {
+    /// Every problem of the log `events` (the session's), sorted by line,
+    /// as [`Session::replay`] reports them.
+    fn problems(&self, events: &[Event]) -> Vec<LineProblem> {
+        let mut all = self.problems.clone();
+        if let Some(seq) = self.open_compaction {
+            if let Some(open) = find_seq(events, seq) {
+                all.push(compaction_note(events, &self.lines, seq, &open.data_value()));
+            }
+        }
+        for (seq, note) in self.history.notes() {
+            all.push(LineProblem::broken(line_of(events, &self.lines, seq), note));
+        }
+        all.sort_by_key(|p| p.line);
+        all
+    }
+}
+
+/// The event of seq `seq` in `events` (seqs normally run in order, so a
+/// binary search finds it; a log out of order is searched through).
+fn find_seq(events: &[Event], seq: u64) -> Option<&Event> {
+    match events.binary_search_by_key(&seq, |e| e.seq) {
+        Ok(i) => events.get(i),
+        Err(_) => events.iter().find(|e| e.seq == seq),
+    }
+}
+
+/// The line of the event of seq `seq` (1 when it is not there).
+fn line_of(events: &[Event], lines: &[usize], seq: u64) -> usize {
+    let at = events.binary_search_by_key(&seq, |e| e.seq).ok().or_else(|| events.iter().position(|e| e.seq == seq));
+    at.and_then(|i| lines.get(i)).copied().unwrap_or(1)
+}
+
+/// The note on a compaction whose `compaction/start` (seq `seq`, data
+/// `data`) has no `compaction/end`.
+fn compaction_note(events: &[Event], lines: &[usize], seq: u64, data: &serde_json::Value) -> LineProblem {
+    let line = line_of(events, lines, seq);
+    let id = data.get("compactionId").and_then(serde_json::Value::as_str).unwrap_or("?").to_string();
+    LineProblem::note(
+        line,
+        format!(
+            "compaction {id} (compaction/start at seq {seq}) has no compaction/end: it was cut short (the process stopped before it ended); \
+             the next writer closes it before anything else, and compaction works again"
+        ),
+    )
+}
+
 /// Brings `p`'s state up to date with the log: from the start when it was
 /// folded under another registration (or never), else from where the last
 /// fold stopped. Events rejected on replay are skipped; an event the plugin
@@ -426,4 +529,62 @@ fn fold(st: &mut State, p: &RegisteredProjection) {
     }
     let folded = st.events.len();
     st.folds.insert(p.key.clone(), FoldState { token: p.token(), state, folded });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::jsonl::{parse_appended, parse_whole};
+    use std::path::Path;
+
+    const LOG: &str = concat!(
+        "{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n",
+        "{\"seq\":0,\"time\":1,\"type\":\"turn/start\",\"data\":{\"turn\":1}}\n",
+        "{\"seq\":1,\"time\":1,\"type\":\"user/message\",\"data\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]},\"surfaceOp\":\"append\"}\n",
+        "{\"seq\":2,\"time\":1,\"type\":\"step/start\",\"data\":{\"turn\":1,\"step\":1}}\n",
+        "{\"seq\":3,\"time\":1,\"type\":\"assistant/message\",\"data\":{\"turn\":1,\"step\":1,\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"tool-call\",\"id\":\"c1\",\"name\":\"t\",\"arguments\":\"{}\"}]}},\"surfaceOp\":\"append\"}\n",
+        "not json\n",
+        "{\"seq\":4,\"time\":1,\"type\":\"tool/result\",\"data\":{\"turn\":1,\"step\":1,\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"tool-result\",\"toolCallId\":\"c9\",\"content\":[]}]}},\"surfaceOp\":\"append\"}\n",
+        "{\"seq\":5,\"time\":1,\"type\":\"tool/result\",\"data\":{\"turn\":1,\"step\":1,\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"tool-result\",\"toolCallId\":\"c1\",\"content\":[]}]}},\"surfaceOp\":\"append\"}\n",
+        "{\"seq\":6,\"time\":1,\"type\":\"step/end\",\"data\":{\"turn\":1,\"step\":1}}\n",
+        "{\"seq\":7,\"time\":1,\"type\":\"compaction/start\",\"data\":{\"compactionId\":\"k1\"}}\n",
+        "{\"seq\":9,\"time\":1,\"type\":\"turn/end\",\"data\":{\"turn\":1,\"reason\":{\"kind\":\"completed\"}}}\n",
+        "{\"seq\":10,\"time\":1,\"type\":\"step/end\",\"data\":{\"turn\":1,\"step\":1}}\n",
+    );
+
+    fn replayed(text: &[u8]) -> (Session, Vec<LineProblem>) {
+        let (log, _) = parse_whole(text, Path::new("s.jsonl")).unwrap();
+        Session::replay(log, Backing::ReadOnly, Arc::default(), Arc::default())
+    }
+
+    fn shown(session: &Session, problems: &[LineProblem]) -> (Vec<u64>, Vec<String>) {
+        (session.with_events(|e| e.iter().map(|e| e.seq).collect()), problems.iter().map(|p| format!("{p} {:?}", p.kind)).collect())
+    }
+
+    /// A session replayed from the first lines of a log, then followed
+    /// over the rest, reports what a replay of the whole log reports,
+    /// wherever the log is split: the notes that later events settle (a
+    /// call awaiting its result, a compaction under way) come and go.
+    #[test]
+    fn a_followed_session_reports_what_a_whole_replay_reports() {
+        let (whole, whole_problems) = replayed(LOG.as_bytes());
+        let expected = shown(&whole, &whole_problems);
+        assert!(expected.1.iter().any(|p| p.contains("compaction k1")), "{expected:?}");
+        assert!(!expected.1.iter().any(|p| p.contains("call c1 has no result")), "{expected:?}");
+        let mut settled = false;
+        let starts: Vec<usize> = LOG.match_indices('\n').map(|(i, _)| i + 1).collect();
+        for &cut in &starts {
+            let (log, mut state) = parse_whole(&LOG.as_bytes()[..cut], Path::new("s.jsonl")).unwrap();
+            let (session, before) = Session::replay(log, Backing::ReadOnly, Arc::default(), Arc::default());
+            let rest = parse_appended(&LOG.as_bytes()[cut..], &mut state).unwrap();
+            let appended = Appended { events: rest.events, lines: rest.lines, problems: rest.problems, torn: rest.torn };
+            let after = session.follow_appended(appended).unwrap();
+            assert_eq!(shown(&session, &after), expected, "split after byte {cut}");
+            settled |= before.iter().any(|p| p.message.contains("call c1 has no result"));
+        }
+        assert!(settled, "no split left the call awaiting its result");
+        // A session with a writer does not follow.
+        let writing = Session::new(whole.header(), Backing::Memory, Arc::default(), Arc::default());
+        assert!(writing.follow_appended(Appended::default()).is_none());
+    }
 }

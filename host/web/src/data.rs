@@ -13,7 +13,7 @@ use cordis_engine::context::Services;
 use cordis_engine::tools::ToolRegistry;
 use cordis_session::log::Backing;
 use cordis_session::projection::Projections;
-use cordis_session::store::ReadLog;
+use cordis_session::store::{Position, ReadLog, Since};
 use cordis_session::{EventTypes, LineProblem, Session, Sessions, StoreError};
 use serde_json::Value;
 
@@ -57,16 +57,45 @@ impl Source {
     pub fn read(&self, id: &str) -> Result<(Session, Vec<LineProblem>), StoreError> {
         // The store's own read, never `view`, which would also open a path
         // on disk: a page names stored sessions only.
+        let log = self.store(id)?.read(id)?;
+        Ok(self.replay(log))
+    }
+
+    /// Reads what was appended to session `id` after `after` (the store's
+    /// [`SessionStore::read_since`](cordis_session::store::SessionStore::read_since)).
+    ///
+    /// # Errors
+    /// As [`Source::read`].
+    pub fn read_since(&self, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        self.store(id)?.read_since(id, after)
+    }
+
+    /// The session's store, once `id` is checked against it.
+    fn store(&self, id: &str) -> Result<&cordis_session::Store, StoreError> {
         let Some(store) = self.sessions.store() else {
             return Err(StoreError::NotFound { id: id.to_string(), dir: "memory".into() });
         };
         store.check_id(id)?;
-        let mut log = store.read(id)?;
-        if let Some((line, _)) = log.torn.take() {
-            log.problems.push(LineProblem::skipped(line, "torn last line (the writer stopped mid-line)"));
-        }
-        Ok(Session::replay(log, Backing::ReadOnly, self.types.clone(), self.projections.clone()))
+        Ok(store)
     }
+
+    /// Replays a log read whole, read-only (so that it can follow what is
+    /// appended: [`Session::follow_appended`]); a torn last line is
+    /// reported as skipped.
+    pub fn replay(&self, mut log: ReadLog) -> (Session, Vec<LineProblem>) {
+        let torn = log.torn.take();
+        let (session, mut problems) = Session::replay(log, Backing::ReadOnly, self.types.clone(), self.projections.clone());
+        if let Some((line, _)) = torn {
+            problems.push(torn_problem(line));
+        }
+        (session, problems)
+    }
+}
+
+/// What a page says of a torn last line at `line`: a line the writer is
+/// writing (or stopped writing) that was not read.
+pub fn torn_problem(line: usize) -> LineProblem {
+    LineProblem::skipped(line, "torn last line (the writer stopped mid-line)")
 }
 
 /// Where a session stands.

@@ -454,4 +454,84 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
     }
+
+    /// The outline of a whole read, and of the reads so far, to compare.
+    fn seqs(events: &[Event], lines: &[usize]) -> Vec<(u64, usize)> {
+        events.iter().map(|e| e.seq).zip(lines.iter().copied()).collect()
+    }
+
+    fn line(seq: u64) -> String {
+        format!("{{\"seq\":{seq},\"time\":1,\"type\":\"a\",\"data\":{{}}}}\n")
+    }
+
+    fn appended(store: &FlatStore, at: &Position) -> (Appended, Position) {
+        match store.read_since("s", at).unwrap() {
+            (Since::Appended(a), next) => (a, next),
+            (Since::Whole(_), _) => panic!("read whole after {at:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_since_a_position_wait_for_torn_lines_and_take_back_the_newline_of_a_kept_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FlatStore::open(dir.path()).unwrap();
+        let path = store.path_of("s").unwrap();
+        let mut w = store.create(&Header::new("s", None), Durability::None).unwrap();
+        w.append(line(0).as_bytes()).unwrap();
+        let (Since::Whole(log), at) = store.read_since("s", &Position::start()).unwrap() else { panic!("not whole") };
+        assert_eq!(seqs(&log.events, &log.lines), [(0, 2)]);
+        // Half a line: not read, reported torn, read once whole.
+        let next = line(1);
+        w.append(&next.as_bytes()[..10]).unwrap();
+        let (torn, at) = appended(&store, &at);
+        assert!(torn.events.is_empty() && torn.torn == Some((3, (fs::metadata(&path).unwrap().len() - 10))), "{torn:?}");
+        w.append(&next.as_bytes()[10..]).unwrap();
+        let (one, at) = appended(&store, &at);
+        assert_eq!((seqs(&one.events, &one.lines), one.torn), (vec![(1, 3)], None));
+        // A whole record without its newline is read (as a whole read keeps
+        // it); the newline that completes it later is not a line of its own.
+        w.append(line(2).trim_end().as_bytes()).unwrap();
+        let (kept, at) = appended(&store, &at);
+        assert_eq!(seqs(&kept.events, &kept.lines), [(2, 4)]);
+        w.append(format!("\n{}", line(3)).as_bytes()).unwrap();
+        let (after, at) = appended(&store, &at);
+        assert_eq!(seqs(&after.events, &after.lines), [(3, 5)]);
+        let whole = read_file(&path).unwrap();
+        assert_eq!(seqs(&whole.events, &whole.lines), [(0, 2), (1, 3), (2, 4), (3, 5)]);
+        assert!(whole.problems.is_empty(), "{:?}", whole.problems);
+        // A kept record followed by anything but its newline was not an
+        // append: read whole.
+        w.append(line(4).trim_end().as_bytes()).unwrap();
+        let (_, at) = appended(&store, &at);
+        w.append(line(5).as_bytes()).unwrap();
+        let (Since::Whole(glued), _) = store.read_since("s", &at).unwrap() else { panic!("glued records read as an append") };
+        assert_eq!(glued.events.len(), 6);
+        drop(w);
+    }
+
+    #[test]
+    fn a_file_rewritten_or_replaced_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FlatStore::open(dir.path()).unwrap();
+        let path = store.path_of("s").unwrap();
+        let header = "{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n";
+        fs::write(&path, format!("{header}{}{}", line(0), line(1))).unwrap();
+        let (_, at) = store.read_since("s", &Position::start()).unwrap();
+        // The same length and inode, other bytes before the position.
+        fs::write(&path, format!("{header}{}{}", line(0), line(7))).unwrap();
+        let (Since::Whole(log), at) = store.read_since("s", &at).unwrap() else { panic!("a rewrite of the same length read as an append") };
+        assert_eq!(log.events[1].seq, 7);
+        // Another file in its place, longer.
+        let other = dir.path().join("other");
+        fs::write(&other, format!("{header}{}{}{}", line(0), line(7), line(8))).unwrap();
+        fs::rename(&other, &path).unwrap();
+        let (Since::Whole(log), at) = store.read_since("s", &at).unwrap() else { panic!("a replaced file read as an append") };
+        assert_eq!(log.events.len(), 3);
+        // Cut shorter.
+        fs::write(&path, format!("{header}{}", line(0))).unwrap();
+        let (Since::Whole(log), _) = store.read_since("s", &at).unwrap() else { panic!("a cut file read as an append") };
+        assert_eq!(log.events.len(), 1);
+        fs::remove_file(&path).unwrap();
+        assert!(matches!(store.read_since("s", &at), Err(StoreError::NotFound { .. })));
+    }
 }

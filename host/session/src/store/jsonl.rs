@@ -249,13 +249,7 @@ fn parse_lines(bytes: &[u8], state: &mut LineState, out: &mut Lines, mode: Mode)
             ),
         ));
     }
-    *state = LineState {
-        line: line_no,
-        next_seq,
-        any,
-        consumed: base + offset as u64,
-        open_line: unterminated.is_some() && torn.is_none(),
-    };
+    *state = LineState { line: line_no, next_seq, any, consumed: base + offset as u64, open_line: unterminated.is_some() && torn.is_none() };
     Ok(header)
 }
 

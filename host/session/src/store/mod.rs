@@ -175,11 +175,7 @@ impl Position {
     /// The position after `appended`, read from `self`, with the store's
     /// new `mark`.
     pub(crate) fn advanced(&self, appended: &Appended, mark: Mark) -> Position {
-        Position {
-            events: self.events + appended.events.len(),
-            last_seq: appended.events.last().map(|e| e.seq).or(self.last_seq),
-            mark,
-        }
+        Position { events: self.events + appended.events.len(), last_seq: appended.events.last().map(|e| e.seq).or(self.last_seq), mark }
     }
 
     pub(crate) fn mark(&self) -> &Mark {

@@ -41,9 +41,7 @@ use serde_json::Value;
 
 use crate::event::{Event, Header};
 use crate::store::fs::{create_private_dir, lock_exclusive, set_private_mode, sync_dir};
-use crate::store::{
-    io, Appended, Durability, LineProblem, LogWriter, Mark, Position, ReadLog, SessionStore, Since, StoreError, TAIL_CHECK,
-};
+use crate::store::{io, Appended, Durability, LineProblem, LogWriter, Mark, Position, ReadLog, SessionStore, Since, StoreError, TAIL_CHECK};
 use frames::FrameEncoder;
 
 /// The package name of the harness's backend; a composition entry with
