@@ -165,7 +165,8 @@ impl Session {
                 let mut history = HistoryNotes::default();
                 history.push(&st.events);
                 let open_compaction = unended_compaction(&st.events).map(|e| e.seq);
-                let followed = Followed { lines, problems, history, open_compaction };
+                let mut followed = Followed { lines, problems, history, open_compaction, kinds: Vec::new() };
+                followed.index_kinds(&st.events, 0);
                 let all = followed.problems(&st.events);
                 st.followed = Some(Box::new(followed));
                 all
@@ -216,6 +217,22 @@ impl Session {
         }
     }
 
+    /// The indexes of the first and the last event of type `kind`, if
+    /// any: kept as the log is read for a session replayed read-only (so
+    /// a page asks without a pass over the log), found by a scan for any
+    /// other.
+    pub fn first_and_last_of(&self, kind: &str) -> Option<(usize, usize)> {
+        let st = self.lock();
+        match &st.followed {
+            Some(followed) => followed.kinds.iter().find(|k| k.kind == kind).map(|k| (k.first, k.last)),
+            None => {
+                let first = st.events.iter().position(|e| e.kind == kind)?;
+                let last = st.events.iter().rposition(|e| e.kind == kind)?;
+                Some((first, last))
+            }
+        }
+    }
+
     /// Adds the events a later read of the log found after the ones this
     /// session holds ([`crate::store::SessionStore::read_since`]) to a
     /// session replayed read-only, checking them as [`Session::replay`]
@@ -236,6 +253,7 @@ impl Session {
         followed.problems.append(&mut problems);
         followed.lines.extend_from_slice(&lines);
         followed.history.push(&events);
+        followed.index_kinds(&events, state.events.len());
         for event in &events {
             match event.kind.as_str() {
                 core::COMPACTION_START => followed.open_compaction = Some(event.seq),
@@ -449,9 +467,39 @@ struct Followed {
     history: HistoryNotes,
     /// The seq of a `compaction/start` with no `compaction/end` after it.
     open_compaction: Option<u64>,
+    /// Each event type of the log, with the indexes of its first and its
+    /// last event.
+    kinds: Vec<KindIndex>,
+}
+
+/// Where the events of one type are in a log.
+struct KindIndex {
+    kind: String,
+    first: usize,
+    last: usize,
 }
 
 impl Followed {
+    /// Indexes the types of `events`, the log's events from index `from`.
+    /// A log has a few types, which come in runs: the last one looked up
+    /// is tried first, then the list.
+    fn index_kinds(&mut self, events: &[Event], from: usize) {
+        let mut at = 0;
+        for (i, event) in events.iter().enumerate() {
+            let index = from + i;
+            if self.kinds.get(at).is_none_or(|k| k.kind != event.kind) {
+                match self.kinds.iter().position(|k| k.kind == event.kind) {
+                    Some(found) => at = found,
+                    None => {
+                        self.kinds.push(KindIndex { kind: event.kind.clone(), first: index, last: index });
+                        at = self.kinds.len() - 1;
+                    }
+                }
+            }
+            self.kinds[at].last = index;
+        }
+    }
+
     /// Every problem of the log `events` (the session's), sorted by line,
     /// as [`Session::replay`] reports them.
     fn problems(&self, events: &[Event]) -> Vec<LineProblem> {
@@ -580,6 +628,10 @@ mod tests {
             let appended = Appended { events: rest.events, lines: rest.lines, problems: rest.problems, torn: rest.torn };
             let after = session.follow_appended(appended).unwrap();
             assert_eq!(shown(&session, &after), expected, "split after byte {cut}");
+            for kind in ["turn/start", "tool/result", "compaction/start", "step/end", "absent"] {
+                let scanned = whole.with_events(|e| Some((e.iter().position(|e| e.kind == kind)?, e.iter().rposition(|e| e.kind == kind)?)));
+                assert_eq!(session.first_and_last_of(kind), scanned, "split after byte {cut}: {kind}");
+            }
             settled |= before.iter().any(|p| p.message.contains("call c1 has no result"));
         }
         assert!(settled, "no split left the call awaiting its result");

@@ -140,8 +140,9 @@ pub fn status(session: &Session) -> Status {
     if session.open_turn().is_some() {
         return Status::Running;
     }
+    let last_end = session.first_and_last_of("turn/end").map(|(_, last)| last);
     session.with_events(|events| {
-        let Some(end) = events.iter().rev().find(|e| e.kind == "turn/end") else {
+        let Some(end) = last_end.and_then(|i| events.get(i)) else {
             return if events.is_empty() { Status::Empty } else { Status::Completed };
         };
         let data: Value = serde_json::from_str(end.data.get()).unwrap_or(Value::Null);
@@ -155,14 +156,19 @@ pub fn status(session: &Session) -> Status {
 
 /// The summary of `session` read with `problems`.
 pub fn summarize(session: &Session, problems: &[LineProblem]) -> Summary {
+    // Where the titles and the first prompt are, known without a pass
+    // over the log for a session followed read-only.
+    let titles = session.first_and_last_of("session/title");
+    let prompt = session.first_and_last_of("user/message").map(|(first, _)| first);
     let (title, updated, events) = session.with_events(|events| {
-        let titled = events
-            .iter()
-            .rev()
-            .filter(|e| e.kind == "session/title")
-            .find_map(|e| serde_json::from_str::<Value>(e.data.get()).ok()?.get("title")?.as_str().map(str::to_string));
+        let title_of = |e: &cordis_session::Event| serde_json::from_str::<Value>(e.data.get()).ok()?.get("title")?.as_str().map(str::to_string);
+        let titled = titles.and_then(|(first, last)| {
+            // The last title event's title; when it has none, the last
+            // one before it that has.
+            title_of(events.get(last)?).or_else(|| events.get(first..last)?.iter().rev().filter(|e| e.kind == "session/title").find_map(title_of))
+        });
         let title = titled.or_else(|| {
-            events.iter().find(|e| e.kind == "user/message").and_then(|e| match cordis_session::event_message(e) {
+            prompt.and_then(|i| events.get(i)).and_then(|e| match cordis_session::event_message(e) {
                 Some(cordis_session::Message::User { text }) => Some(text),
                 _ => None,
             })

@@ -8,6 +8,8 @@
 //! and `postgres::PostgresStore` (feature `postgres`). A store hands out
 //! one [`LogWriter`] per open session; the writer is the only thing that
 //! appends to that session while it lives (a second process is refused).
+//! Readers read a log whole ([`SessionStore::read`]) or, following it, only
+//! what was appended since an earlier read ([`SessionStore::read_since`]).
 
 use std::fmt::Debug;
 use std::path::Path;
