@@ -94,7 +94,8 @@ def big_log(path, events, sid="big"):
                 put("tool/call", {"turn": turn, "step": step, "callId": cid, "name": "todo_write", "arguments": args})
                 put("todo/write", {"todos": todos})
                 put("tool/result", {"turn": turn, "step": step, "message": {"role": "user", "content": [
-                    {"type": "tool-result", "toolCallId": cid, "content": [{"type": "text", "text": "ok"}], "isError": False}]}}, True)
+                    {"type": "tool-result", "toolCallId": cid, "content": [{"type": "text", "text": "ok"}], "isError": False}],
+                    "source": {"kind": "tool", "callId": cid}}}, True)
                 put("step/end", {"turn": turn, "step": step})
             while seq % 30 != 29:
                 put("session/note", {"n": seq})

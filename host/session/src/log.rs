@@ -165,9 +165,10 @@ impl Session {
                 let mut history = HistoryNotes::default();
                 history.push(&st.events);
                 let open_compaction = unended_compaction(&st.events).map(|e| e.seq);
-                let mut followed = Followed { lines, problems, history, open_compaction, kinds: Vec::new() };
+                let mut followed = Followed { lines, problems, history, open_compaction, kinds: Vec::new(), notes: Vec::new() };
                 followed.index_kinds(&st.events, 0);
-                let all = followed.problems(&st.events);
+                followed.refresh_notes(&st.events);
+                let all = followed.all_problems();
                 st.followed = Some(Box::new(followed));
                 all
             } else {
@@ -238,10 +239,10 @@ impl Session {
     /// session replayed read-only, checking them as [`Session::replay`]
     /// checks a log: the cost is that of the new events (their checks, and
     /// their surface outlines), plus one pass over the history's outlines
-    /// for its notes. Returns every problem of the log as a whole replay
-    /// of it now would report them; `None` (nothing added) for a session
-    /// that was not replayed read-only.
-    pub fn follow_appended(&self, appended: Appended) -> Option<Vec<LineProblem>> {
+    /// for its notes. Returns whether the log's problems changed (see
+    /// [`Session::followed_problems`]); `None` (nothing added) for a
+    /// session that was not replayed read-only.
+    pub fn follow_appended(&self, appended: Appended) -> Option<bool> {
         let Appended { events, lines, mut problems, .. } = appended;
         let mut st = self.lock();
         if st.followed.is_none() {
@@ -250,6 +251,7 @@ impl Session {
         self.check_replayed(&mut st, &events, &lines, &mut problems);
         let state = &mut *st;
         let followed = state.followed.as_mut()?;
+        let added = !problems.is_empty();
         followed.problems.append(&mut problems);
         followed.lines.extend_from_slice(&lines);
         followed.history.push(&events);
@@ -262,7 +264,15 @@ impl Session {
             }
         }
         state.events.extend(events);
-        Some(followed.problems(&state.events))
+        let notes_changed = followed.refresh_notes(&state.events);
+        Some(added || notes_changed)
+    }
+
+    /// Every problem of a session replayed read-only, as a replay of its
+    /// whole log now would report them (sorted by line); `None` for any
+    /// other session.
+    pub fn followed_problems(&self) -> Option<Vec<LineProblem>> {
+        self.lock().followed.as_ref().map(|f| f.all_problems())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -470,6 +480,9 @@ struct Followed {
     /// Each event type of the log, with the indexes of its first and its
     /// last event.
     kinds: Vec<KindIndex>,
+    /// The notes that later events can change: on a compaction left open,
+    /// and on the history.
+    notes: Vec<LineProblem>,
 }
 
 /// Where the events of one type are in a log.
@@ -500,18 +513,28 @@ impl Followed {
         }
     }
 
-    /// Every problem of the log `events` (the session's), sorted by line,
-    /// as [`Session::replay`] reports them.
-    fn problems(&self, events: &[Event]) -> Vec<LineProblem> {
-        let mut all = self.problems.clone();
+    /// Finds again the notes that later events can change, for the log
+    /// `events` (the session's); whether they changed.
+    fn refresh_notes(&mut self, events: &[Event]) -> bool {
+        let mut notes = Vec::new();
         if let Some(seq) = self.open_compaction {
             if let Some(open) = find_seq(events, seq) {
-                all.push(compaction_note(events, &self.lines, seq, &open.data_value()));
+                notes.push(compaction_note(events, &self.lines, seq, &open.data_value()));
             }
         }
         for (seq, note) in self.history.notes() {
-            all.push(LineProblem::broken(line_of(events, &self.lines, seq), note));
+            notes.push(LineProblem::broken(line_of(events, &self.lines, seq), note));
         }
+        let changed = notes != self.notes;
+        self.notes = notes;
+        changed
+    }
+
+    /// Every problem of the log, sorted by line, as [`Session::replay`]
+    /// reports them.
+    fn all_problems(&self) -> Vec<LineProblem> {
+        let mut all = self.problems.clone();
+        all.extend(self.notes.iter().cloned());
         all.sort_by_key(|p| p.line);
         all
     }
@@ -626,7 +649,9 @@ mod tests {
             let (session, before) = Session::replay(log, Backing::ReadOnly, Arc::default(), Arc::default());
             let rest = parse_appended(&LOG.as_bytes()[cut..], &mut state).unwrap();
             let appended = Appended { events: rest.events, lines: rest.lines, problems: rest.problems, torn: rest.torn };
-            let after = session.follow_appended(appended).unwrap();
+            let changed = session.follow_appended(appended).unwrap();
+            let after = session.followed_problems().unwrap();
+            assert_eq!(changed, after != before, "split after byte {cut}: whether the problems changed");
             assert_eq!(shown(&session, &after), expected, "split after byte {cut}");
             for kind in ["turn/start", "tool/result", "compaction/start", "step/end", "absent"] {
                 let scanned = whole.with_events(|e| Some((e.iter().position(|e| e.kind == kind)?, e.iter().rposition(|e| e.kind == kind)?)));

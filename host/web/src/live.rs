@@ -57,8 +57,9 @@ pub struct Snapshot {
     /// The session. The room adds later events to the same session, so
     /// it may hold more than `last_seq` by the time it is shown.
     pub session: Arc<Session>,
-    /// The lines the replay reported, as of this read.
-    pub problems: Vec<LineProblem>,
+    /// The lines the replay reported, as of this read (shared with the
+    /// reads before it while they do not change).
+    pub problems: Arc<Vec<LineProblem>>,
     /// The seq of the last event of this read.
     pub last_seq: Option<u64>,
     /// Rendered updates by (page start, language, the page's last seq).
@@ -66,7 +67,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    fn new(session: Arc<Session>, problems: Vec<LineProblem>) -> Snapshot {
+    fn new(session: Arc<Session>, problems: Arc<Vec<LineProblem>>) -> Snapshot {
         let last_seq = session.with_events(|e| e.last().map(|e| e.seq));
         Snapshot { session, problems, last_seq, updates: Mutex::default() }
     }
@@ -306,11 +307,11 @@ impl Rooms {
 }
 
 /// A room's reading of its session: where the last read stopped, the
-/// session it read (extended by every read since), and the torn last line
-/// it saw, if any.
+/// session it read (extended by every read since) with its problems, and
+/// the torn last line it saw, if any.
 struct Reader {
     position: Position,
-    session: Option<(Arc<Session>, Vec<LineProblem>)>,
+    session: Option<(Arc<Session>, Arc<Vec<LineProblem>>)>,
     torn: Option<usize>,
 }
 
@@ -334,12 +335,14 @@ impl Reader {
                 }
                 if !appended.is_empty() {
                     // The session was replayed read-only, so it follows.
-                    let Some(all) = session.follow_appended(appended) else {
+                    let Some(changed) = session.follow_appended(appended) else {
                         self.position = Position::start();
                         self.session = None;
                         return Err(StoreError::Corrupt { path: id.to_string(), detail: "the followed session was not replayed read-only".into() });
                     };
-                    *problems = all;
+                    if changed {
+                        *problems = Arc::new(session.followed_problems().unwrap_or_default());
+                    }
                 }
                 self.position = position;
                 self.torn = torn;
@@ -348,7 +351,7 @@ impl Reader {
             Since::Whole(mut log) => {
                 let torn = log.torn.take().map(|(line, _)| line);
                 let (session, problems) = source.replay(log);
-                let session = Arc::new(session);
+                let (session, problems) = (Arc::new(session), Arc::new(problems));
                 let snapshot = Snapshot::new(session.clone(), with_torn(&problems, torn));
                 // A whole read of an unchanged log (a follower that woke for
                 // nothing the first read did not see) publishes nothing.
@@ -364,11 +367,15 @@ impl Reader {
     }
 }
 
-/// `problems`, with a torn last line at `torn` reported.
-fn with_torn(problems: &[LineProblem], torn: Option<usize>) -> Vec<LineProblem> {
-    let mut all = problems.to_vec();
-    if let Some(line) = torn {
-        all.push(data::torn_problem(line));
+/// `problems`, with a torn last line at `torn` reported (a copy only
+/// then).
+fn with_torn(problems: &Arc<Vec<LineProblem>>, torn: Option<usize>) -> Arc<Vec<LineProblem>> {
+    match torn {
+        None => problems.clone(),
+        Some(line) => {
+            let mut all = problems.to_vec();
+            all.push(data::torn_problem(line));
+            Arc::new(all)
+        }
     }
-    all
 }
