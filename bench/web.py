@@ -177,9 +177,9 @@ def appends_measured(pid, page, wait, log, count):
     """`count` turns appended to the log at `log`, each waited for on the
     open page: the append → visible times (ms), and the server's CPU per
     append (ms) with its idle CPU for the same time taken off, and raw.
-    The idle CPU is measured first, on the same open page, for 5 s."""
+    The idle CPU is measured first, on the same open page, for 10 s."""
     idle_t0, idle_cpu0 = time.monotonic(), cpu_ms(pid)
-    time.sleep(5)
+    time.sleep(10)
     idle_rate = (cpu_ms(pid) - idle_cpu0) / (time.monotonic() - idle_t0)
     times = []
     t_start, cpu0 = time.monotonic(), cpu_ms(pid)
@@ -204,7 +204,7 @@ def main():
     runs = int(args[2]) if len(args) > 2 else 30
     # The CPU figures count clock ticks (10 ms): enough appends that the
     # total is many ticks.
-    cpu_runs = max(3 * runs, 30)
+    cpu_runs = max(5 * runs, 30)
     folder = tempfile.mkdtemp(prefix="cordis-web-bench-")
     with open(os.path.join(folder, "cordis.yml"), "w") as f:
         f.write(TODO)
