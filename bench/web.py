@@ -35,6 +35,7 @@ for bench/run.sh to put in its one table.
 import http.server
 import json
 import os
+import shutil
 import socketserver
 import statistics
 import subprocess
@@ -202,10 +203,21 @@ def main():
         del args[at:at + 2]
     exe, plugins = os.path.abspath(args[0]), os.path.abspath(args[1])
     runs = int(args[2]) if len(args) > 2 else 30
+    # Everything the run writes (the logs, the browser's profile, the
+    # static copy) goes under one folder, removed at the end.
+    scratch = tempfile.mkdtemp(prefix="cordis-web-bench-")
+    try:
+        measure(exe, plugins, runs, rows_file, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure(exe, plugins, runs, rows_file, scratch):
     # The CPU figures count clock ticks (10 ms): enough appends that the
     # total is many ticks.
     cpu_runs = max(5 * runs, 30)
-    folder = tempfile.mkdtemp(prefix="cordis-web-bench-")
+    folder = os.path.join(scratch, "work")
+    os.mkdir(folder)
     with open(os.path.join(folder, "cordis.yml"), "w") as f:
         f.write(TODO)
     env = dict(os.environ, CORDIS_PLUGIN_PATH=plugins, XDG_CONFIG_HOME=os.path.join(folder, ".config"))
@@ -225,7 +237,7 @@ def main():
     wait = "([s, t]) => [...document.querySelectorAll(s)].some(e => e.innerText.includes(t))"
     live, reload = [], []
     with sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(tempfile.mkdtemp(), executable_path="/usr/bin/chromium", headless=True, args=FLAGS)
+        ctx = p.chromium.launch_persistent_context(os.path.join(scratch, "chromium"), executable_path="/usr/bin/chromium", headless=True, args=FLAGS)
         page = ctx.pages[0] if ctx.pages else ctx.new_page()
         page.goto(f"{base}/s/{sid}")
         page.wait_for_function(wait, arg=["#live-status", "Live"])
@@ -289,7 +301,8 @@ def main():
         after_kib = rss_kib(web.pid)
         # First view of a 100 000-event session, against the same bytes served statically.
         big_log(os.path.join(folder, ".cordis", "sessions", "big.jsonl"), 100_000)
-        static_dir = tempfile.mkdtemp()
+        static_dir = os.path.join(scratch, "static")
+        os.mkdir(static_dir)
         html = page.request.get(f"{base}/s/big").text()
         with open(os.path.join(static_dir, "big.html"), "w") as f:
             f.write(html)
