@@ -245,9 +245,8 @@ impl Session {
     pub fn follow_appended(&self, appended: Appended) -> Option<bool> {
         let Appended { events, lines, mut problems, .. } = appended;
         let mut st = self.lock();
-        if st.followed.is_none() {
-            return None;
-        }
+        // Only a session replayed read-only follows its log.
+        st.followed.as_ref()?;
         self.check_replayed(&mut st, &events, &lines, &mut problems);
         let state = &mut *st;
         let followed = state.followed.as_mut()?;

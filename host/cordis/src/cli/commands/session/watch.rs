@@ -91,17 +91,21 @@ fn watch(host: &Host, id: Option<&str>, resume_within: Duration) -> Result<ExitC
         }
         let mut failed = None;
         for id in pending.clone() {
+            // A session read whole (`--all`) lives here while it is drawn.
+            let whole: Session;
             let read = match kept.as_mut() {
-                Some(kept) => read_on(host, store, &id, kept).map(Read::Kept),
-                None => sessions.view(&id).map(|(session, _)| Read::Whole(session)),
+                Some(kept) => read_on(host, store, &id, kept),
+                None => match sessions.view(&id) {
+                    Ok((session, _)) => {
+                        whole = session;
+                        Ok(&whole)
+                    }
+                    Err(e) => Err(e),
+                },
             };
             match read {
-                Ok(read) => {
+                Ok(session) => {
                     pending.remove(&id);
-                    let session = match &read {
-                        Read::Kept(session) => session,
-                        Read::Whole(session) => session,
-                    };
                     if draw(&mut out, host, &id, session, shown.entry(id.clone()).or_default()).is_err() {
                         return Ok(ExitCode::SUCCESS);
                     }
@@ -130,14 +134,6 @@ fn watch(host: &Host, id: Option<&str>, resume_within: Duration) -> Result<ExitC
             }
         }
     }
-}
-
-/// A session read for drawing.
-enum Read<'a> {
-    /// The session `watch ID` keeps.
-    Kept(&'a Session),
-    /// A session read whole.
-    Whole(Session),
 }
 
 /// Session `id` as `kept` holds it, extended by what was appended since it
