@@ -508,17 +508,20 @@ impl Store {
     }
 }
 
+/// An event of type `kind` with `data` at `seq` (a surface event's
+/// `surfaceOp` is `append`).
+fn event(seq: u64, kind: &str, data: Value, surface: bool) -> Event {
+    let mut line = serde_json::json!({"seq": seq, "time": 1_790_000_000_000u64 + seq, "type": kind, "data": data});
+    if surface {
+        line["surfaceOp"] = "append".into();
+    }
+    let log = format!("{{\"type\":\"session\",\"version\":0,\"id\":\"x\"}}\n{line}\n");
+    cordis_session::store::parse_log(log.as_bytes(), std::path::Path::new("x")).unwrap().events.remove(0)
+}
+
 /// Appends one closed turn of `notes + 3` events (a prompt, then `notes`
 /// session notes) from `seq` on; returns the next seq.
 fn append_turn(writer: &mut dyn LogWriter, seq: u64, turn: u64, notes: u64) -> u64 {
-    let event = |seq: u64, kind: &str, data: Value, surface: bool| {
-        let mut line = serde_json::json!({"seq": seq, "time": 1_790_000_000_000u64 + seq, "type": kind, "data": data});
-        if surface {
-            line["surfaceOp"] = "append".into();
-        }
-        let log = format!("{{\"type\":\"session\",\"version\":0,\"id\":\"x\"}}\n{line}\n");
-        cordis_session::store::parse_log(log.as_bytes(), std::path::Path::new("x")).unwrap().events.remove(0)
-    };
     let mut events: Vec<Event> = vec![
         event(seq, "turn/start", serde_json::json!({"turn": turn}), false),
         event(seq + 1, "user/message", serde_json::json!({"role": "user", "content": [{"type": "text", "text": format!("turn {turn}")}]}), true),
@@ -577,7 +580,67 @@ pub fn incremental_reads_follow_appends(kind: Kind) {
         assert_eq!(seen, outline(&whole.events, &whole.lines), "{kind:?}: round {round}: the reads so far differ from a whole read");
         assert_eq!((at.events(), at.last_seq()), (whole.events.len(), Some(seq - 1)), "{kind:?}: round {round}");
     }
+    if kind == Kind::Harness {
+        // The harness's reading closes a turn left open with its closer
+        // events, which the turn's next events replace: while a turn is
+        // open, each read is whole; once it is closed, reads go on from
+        // where they stopped again.
+        let prompt = serde_json::json!({"role": "user", "content": [{"type": "text", "text": "open"}]});
+        for (kind_of, data, surface) in [("turn/start", serde_json::json!({"turn": turn + 1}), false), ("user/message", prompt, true)] {
+            writer.append(&event(seq, kind_of, data, surface)).unwrap();
+            seq += 1;
+            let (since, next) = s.read_since(id, &at).unwrap();
+            let Since::Whole(open) = since else { panic!("harness: a read with a turn open was not whole") };
+            assert_eq!(open.events.last().map(|e| e.kind.as_str()), Some("turn/end"), "harness: the open turn is closed in the view");
+            at = next;
+        }
+        writer.append(&event(seq, "turn/end", serde_json::json!({"turn": turn + 1, "reason": {"kind": "completed"}}), false)).unwrap();
+        seq += 1;
+        let (since, next) = s.read_since(id, &at).unwrap();
+        let Since::Whole(closed) = since else { panic!("harness: the read after a view that closed a turn was not whole") };
+        seen = outline(&closed.events, &closed.lines);
+        at = next;
+        seq = append_turn(&mut *writer, seq, turn + 2, 1);
+        let (since, next) = s.read_since(id, &at).unwrap();
+        let Since::Appended(appended) = since else { panic!("harness: reads did not go on once the turn was closed") };
+        seen.extend(outline(&appended.events, &appended.lines));
+        let whole = s.read(id).unwrap();
+        assert_eq!(seen, outline(&whole.events, &whole.lines), "harness: after the open turn");
+        at = next;
+    }
     drop(writer);
+
+    // A line that cannot be read (written behind the store's back): its
+    // problem is read once, as a whole read reports it, and not again.
+    // The harness's rules end the readable log at such a line, which a
+    // later append could change: its store reads that log whole.
+    let bad = match kind {
+        Kind::Flat => {
+            use std::io::Write;
+            let path = s.log_file(id).unwrap();
+            std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(b"not json\n").unwrap();
+            true
+        }
+        Kind::Postgres | Kind::PgBouncer => {
+            let mut client = ::postgres::Client::connect(&store.server().url(), ::postgres::NoTls).unwrap();
+            let sql = format!("INSERT INTO {}.events (session_id, seq, time, type, line) VALUES ($1, $2, 0, 'x', 'not json')", store.schema);
+            client.execute(&sql, &[&id, &(seq as i64)]).unwrap();
+            true
+        }
+        Kind::Harness => false,
+    };
+    if bad {
+        let (since, next) = s.read_since(id, &at).unwrap();
+        let Since::Appended(appended) = since else { panic!("{kind:?}: a bad line was read with the whole log") };
+        let whole = s.read(id).unwrap();
+        assert!(appended.events.is_empty(), "{kind:?}: {:?}", appended.events);
+        assert_eq!(appended.problems.len(), 1, "{kind:?}: {:?}", appended.problems);
+        assert!(whole.problems.contains(&appended.problems[0]), "{kind:?}: {:?} is not among {:?}", appended.problems, whole.problems);
+        let (since, next) = s.read_since(id, &next).unwrap();
+        let Since::Appended(again) = since else { panic!("{kind:?}: read whole after a bad line") };
+        assert!(again.is_empty(), "{kind:?}: the bad line was read again: {again:?}");
+        at = next;
+    }
 
     // The log rewritten shorter (its first turn kept): read whole.
     match kind {

@@ -200,12 +200,14 @@ pub(crate) enum Mark {
     /// A harness log read up to a frame or line boundary.
     #[cfg(feature = "harness")]
     Harness(harness::HarnessMark),
-    /// Database rows: the last line number given, and the session's row
-    /// identity (a session removed and made again under the same id is
+    /// Database rows: the last row read and its line number, and the
+    /// session's row identity (a session removed and made again under the same id is
     /// another log).
     #[cfg(feature = "postgres")]
     Rows {
-        /// The line number of the last event (1 = the header).
+        /// The `seq` of the last row read (-1 for none).
+        row: i64,
+        /// The line number of the last row read (1 = the header).
         line: usize,
         /// When the session's row was stored, as the database prints it.
         stored: String,

@@ -578,38 +578,40 @@ impl PostgresStore {
         let Some((header, stored)) = header else { return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }) };
         let mut text = header.into_bytes();
         text.push(b'\n');
+        let mut last_row = -1i64;
         for row in client
-            .query_typed(&format!("SELECT line FROM {s}.events WHERE session_id = $1 ORDER BY seq"), &[(&id, Type::TEXT)])
+            .query_typed(&format!("SELECT seq, line FROM {s}.events WHERE session_id = $1 ORDER BY seq"), &[(&id, Type::TEXT)])
             .map_err(|e| self.pg(e))?
         {
-            text.extend_from_slice(row.get::<_, &str>(0).as_bytes());
+            last_row = row.get(0);
+            text.extend_from_slice(row.get::<_, &str>(1).as_bytes());
             text.push(b'\n');
         }
         let (log, lines) = parse_whole(&text, Path::new(&format!("{}/{id}", self.location())))?;
-        let position = Position::of_whole(&log, Mark::Rows { line: lines.line, stored });
+        let position = Position::of_whole(&log, Mark::Rows { row: last_row, line: lines.line, stored });
         Ok((log, position))
     }
 
     /// Reads the rows of session `id` after `after` (see
-    /// [`SessionStore::read_since`]): the rows with a greater `seq`, in one
+    /// [`SessionStore::read_since`]): the rows with a greater `seq` than
+    /// the last row read (whether or not its line could be read), in one
     /// statement that also checks that the session's row is the one read
     /// before. Rows are never changed or removed once committed (only with
     /// their session), so the rows after a `seq` are exactly what was
     /// appended since it was read.
     fn read_since_with(&self, client: &mut Client, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
-        let Mark::Rows { line, stored } = after.mark() else {
+        let Mark::Rows { row: last, line, stored } = after.mark() else {
             let (log, position) = self.read_whole_with(client, id)?;
             return Ok((Since::Whole(log), position));
         };
         let s = self.quoted();
-        let last = after.last_seq().map_or(-1, |seq| i64::try_from(seq).unwrap_or(i64::MAX));
         let rows = client
             .query_typed(
                 &format!(
-                    "SELECT s.stored_at::text, e.line FROM {s}.sessions s LEFT JOIN {s}.events e ON e.session_id = s.id AND e.seq > $2 \
+                    "SELECT s.stored_at::text, e.seq, e.line FROM {s}.sessions s LEFT JOIN {s}.events e ON e.session_id = s.id AND e.seq > $2 \
                      WHERE s.id = $1 ORDER BY e.seq"
                 ),
-                &[(&id, Type::TEXT), (&last, Type::INT8)],
+                &[(&id, Type::TEXT), (last, Type::INT8)],
             )
             .map_err(|e| self.pg(e))?;
         let Some(first) = rows.first() else { return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }) };
@@ -618,8 +620,10 @@ impl PostgresStore {
             return Ok((Since::Whole(log), position));
         }
         let mut text = Vec::new();
+        let mut last_row = *last;
         for row in &rows {
-            if let Some(line) = row.get::<_, Option<&str>>(1) {
+            if let (Some(seq), Some(line)) = (row.get::<_, Option<i64>>(1), row.get::<_, Option<&str>>(2)) {
+                last_row = seq;
                 text.extend_from_slice(line.as_bytes());
                 text.push(b'\n');
             }
@@ -628,7 +632,7 @@ impl PostgresStore {
         // Every row is a whole line: nothing can be left open or torn.
         let read = parse_appended(&text, &mut state).unwrap_or_default();
         let appended = Appended { events: read.events, lines: read.lines, problems: read.problems, torn: read.torn };
-        let position = after.advanced(&appended, Mark::Rows { line: state.line, stored: stored.clone() });
+        let position = after.advanced(&appended, Mark::Rows { row: last_row, line: state.line, stored: stored.clone() });
         Ok((Since::Appended(appended), position))
     }
 

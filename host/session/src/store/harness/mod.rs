@@ -266,17 +266,17 @@ impl HarnessStore {
         if let Mark::Harness(mark) = after.mark() {
             let checked = mark.tail.len() as u64;
             if mark.identity == identity && meta.len() >= mark.offset && checked <= mark.offset {
-                if !mark.exact && meta.len() == mark.seen_len {
-                    // A view that cannot be extended, of a file that has
-                    // not grown: nothing new.
-                    return Ok((Since::Appended(Appended::default()), after.clone()));
-                }
-                if mark.exact {
-                    let from = mark.offset - checked;
-                    let mut bytes = Vec::new();
-                    file.seek(SeekFrom::Start(from)).map_err(io(path))?;
-                    file.read_to_end(&mut bytes).map_err(io(path))?;
-                    if bytes.starts_with(&mark.tail) {
+                let from = mark.offset - checked;
+                let mut bytes = Vec::new();
+                file.seek(SeekFrom::Start(from)).map_err(io(path))?;
+                file.read_to_end(&mut bytes).map_err(io(path))?;
+                if bytes.starts_with(&mark.tail) {
+                    if !mark.exact && meta.len() == mark.seen_len {
+                        // A view that cannot be extended, of a file that
+                        // has not changed length: nothing new.
+                        return Ok((Since::Appended(Appended::default()), after.clone()));
+                    }
+                    if mark.exact {
                         if let Some((appended, mark)) = self.appended(mark, &bytes, checked as usize, meta.len()) {
                             let position = after.advanced(&appended, Mark::Harness(mark));
                             return Ok((Since::Appended(appended), position));
