@@ -12,6 +12,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use cordis_session::store::{Durability, FlatStore, LogWriter, Position, SessionStore, Since};
+use cordis_session::{Compression, Event, HarnessStore, Header, PostgresStore};
 pub use cordis_tests::dev::Dev;
 use cordis_tests::{calls_until_killed, cordis_exe, plugin_dir, repo_root, text, PgBouncer, PgServer, Rng, Scratch};
 use serde_json::Value;
@@ -696,6 +698,179 @@ pub fn check_sessions_says_when_the_store_cannot_be_read(kind: Kind) {
     assert!(with_sessions < Duration::from_secs(15), "{kind:?}: took {with_sessions:?}");
 }
 
+impl Store {
+    /// The store itself, opened in this process as a host opens it.
+    fn open(&self) -> Box<dyn SessionStore> {
+        match self.kind {
+            Kind::Flat => Box::new(FlatStore::open(self.shared.path()).unwrap()),
+            Kind::Harness => Box::new(HarnessStore::new(self.shared.path(), Compression::Zstd, true).unwrap()),
+            Kind::Postgres | Kind::PgBouncer => Box::new(PostgresStore::connect(&self.url().unwrap(), &self.schema, Duration::from_secs(2)).unwrap()),
+        }
+    }
+}
+
+/// An event of type `kind` with `data` at `seq` (a surface event's
+/// `surfaceOp` is `append`).
+fn event(seq: u64, kind: &str, data: Value, surface: bool) -> Event {
+    let mut line = serde_json::json!({"seq": seq, "time": 1_790_000_000_000u64 + seq, "type": kind, "data": data});
+    if surface {
+        line["surfaceOp"] = "append".into();
+    }
+    let log = format!("{{\"type\":\"session\",\"version\":0,\"id\":\"x\"}}\n{line}\n");
+    cordis_session::store::parse_log(log.as_bytes(), std::path::Path::new("x")).unwrap().events.remove(0)
+}
+
+/// Appends one closed turn of `notes + 3` events (a prompt, then `notes`
+/// session notes) from `seq` on; returns the next seq.
+fn append_turn(writer: &mut dyn LogWriter, seq: u64, turn: u64, notes: u64) -> u64 {
+    let mut events: Vec<Event> = vec![
+        event(seq, "turn/start", serde_json::json!({"turn": turn}), false),
+        event(seq + 1, "user/message", serde_json::json!({"role": "user", "content": [{"type": "text", "text": format!("turn {turn}")}]}), true),
+    ];
+    for n in 0..notes {
+        events.push(event(seq + 2 + n, "session/note", serde_json::json!({"n": n}), false));
+    }
+    events.push(event(seq + 2 + notes, "turn/end", serde_json::json!({"turn": turn, "reason": {"kind": "completed"}}), false));
+    for e in &events {
+        writer.append(e).unwrap();
+    }
+    writer.end_turn().unwrap();
+    seq + 3 + notes
+}
+
+/// What a test compares of a read event: seq, type, data and line.
+fn outline(events: &[Event], lines: &[usize]) -> Vec<(u64, String, String, usize)> {
+    events.iter().zip(lines).map(|(e, &l)| (e.seq, e.kind.clone(), e.data.get().to_string(), l)).collect()
+}
+
+/// `read_since` reads what was appended since the position it is given,
+/// and only that: after every batch of appends, the events read so far
+/// (a whole first read, then each incremental one) are exactly what a
+/// whole read lists now, with the same lines; a read with nothing appended
+/// is empty; and a log changed otherwise than by appends is read whole.
+pub fn incremental_reads_follow_appends(kind: Kind) {
+    let started = Instant::now();
+    let store = Store::new(kind);
+    let s = store.open();
+    let id = "incremental";
+    let header = Header::new(id, Some("/srv/work".into()));
+    let mut writer = s.create(&header, Durability::None).unwrap();
+    let mut rng = Rng(0x5eed_0042 ^ kind as u64);
+    let (mut seq, mut turn) = (append_turn(&mut *writer, 0, 1, 2), 1);
+    let (since, mut at) = s.read_since(id, &Position::start()).unwrap();
+    let Since::Whole(first) = since else { panic!("{kind:?}: the first read is not whole") };
+    let mut seen = outline(&first.events, &first.lines);
+    assert_eq!(seen.len(), 5, "{kind:?}");
+    for round in 0..20 {
+        if round % 4 == 0 {
+            let (since, next) = s.read_since(id, &at).unwrap();
+            let Since::Appended(nothing) = since else { panic!("{kind:?}: round {round}: a read with nothing appended was whole") };
+            assert!(nothing.is_empty(), "{kind:?}: round {round}: {nothing:?}");
+            at = next;
+        }
+        for _ in 0..=rng.next_u64() % 3 {
+            turn += 1;
+            seq = append_turn(&mut *writer, seq, turn, rng.next_u64() % 6);
+        }
+        let (since, next) = s.read_since(id, &at).unwrap();
+        let Since::Appended(appended) = since else { panic!("{kind:?}: round {round}: the appends were read with the whole log") };
+        assert!(!appended.events.is_empty() && appended.problems.is_empty(), "{kind:?}: round {round}: {:?}", appended.problems);
+        seen.extend(outline(&appended.events, &appended.lines));
+        at = next;
+        let whole = s.read(id).unwrap();
+        assert_eq!(seen, outline(&whole.events, &whole.lines), "{kind:?}: round {round}: the reads so far differ from a whole read");
+        assert_eq!((at.events(), at.last_seq()), (whole.events.len(), Some(seq - 1)), "{kind:?}: round {round}");
+    }
+    if kind == Kind::Harness {
+        // The harness's reading closes a turn left open with its closer
+        // events, which the turn's next events replace: while a turn is
+        // open, each read is whole; once it is closed, reads go on from
+        // where they stopped again.
+        let prompt = serde_json::json!({"role": "user", "content": [{"type": "text", "text": "open"}]});
+        for (kind_of, data, surface) in [("turn/start", serde_json::json!({"turn": turn + 1}), false), ("user/message", prompt, true)] {
+            writer.append(&event(seq, kind_of, data, surface)).unwrap();
+            seq += 1;
+            let (since, next) = s.read_since(id, &at).unwrap();
+            let Since::Whole(open) = since else { panic!("harness: a read with a turn open was not whole") };
+            assert_eq!(open.events.last().map(|e| e.kind.as_str()), Some("turn/end"), "harness: the open turn is closed in the view");
+            at = next;
+        }
+        writer.append(&event(seq, "turn/end", serde_json::json!({"turn": turn + 1, "reason": {"kind": "completed"}}), false)).unwrap();
+        seq += 1;
+        let (since, next) = s.read_since(id, &at).unwrap();
+        let Since::Whole(closed) = since else { panic!("harness: the read after a view that closed a turn was not whole") };
+        seen = outline(&closed.events, &closed.lines);
+        at = next;
+        seq = append_turn(&mut *writer, seq, turn + 2, 1);
+        let (since, next) = s.read_since(id, &at).unwrap();
+        let Since::Appended(appended) = since else { panic!("harness: reads did not go on once the turn was closed") };
+        seen.extend(outline(&appended.events, &appended.lines));
+        let whole = s.read(id).unwrap();
+        assert_eq!(seen, outline(&whole.events, &whole.lines), "harness: after the open turn");
+        at = next;
+    }
+    drop(writer);
+
+    // A line that cannot be read (written behind the store's back): its
+    // problem is read once, as a whole read reports it, and not again.
+    // The harness's rules end the readable log at such a line, which a
+    // later append could change: its store reads that log whole.
+    let bad = match kind {
+        Kind::Flat => {
+            use std::io::Write;
+            let path = s.log_file(id).unwrap();
+            std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(b"not json\n").unwrap();
+            true
+        }
+        Kind::Postgres | Kind::PgBouncer => {
+            let mut client = ::postgres::Client::connect(&store.server().url(), ::postgres::NoTls).unwrap();
+            let sql = format!("INSERT INTO {}.events (session_id, seq, time, type, line) VALUES ($1, $2, 0, 'x', 'not json')", store.schema);
+            client.execute(&sql, &[&id, &(seq as i64)]).unwrap();
+            true
+        }
+        Kind::Harness => false,
+    };
+    if bad {
+        let (since, next) = s.read_since(id, &at).unwrap();
+        let Since::Appended(appended) = since else { panic!("{kind:?}: a bad line was read with the whole log") };
+        let whole = s.read(id).unwrap();
+        assert!(appended.events.is_empty(), "{kind:?}: {:?}", appended.events);
+        assert_eq!(appended.problems.len(), 1, "{kind:?}: {:?}", appended.problems);
+        assert!(whole.problems.contains(&appended.problems[0]), "{kind:?}: {:?} is not among {:?}", appended.problems, whole.problems);
+        let (since, next) = s.read_since(id, &next).unwrap();
+        let Since::Appended(again) = since else { panic!("{kind:?}: read whole after a bad line") };
+        assert!(again.is_empty(), "{kind:?}: the bad line was read again: {again:?}");
+        at = next;
+    }
+
+    // The log rewritten shorter (its first turn kept): read whole.
+    match kind {
+        Kind::Flat => {
+            let path = s.log_file(id).unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let kept: String = text.split_inclusive('\n').take(6).collect();
+            std::fs::write(&path, kept).unwrap();
+        }
+        Kind::Harness => {
+            let path = s.log_file(id).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let frames = cordis_session::store::harness::frames::split(&bytes).unwrap();
+            std::fs::write(&path, &bytes[..frames.complete[5].end]).unwrap();
+        }
+        Kind::Postgres | Kind::PgBouncer => {
+            let mut client = ::postgres::Client::connect(&store.server().url(), ::postgres::NoTls).unwrap();
+            client.execute(&format!("DELETE FROM {}.sessions WHERE id = $1", store.schema), &[&id]).unwrap();
+            let log = first.events[..5].to_vec();
+            s.write_whole(&first.header, &log).unwrap();
+        }
+    }
+    let (since, at) = s.read_since(id, &at).unwrap();
+    let Since::Whole(rewritten) = since else { panic!("{kind:?}: a log rewritten shorter was not read whole") };
+    assert_eq!(outline(&rewritten.events, &rewritten.lines), seen[..5].to_vec(), "{kind:?}");
+    assert_eq!(at.events(), 5, "{kind:?}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{kind:?}: took {:?}", started.elapsed());
+}
+
 macro_rules! contract {
     ($($module:ident => $kind:expr),* $(,)?) => {$(
         mod $module {
@@ -719,6 +894,11 @@ macro_rules! contract {
             #[test]
             fn watch_follows_one_and_every_session() {
                 super::watch_follows_one_and_every_session($kind);
+            }
+
+            #[test]
+            fn incremental_reads_follow_appends() {
+                super::incremental_reads_follow_appends($kind);
             }
 
             #[test]

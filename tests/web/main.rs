@@ -39,7 +39,7 @@ pub fn four() -> Value {
 /// contiguous seqs, in the shapes the agent loop writes.
 pub struct Log {
     id: String,
-    lines: Vec<String>,
+    pub lines: Vec<String>,
     turn: u64,
     step: u64,
     calls: u64,

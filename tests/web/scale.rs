@@ -96,3 +96,43 @@ fn a_missing_session_leaves_no_follower_behind() {
     assert_eq!(crate::http::get(web.addr, "/s/missing/text/0").status, 404);
     eventually(Duration::from_secs(10), "the follower of a missing session ends", || threads_named(web.pid(), "cordis-web-room") == 0);
 }
+
+/// A followed session is read on from where the last read stopped: a line
+/// written in two parts reaches the page once whole, and a log rewritten
+/// under an open stream is read whole again, so the page shows the new log
+/// and nothing of the old one.
+#[test]
+fn a_followed_log_is_read_on_and_read_whole_again_when_rewritten() {
+    let scratch = Scratch::new();
+    scratch.composition(TODO);
+    let state = scratch.path().join(".cordis");
+    let mut log = crate::Log::new("grow");
+    log.prompt("first prompt").end();
+    log.write(&state);
+    let web = Web::start(&scratch, &[], &[]);
+    let (_, mut stream) = open_stream(web.addr, "/s/grow/live?from=0", Duration::from_secs(10));
+    read_update(&mut stream, "first prompt", Duration::from_secs(10));
+    // The next turn, its first line written in two parts.
+    let before = log.lines.len();
+    log.prompt("second prompt").end();
+    let file = state.join("sessions").join("grow.jsonl");
+    let added: String = log.lines[before..].iter().map(|l| format!("{l}\n")).collect();
+    let (head, rest) = added.split_at(20);
+    let append = |text: &str| {
+        use std::io::Write;
+        std::fs::OpenOptions::new().append(true).open(&file).expect("open the log").write_all(text.as_bytes()).expect("append");
+    };
+    append(head);
+    std::thread::sleep(Duration::from_millis(400));
+    append(rest);
+    read_update(&mut stream, "second prompt", Duration::from_secs(5));
+    // The log rewritten shorter, other text: the room reads it whole.
+    let mut other = crate::Log::new("grow");
+    other.prompt("rewritten prompt").end();
+    other.write(&state);
+    eventually(Duration::from_secs(5), "the page shows the rewritten log", || {
+        let page = crate::http::get(web.addr, "/s/grow").body;
+        page.contains("rewritten prompt") && !page.contains("second prompt") && !page.contains("first prompt")
+    });
+    assert_eq!(threads_named(web.pid(), "cordis-web-room"), 1, "the page and the stream share the room that read the rewrite");
+}

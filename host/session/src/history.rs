@@ -165,8 +165,87 @@ pub fn derive_history(events: &[Event]) -> (Vec<Message>, Vec<(u64, String)>) {
 /// and the call ids it makes or answers) without building the messages'
 /// texts.
 pub fn history_notes(events: &[Event]) -> Vec<(u64, String)> {
-    let (surface, notes) = fold_surface::<Outline>(events);
-    well_formed(surface, notes).1
+    let mut notes = HistoryNotes::default();
+    notes.push(events);
+    notes.notes()
+}
+
+/// [`history_notes`] of a log read in parts: each part's surface events are
+/// outlined once, as they come ([`HistoryNotes::push`]), and the pass that
+/// makes the history well-formed resumes where it stopped
+/// ([`HistoryNotes::notes`]): only a replacement (a compaction's summary)
+/// inside the part already passed sends it back to the start. Neither
+/// reads any event's data again.
+#[derive(Default)]
+pub struct HistoryNotes {
+    surface: Surface<Outline>,
+    /// Notes of the fold: surface events that could not be placed.
+    notes: Vec<(u64, String)>,
+    /// The well-formed pass has gone over `surface[..passed]`.
+    passed: usize,
+    /// The calls awaiting their results there, with their message's seq.
+    awaiting: Vec<(String, u64)>,
+    /// The pass's notes so far.
+    pass_notes: Vec<(u64, String)>,
+}
+
+impl std::fmt::Debug for HistoryNotes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryNotes").field("surface", &self.surface.len()).field("passed", &self.passed).finish_non_exhaustive()
+    }
+}
+
+impl HistoryNotes {
+    /// Folds the surface events of `events`, the log's next events.
+    pub fn push(&mut self, events: &[Event]) {
+        for event in events {
+            if let Some(changed) = fold_event(&mut self.surface, &mut self.notes, event) {
+                if changed < self.passed {
+                    // A replacement inside what was passed: pass again.
+                    self.passed = 0;
+                    self.awaiting.clear();
+                    self.pass_notes.clear();
+                }
+            }
+        }
+    }
+
+    /// The notes of [`derive_history`] for every event pushed so far, in
+    /// seq order. The pass goes on over the outlines pushed since it last
+    /// stopped; the calls still awaiting a result at the end are noted
+    /// afresh each time (a later result may still come).
+    pub fn notes(&mut self) -> Vec<(u64, String)> {
+        for (seq, message) in &self.surface[self.passed..] {
+            let Some(message) = message else { continue };
+            if let Some(call_id) = message.answers() {
+                match self.awaiting.iter().position(|(c, _)| c == call_id) {
+                    Some(i) => {
+                        self.awaiting.remove(i);
+                    }
+                    None => self.pass_notes.push((
+                        *seq,
+                        format!("tool/result for call {call_id}, which no assistant message right before it awaits; left out of the history"),
+                    )),
+                }
+            } else {
+                for (call_id, seq) in self.awaiting.drain(..) {
+                    self.pass_notes.push((seq, no_result(&call_id)));
+                }
+                self.awaiting.extend(message.calls().map(|c| (c.to_string(), *seq)));
+            }
+        }
+        self.passed = self.surface.len();
+        let mut notes = self.notes.clone();
+        notes.extend(self.pass_notes.iter().cloned());
+        notes.extend(self.awaiting.iter().map(|(call_id, seq)| (*seq, no_result(call_id))));
+        notes.sort_by_key(|(seq, _)| *seq);
+        notes
+    }
+}
+
+/// The note on call `call_id` left without a result.
+fn no_result(call_id: &str) -> String {
+    format!("call {call_id} has no result; the history gives it an error result")
 }
 
 /// The surface of `events`: each surface node as `(seq, message)`, in
@@ -359,52 +438,63 @@ fn fold_surface<M: Node>(events: &[Event]) -> (Surface<M>, Vec<(u64, String)>) {
     // The surface: (seq, message) in history order.
     let mut surface: Surface<M> = Vec::new();
     for event in events {
-        let Some(op) = &event.surface_op else { continue };
-        // Core surface types, and a plugin's surface events that carry a
-        // user-side message (`todo/nudge`).
-        if !core::is_surface(&event.kind) && (core::is_core(&event.kind) || M::of(event).is_none()) {
-            continue;
-        }
-        match op {
-            SurfaceOp::Append => surface.push((event.seq, M::of(event))),
-            SurfaceOp::Replace { start, end } => {
-                let find = |seq: u64| surface.iter().position(|(s, _)| *s == seq);
-                let (Some(from), Some(to)) = (find(*start), find(*end)) else {
-                    notes.push((
-                        event.seq,
-                        format!("{} replaces seqs {start} to {end}, which are not both in the history; left out of the history", event.kind),
-                    ));
-                    continue;
-                };
-                if from > to {
-                    notes.push((
-                        event.seq,
-                        format!(
-                            "{} replaces from seq {start} to seq {end}, which comes before it in the history; left out of the history",
-                            event.kind
-                        ),
-                    ));
-                    continue;
-                }
-                if let Some(sources) = &event.source_event_seqs {
-                    let missing: Vec<String> =
-                        surface[from..=to].iter().map(|(s, _)| *s).filter(|s| !sources.contains(s)).map(|s| s.to_string()).collect();
-                    if !missing.is_empty() {
-                        notes.push((
-                            event.seq,
-                            format!("{} replaces seqs {} without citing them in sourceEventSeqs (applied)", event.kind, missing.join(", ")),
-                        ));
-                    }
-                }
-                surface.splice(from..=to, [(event.seq, M::of(event))]);
-            }
-            SurfaceOp::Other(raw) => notes.push((
-                event.seq,
-                format!("{} has surfaceOp {}, which is neither \"append\" nor a replace; left out of the history", event.kind, raw.get()),
-            )),
-        }
+        fold_event(&mut surface, &mut notes, event);
     }
     (surface, notes)
+}
+
+/// Folds one event into `surface`, adding to `notes` what cannot be placed;
+/// returns the first index of `surface` it changed (none when it changed
+/// nothing).
+fn fold_event<M: Node>(surface: &mut Surface<M>, notes: &mut Vec<(u64, String)>, event: &Event) -> Option<usize> {
+    let Some(op) = &event.surface_op else { return None };
+    // Core surface types, and a plugin's surface events that carry a
+    // user-side message (`todo/nudge`).
+    if !core::is_surface(&event.kind) && (core::is_core(&event.kind) || M::of(event).is_none()) {
+        return None;
+    }
+    match op {
+        SurfaceOp::Append => {
+            surface.push((event.seq, M::of(event)));
+            Some(surface.len() - 1)
+        }
+        SurfaceOp::Replace { start, end } => {
+            let find = |seq: u64| surface.iter().position(|(s, _)| *s == seq);
+            let (Some(from), Some(to)) = (find(*start), find(*end)) else {
+                notes.push((
+                    event.seq,
+                    format!("{} replaces seqs {start} to {end}, which are not both in the history; left out of the history", event.kind),
+                ));
+                return None;
+            };
+            if from > to {
+                notes.push((
+                    event.seq,
+                    format!("{} replaces from seq {start} to seq {end}, which comes before it in the history; left out of the history", event.kind),
+                ));
+                return None;
+            }
+            if let Some(sources) = &event.source_event_seqs {
+                let missing: Vec<String> =
+                    surface[from..=to].iter().map(|(s, _)| *s).filter(|s| !sources.contains(s)).map(|s| s.to_string()).collect();
+                if !missing.is_empty() {
+                    notes.push((
+                        event.seq,
+                        format!("{} replaces seqs {} without citing them in sourceEventSeqs (applied)", event.kind, missing.join(", ")),
+                    ));
+                }
+            }
+            surface.splice(from..=to, [(event.seq, M::of(event))]);
+            Some(from)
+        }
+        SurfaceOp::Other(raw) => {
+            notes.push((
+                event.seq,
+                format!("{} has surfaceOp {}, which is neither \"append\" nor a replace; left out of the history", event.kind, raw.get()),
+            ));
+            None
+        }
+    }
 }
 
 fn well_formed<M: Node>(surface: Surface<M>, mut notes: Vec<(u64, String)>) -> (Vec<M>, Vec<(u64, String)>) {
@@ -413,7 +503,7 @@ fn well_formed<M: Node>(surface: Surface<M>, mut notes: Vec<(u64, String)>) -> (
     let mut awaiting: Vec<(String, u64)> = Vec::new();
     let close = |out: &mut Vec<M>, awaiting: &mut Vec<(String, u64)>, notes: &mut Vec<(u64, String)>| {
         for (call_id, seq) in awaiting.drain(..) {
-            notes.push((seq, format!("call {call_id} has no result; the history gives it an error result")));
+            notes.push((seq, no_result(&call_id)));
             out.push(M::missing(call_id));
         }
     };
@@ -598,6 +688,19 @@ mod tests {
             let (_, expected) = derive_history(&events);
             assert!(!expected.is_empty());
             assert_eq!(history_notes(&events), expected);
+            // Pushed in parts, asked after each: the pass resumes, or
+            // starts over after a replacement inside what it passed.
+            for cut in 0..=events.len() {
+                for second in cut..=events.len() {
+                    let mut parts = HistoryNotes::default();
+                    parts.push(&events[..cut]);
+                    assert_eq!(parts.notes(), derive_history(&events[..cut]).1, "first {cut}");
+                    parts.push(&events[cut..second]);
+                    assert_eq!(parts.notes(), derive_history(&events[..second]).1, "first {cut}, then to {second}");
+                    parts.push(&events[second..]);
+                    assert_eq!(parts.notes(), expected, "first {cut}, then to {second}, then the rest");
+                }
+            }
         }
     }
 }

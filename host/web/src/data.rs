@@ -13,7 +13,7 @@ use cordis_engine::context::Services;
 use cordis_engine::tools::ToolRegistry;
 use cordis_session::log::Backing;
 use cordis_session::projection::Projections;
-use cordis_session::store::ReadLog;
+use cordis_session::store::{Position, ReadLog, Since};
 use cordis_session::{EventTypes, LineProblem, Session, Sessions, StoreError};
 use serde_json::Value;
 
@@ -57,16 +57,45 @@ impl Source {
     pub fn read(&self, id: &str) -> Result<(Session, Vec<LineProblem>), StoreError> {
         // The store's own read, never `view`, which would also open a path
         // on disk: a page names stored sessions only.
+        let log = self.store(id)?.read(id)?;
+        Ok(self.replay(log))
+    }
+
+    /// Reads what was appended to session `id` after `after` (the store's
+    /// [`SessionStore::read_since`](cordis_session::store::SessionStore::read_since)).
+    ///
+    /// # Errors
+    /// As [`Source::read`].
+    pub fn read_since(&self, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        self.store(id)?.read_since(id, after)
+    }
+
+    /// The session's store, once `id` is checked against it.
+    fn store(&self, id: &str) -> Result<&cordis_session::Store, StoreError> {
         let Some(store) = self.sessions.store() else {
             return Err(StoreError::NotFound { id: id.to_string(), dir: "memory".into() });
         };
         store.check_id(id)?;
-        let mut log = store.read(id)?;
-        if let Some((line, _)) = log.torn.take() {
-            log.problems.push(LineProblem::skipped(line, "torn last line (the writer stopped mid-line)"));
-        }
-        Ok(Session::replay(log, Backing::ReadOnly, self.types.clone(), self.projections.clone()))
+        Ok(store)
     }
+
+    /// Replays a log read whole, read-only (so that it can follow what is
+    /// appended: [`Session::follow_appended`]); a torn last line is
+    /// reported as skipped.
+    pub fn replay(&self, mut log: ReadLog) -> (Session, Vec<LineProblem>) {
+        let torn = log.torn.take();
+        let (session, mut problems) = Session::replay(log, Backing::ReadOnly, self.types.clone(), self.projections.clone());
+        if let Some((line, _)) = torn {
+            problems.push(torn_problem(line));
+        }
+        (session, problems)
+    }
+}
+
+/// What a page says of a torn last line at `line`: a line the writer is
+/// writing (or stopped writing) that was not read.
+pub fn torn_problem(line: usize) -> LineProblem {
+    LineProblem::skipped(line, "torn last line (the writer stopped mid-line)")
 }
 
 /// Where a session stands.
@@ -111,8 +140,9 @@ pub fn status(session: &Session) -> Status {
     if session.open_turn().is_some() {
         return Status::Running;
     }
+    let last_end = session.first_and_last_of("turn/end").map(|(_, last)| last);
     session.with_events(|events| {
-        let Some(end) = events.iter().rev().find(|e| e.kind == "turn/end") else {
+        let Some(end) = last_end.and_then(|i| events.get(i)) else {
             return if events.is_empty() { Status::Empty } else { Status::Completed };
         };
         let data: Value = serde_json::from_str(end.data.get()).unwrap_or(Value::Null);
@@ -126,14 +156,19 @@ pub fn status(session: &Session) -> Status {
 
 /// The summary of `session` read with `problems`.
 pub fn summarize(session: &Session, problems: &[LineProblem]) -> Summary {
+    // Where the titles and the first prompt are, known without a pass
+    // over the log for a session followed read-only.
+    let titles = session.first_and_last_of("session/title");
+    let prompt = session.first_and_last_of("user/message").map(|(first, _)| first);
     let (title, updated, events) = session.with_events(|events| {
-        let titled = events
-            .iter()
-            .rev()
-            .filter(|e| e.kind == "session/title")
-            .find_map(|e| serde_json::from_str::<Value>(e.data.get()).ok()?.get("title")?.as_str().map(str::to_string));
+        let title_of = |e: &cordis_session::Event| serde_json::from_str::<Value>(e.data.get()).ok()?.get("title")?.as_str().map(str::to_string);
+        let titled = titles.and_then(|(first, last)| {
+            // The last title event's title; when it has none, the last
+            // one before it that has.
+            title_of(events.get(last)?).or_else(|| events.get(first..last)?.iter().rev().filter(|e| e.kind == "session/title").find_map(title_of))
+        });
         let title = titled.or_else(|| {
-            events.iter().find(|e| e.kind == "user/message").and_then(|e| match cordis_session::event_message(e) {
+            prompt.and_then(|i| events.get(i)).and_then(|e| match cordis_session::event_message(e) {
                 Some(cordis_session::Message::User { text }) => Some(text),
                 _ => None,
             })

@@ -1,16 +1,21 @@
 //! Followed sessions, shared by every page that shows them.
 //!
 //! A [`Room`] follows one session for all its viewers: one thread waits on
-//! the store's [`cordis_session::store::Follower`], reads and replays the
-//! session once per change, and publishes the result as a [`Snapshot`] on a
-//! watch channel. Each viewer's stream takes the latest snapshot and sends
+//! the store's [`cordis_session::store::Follower`], reads the session once
+//! when it starts, then after each change only what was appended
+//! ([`SessionStore::read_since`](cordis_session::store::SessionStore::read_since)),
+//! adds those events to the session it keeps
+//! ([`Session::follow_appended`]), and publishes the result as a
+//! [`Snapshot`] on a watch channel. Each viewer's stream takes the latest snapshot and sends
 //! the items its page lacks; the update sent for a given page start,
 //! language and last seq is rendered once per snapshot and shared by every
 //! viewer that needs the same one ([`Snapshot::update`]). A viewer that
 //! joins gets the room's current snapshot, without reading the log again.
 //!
-//! The cost of an append is one read of the session, whatever the number
-//! of viewers; the session list takes the session's row from the same read
+//! The cost of an append is one read of what was appended and the checks
+//! of the new events, whatever the number of viewers and however long the
+//! log (a log rewritten otherwise than by appends is read whole again);
+//! the session list takes the session's row from the same read
 //! ([`Rooms::on_read`]). A room lives while anything holds it (a stream, a page being
 //! built) and for [`GRACE`] after, so a page load followed by its stream,
 //! or a reconnect, reuses it; then its thread ends and the snapshot is
@@ -22,6 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use cordis_session::store::{Position, Since};
 use cordis_session::{LineProblem, Session, Store, StoreError};
 use cordis_sync::LockExt;
 
@@ -40,35 +46,39 @@ pub const GRACE: Duration = Duration::from_secs(5);
 /// language, and the seq of the last event it shows.
 type PageKey = (usize, Lang, Option<u64>);
 
-/// An update rendered once, shared by every stream that needs it (`None`:
-/// the page is up to date).
-type Rendered = Arc<OnceLock<Option<Bytes>>>;
+/// An update rendered once, shared by every stream that needs it, with
+/// the seq of the last event it shows (`None`: the page is up to date).
+type Rendered = Arc<OnceLock<Option<(Bytes, Option<u64>)>>>;
 
-/// One read of a session: the replayed session and what the replay
-/// reported, with the updates rendered from it so far.
+/// The session after one read of it: the session the room keeps
+/// (replayed read-only, then extended by each read of what was appended),
+/// what the replay reported, with the updates rendered from it so far.
 pub struct Snapshot {
-    /// The session, replayed read-only.
-    pub session: Session,
-    /// The lines the replay reported.
-    pub problems: Vec<LineProblem>,
-    /// The seq of the last event.
+    /// The session. The room adds later events to the same session, so
+    /// it may hold more than `last_seq` by the time it is shown.
+    pub session: Arc<Session>,
+    /// The lines the replay reported, as of this read (shared with the
+    /// reads before it while they do not change).
+    pub problems: Arc<Vec<LineProblem>>,
+    /// The seq of the last event of this read.
     pub last_seq: Option<u64>,
     /// Rendered updates by (page start, language, the page's last seq).
     updates: Mutex<HashMap<PageKey, Rendered>>,
 }
 
 impl Snapshot {
-    fn new(session: Session, problems: Vec<LineProblem>) -> Snapshot {
+    fn new(session: Arc<Session>, problems: Arc<Vec<LineProblem>>) -> Snapshot {
         let last_seq = session.with_events(|e| e.last().map(|e| e.seq));
         Snapshot { session, problems, last_seq, updates: Mutex::default() }
     }
 
     /// The `update` event for a page in `lang` whose window starts at event
     /// index `from` and whose last event is `after`: the items changed
-    /// since, the header, the plans and the pager; `None` when the page is
-    /// up to date. Rendered once per snapshot and key; later callers get
-    /// the same bytes.
-    pub fn update(&self, source: &Source, id: &str, lang: Lang, from: usize, after: Option<u64>) -> Option<Bytes> {
+    /// since, the header, the plans and the pager, with the seq of the last
+    /// event it shows (the page's `after` from then on); `None` when the
+    /// page is up to date. Rendered once per snapshot and key; later
+    /// callers get the same bytes.
+    pub fn update(&self, source: &Source, id: &str, lang: Lang, from: usize, after: Option<u64>) -> Option<(Bytes, Option<u64>)> {
         if self.last_seq.is_none() || self.last_seq == after {
             return None;
         }
@@ -95,7 +105,7 @@ impl Snapshot {
                 "last": window.last_seq,
                 "from": window.start,
             });
-            Some(sse("update", window.last_seq, &update))
+            Some((sse("update", window.last_seq, &update), window.last_seq))
         })
         .clone()
     }
@@ -212,6 +222,8 @@ impl Rooms {
         let mut pending = true;
         // The last read failed.
         let mut failing = false;
+        // Where the last read stopped, and the session it was added to.
+        let mut read = Reader { position: Position::start(), session: None, torn: None };
         while !self.stop.load(Ordering::Relaxed) {
             // Nobody holds the room, and it has read every change it saw (or
             // cannot read the session at all: a missing one).
@@ -227,6 +239,7 @@ impl Rooms {
                         }
                         drop(rooms);
                         drop(room);
+                        drop(read);
                         give_back_freed_memory();
                         if let Some(f) = self.on_read.get() {
                             f(id, None);
@@ -256,18 +269,11 @@ impl Rooms {
                 pending = true;
             }
             if pending {
-                match self.source.read(id) {
-                    Ok((session, problems)) => {
+                match read.next(&self.source, id) {
+                    Ok(next) => {
                         pending = false;
                         failing = false;
-                        let snapshot = Arc::new(Snapshot::new(session, problems));
-                        let unchanged = room
-                            .feed
-                            .borrow()
-                            .snapshot
-                            .as_ref()
-                            .is_some_and(|s| s.last_seq == snapshot.last_seq && s.problems.len() == snapshot.problems.len());
-                        if !unchanged {
+                        if let Some(snapshot) = next {
                             if let Some(f) = self.on_read.get() {
                                 f(id, Some(&snapshot));
                             }
@@ -296,6 +302,80 @@ impl Rooms {
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
+        }
+    }
+}
+
+/// A room's reading of its session: where the last read stopped, the
+/// session it read (extended by every read since) with its problems, and
+/// the torn last line it saw, if any.
+struct Reader {
+    position: Position,
+    session: Option<(Arc<Session>, Arc<Vec<LineProblem>>)>,
+    torn: Option<usize>,
+}
+
+impl Reader {
+    /// Reads what changed since the last read: a snapshot when anything
+    /// did, `None` when nothing did.
+    fn next(&mut self, source: &Source, id: &str) -> Result<Option<Arc<Snapshot>>, StoreError> {
+        let (since, position) = source.read_since(id, &self.position)?;
+        match since {
+            Since::Appended(mut appended) => {
+                let Some((session, problems)) = self.session.as_mut() else {
+                    // A read from the start is whole: a store that says
+                    // otherwise breaks the contract of `read_since`.
+                    self.position = Position::start();
+                    return Err(StoreError::Corrupt { path: id.to_string(), detail: "the store's first read of the session was not whole".into() });
+                };
+                let torn = appended.torn.take().map(|(line, _)| line);
+                if appended.is_empty() && torn == self.torn {
+                    self.position = position;
+                    return Ok(None);
+                }
+                if !appended.is_empty() {
+                    // The session was replayed read-only, so it follows.
+                    let Some(changed) = session.follow_appended(appended) else {
+                        self.position = Position::start();
+                        self.session = None;
+                        return Err(StoreError::Corrupt { path: id.to_string(), detail: "the followed session was not replayed read-only".into() });
+                    };
+                    if changed {
+                        *problems = Arc::new(session.followed_problems().unwrap_or_default());
+                    }
+                }
+                self.position = position;
+                self.torn = torn;
+                Ok(Some(Arc::new(Snapshot::new(session.clone(), with_torn(problems, torn)))))
+            }
+            Since::Whole(mut log) => {
+                let torn = log.torn.take().map(|(line, _)| line);
+                let (session, problems) = source.replay(log);
+                let (session, problems) = (Arc::new(session), Arc::new(problems));
+                let snapshot = Snapshot::new(session.clone(), with_torn(&problems, torn));
+                // A whole read of an unchanged log (a follower that woke for
+                // nothing the first read did not see) publishes nothing.
+                let unchanged = self.session.as_ref().is_some_and(|(old, old_problems)| {
+                    old.with_events(|e| e.last().map(|e| e.seq)) == snapshot.last_seq && old_problems.len() == problems.len() && self.torn == torn
+                });
+                self.position = position;
+                self.session = Some((session, problems));
+                self.torn = torn;
+                Ok((!unchanged).then(|| Arc::new(snapshot)))
+            }
+        }
+    }
+}
+
+/// `problems`, with a torn last line at `torn` reported (a copy only
+/// then).
+fn with_torn(problems: &Arc<Vec<LineProblem>>, torn: Option<usize>) -> Arc<Vec<LineProblem>> {
+    match torn {
+        None => problems.clone(),
+        Some(line) => {
+            let mut all = problems.to_vec();
+            all.push(data::torn_problem(line));
+            Arc::new(all)
         }
     }
 }

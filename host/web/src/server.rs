@@ -1008,10 +1008,7 @@ async fn view_session(
         }
         let Some(snapshot) = current.snapshot else { continue };
         let (worker, id) = (shared.clone(), id.clone());
-        let update = tokio::task::spawn_blocking(move || snapshot.update(&worker.source, &id, lang, from, after).map(|b| (b, snapshot.last_seq)))
-            .await
-            .ok()
-            .flatten();
+        let update = tokio::task::spawn_blocking(move || snapshot.update(&worker.source, &id, lang, from, after)).await.ok().flatten();
         if let Some((bytes, last)) = update {
             if tx.send(bytes).await.is_err() {
                 return;

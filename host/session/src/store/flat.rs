@@ -12,14 +12,16 @@
 //!   number; the file is never rewritten, only a torn tail is cut.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::event::{Event, Header};
 
 use super::fs::{create_private_dir, lock_exclusive, set_private_mode, sync_dir};
-use super::jsonl::parse_log;
-use super::{check_id, io, Durability, LineProblem, LogWriter, ReadLog, SessionStore, StoreError};
+use super::jsonl::{parse_appended, parse_log, parse_whole};
+use super::{
+    check_id, io, Appended, Durability, FileMark, LineProblem, LogWriter, Mark, Position, ReadLog, SessionStore, Since, StoreError, TAIL_CHECK,
+};
 
 /// Our own store: one JSONL file per session in one folder,
 /// `<state dir>/sessions/<id>.jsonl`.
@@ -234,6 +236,60 @@ pub fn read_file(path: &Path) -> Result<ReadLog, StoreError> {
     parse_log(&bytes, path)
 }
 
+/// Reads the JSONL log at `path` after `after` (see
+/// [`SessionStore::read_since`]): from the byte where the last read
+/// stopped when the file is the same one (device and inode), is at least
+/// that long, and still holds the same bytes just before that point;
+/// otherwise the whole file. `missing` is the error for a file that is not
+/// there.
+pub(crate) fn read_file_since(path: &Path, after: &Position, missing: impl FnOnce() -> StoreError) -> Result<(Since, Position), StoreError> {
+    let mut file = File::open(path).map_err(|e| if e.kind() == std::io::ErrorKind::NotFound { missing() } else { io(path)(e) })?;
+    let meta = file.metadata().map_err(io(path))?;
+    let identity = identity_of(&meta);
+    if let Mark::File(mark) = after.mark() {
+        let at = mark.lines.consumed;
+        let checked = mark.tail.len() as u64;
+        if mark.identity == identity && meta.len() >= at && checked <= at {
+            let from = at - checked;
+            let mut bytes = Vec::with_capacity(usize::try_from(meta.len() - from).unwrap_or(0));
+            file.seek(SeekFrom::Start(from)).map_err(io(path))?;
+            file.read_to_end(&mut bytes).map_err(io(path))?;
+            if bytes.starts_with(&mark.tail) {
+                let mut lines = mark.lines;
+                if let Some(read) = parse_appended(&bytes[mark.tail.len()..], &mut lines) {
+                    let appended = Appended { events: read.events, lines: read.lines, problems: read.problems, torn: read.torn };
+                    let end = usize::try_from(lines.consumed - from).unwrap_or(bytes.len()).min(bytes.len());
+                    let tail = bytes[end.saturating_sub(TAIL_CHECK as usize)..end].to_vec();
+                    let position = after.advanced(&appended, Mark::File(FileMark { identity, lines, tail }));
+                    return Ok((Since::Appended(appended), position));
+                }
+            }
+        }
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.seek(SeekFrom::Start(0)).map_err(io(path))?;
+    file.read_to_end(&mut bytes).map_err(io(path))?;
+    let (log, lines) = parse_whole(&bytes, path)?;
+    let end = usize::try_from(lines.consumed).unwrap_or(bytes.len()).min(bytes.len());
+    let tail = bytes[end.saturating_sub(TAIL_CHECK as usize)..end].to_vec();
+    let position = Position::of_whole(&log, Mark::File(FileMark { identity, lines, tail }));
+    Ok((Since::Whole(log), position))
+}
+
+/// A file's device and inode (zeros where the platform has none).
+pub(crate) fn identity_of(meta: &fs::Metadata) -> (u64, u64) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        (meta.dev(), meta.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        (0, 0)
+    }
+}
+
 impl SessionStore for FlatStore {
     fn location(&self) -> String {
         self.dir.display().to_string()
@@ -258,6 +314,11 @@ impl SessionStore for FlatStore {
             return Err(StoreError::NotFound { id: id.to_string(), dir: self.dir.display().to_string() });
         }
         read_file(&path)
+    }
+
+    fn read_since(&self, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        let path = self.path_of(id)?;
+        read_file_since(&path, after, || StoreError::NotFound { id: id.to_string(), dir: self.dir.display().to_string() })
     }
 
     fn write_whole(&self, header: &Header, events: &[Event]) -> Result<String, StoreError> {
@@ -392,5 +453,85 @@ mod tests {
             let mode = fs::metadata(store.path_of("abc").unwrap()).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+    }
+
+    /// The outline of a whole read, and of the reads so far, to compare.
+    fn seqs(events: &[Event], lines: &[usize]) -> Vec<(u64, usize)> {
+        events.iter().map(|e| e.seq).zip(lines.iter().copied()).collect()
+    }
+
+    fn line(seq: u64) -> String {
+        format!("{{\"seq\":{seq},\"time\":1,\"type\":\"a\",\"data\":{{}}}}\n")
+    }
+
+    fn appended(store: &FlatStore, at: &Position) -> (Appended, Position) {
+        match store.read_since("s", at).unwrap() {
+            (Since::Appended(a), next) => (a, next),
+            (Since::Whole(_), _) => panic!("read whole after {at:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_since_a_position_wait_for_torn_lines_and_take_back_the_newline_of_a_kept_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FlatStore::open(dir.path()).unwrap();
+        let path = store.path_of("s").unwrap();
+        let mut w = store.create(&Header::new("s", None), Durability::None).unwrap();
+        w.append(line(0).as_bytes()).unwrap();
+        let (Since::Whole(log), at) = store.read_since("s", &Position::start()).unwrap() else { panic!("not whole") };
+        assert_eq!(seqs(&log.events, &log.lines), [(0, 2)]);
+        // Half a line: not read, reported torn, read once whole.
+        let next = line(1);
+        w.append(&next.as_bytes()[..10]).unwrap();
+        let (torn, at) = appended(&store, &at);
+        assert!(torn.events.is_empty() && torn.torn == Some((3, (fs::metadata(&path).unwrap().len() - 10))), "{torn:?}");
+        w.append(&next.as_bytes()[10..]).unwrap();
+        let (one, at) = appended(&store, &at);
+        assert_eq!((seqs(&one.events, &one.lines), one.torn), (vec![(1, 3)], None));
+        // A whole record without its newline is read (as a whole read keeps
+        // it); the newline that completes it later is not a line of its own.
+        w.append(line(2).trim_end().as_bytes()).unwrap();
+        let (kept, at) = appended(&store, &at);
+        assert_eq!(seqs(&kept.events, &kept.lines), [(2, 4)]);
+        w.append(format!("\n{}", line(3)).as_bytes()).unwrap();
+        let (after, at) = appended(&store, &at);
+        assert_eq!(seqs(&after.events, &after.lines), [(3, 5)]);
+        let whole = read_file(&path).unwrap();
+        assert_eq!(seqs(&whole.events, &whole.lines), [(0, 2), (1, 3), (2, 4), (3, 5)]);
+        assert!(whole.problems.is_empty(), "{:?}", whole.problems);
+        // A kept record followed by anything but its newline was not an
+        // append: read whole.
+        w.append(line(4).trim_end().as_bytes()).unwrap();
+        let (_, at) = appended(&store, &at);
+        w.append(line(5).as_bytes()).unwrap();
+        let (Since::Whole(glued), _) = store.read_since("s", &at).unwrap() else { panic!("glued records read as an append") };
+        assert_eq!(glued.events.len(), 6);
+        drop(w);
+    }
+
+    #[test]
+    fn a_file_rewritten_or_replaced_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FlatStore::open(dir.path()).unwrap();
+        let path = store.path_of("s").unwrap();
+        let header = "{\"type\":\"session\",\"version\":0,\"id\":\"s\"}\n";
+        fs::write(&path, format!("{header}{}{}", line(0), line(1))).unwrap();
+        let (_, at) = store.read_since("s", &Position::start()).unwrap();
+        // The same length and inode, other bytes before the position.
+        fs::write(&path, format!("{header}{}{}", line(0), line(7))).unwrap();
+        let (Since::Whole(log), at) = store.read_since("s", &at).unwrap() else { panic!("a rewrite of the same length read as an append") };
+        assert_eq!(log.events[1].seq, 7);
+        // Another file in its place, longer.
+        let other = dir.path().join("other");
+        fs::write(&other, format!("{header}{}{}{}", line(0), line(7), line(8))).unwrap();
+        fs::rename(&other, &path).unwrap();
+        let (Since::Whole(log), at) = store.read_since("s", &at).unwrap() else { panic!("a replaced file read as an append") };
+        assert_eq!(log.events.len(), 3);
+        // Cut shorter.
+        fs::write(&path, format!("{header}{}", line(0))).unwrap();
+        let (Since::Whole(log), _) = store.read_since("s", &at).unwrap() else { panic!("a cut file read as an append") };
+        assert_eq!(log.events.len(), 1);
+        fs::remove_file(&path).unwrap();
+        assert!(matches!(store.read_since("s", &at), Err(StoreError::NotFound { .. })));
     }
 }

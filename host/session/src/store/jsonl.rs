@@ -14,16 +14,102 @@ use super::{LineProblem, ReadLog, StoreError};
 /// # Errors
 /// [`StoreError::BadHeader`].
 pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
+    parse_whole(bytes, path).map(|(log, _)| log)
+}
+
+/// Where a parse of a log's lines stopped, and what the next line's parse
+/// must know: the number of the last line read, the `seq` due next, and
+/// whether an event was read before (the first event may start at any
+/// `seq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct LineState {
+    /// The last line read (1 = the header).
+    pub line: usize,
+    /// The `seq` due next.
+    pub next_seq: u64,
+    /// Whether any event was read.
+    pub any: bool,
+    /// Bytes consumed: through the last line read, its newline included
+    /// (or through a last whole record that lacks its newline).
+    pub consumed: u64,
+    /// The last line read lacked its newline (a whole last record kept).
+    pub open_line: bool,
+}
+
+impl LineState {
+    /// The state after whole lines holding `events` events, the last of
+    /// seq `last_seq`, the last line being `line` (bytes are counted from
+    /// there).
+    #[cfg(feature = "postgres")]
+    pub fn after(line: usize, events: usize, last_seq: Option<u64>) -> LineState {
+        LineState { line, next_seq: last_seq.map_or(0, |s| s.saturating_add(1)), any: events > 0, consumed: 0, open_line: false }
+    }
+}
+
+/// [`parse_log`], and where it stopped.
+pub(crate) fn parse_whole(bytes: &[u8], path: &Path) -> Result<(ReadLog, LineState), StoreError> {
     let shown = path.display().to_string();
-    let mut problems = Vec::new();
-    let mut events: Vec<Event> = Vec::new();
-    let mut lines = Vec::new();
-    let mut torn = None;
-    let mut unterminated = None;
+    let mut out = Lines::default();
+    let mut state = LineState::default();
+    let header = parse_lines(bytes, &mut state, &mut out, Mode::Whole).map_err(|detail| StoreError::BadHeader { path: shown.clone(), detail })?;
+    let header = match header {
+        Some(h) => h,
+        None if out.torn.is_some() => return Err(StoreError::BadHeader { path: shown, detail: "the header line is incomplete".into() }),
+        None => return Err(StoreError::BadHeader { path: shown, detail: "the file is empty".into() }),
+    };
+    let Lines { events, lines, problems, torn, unterminated } = out;
+    Ok((ReadLog { header, events, lines, problems, torn, unterminated }, state))
+}
+
+/// The lines of a log after its header, parsed from where `state` left
+/// off: `bytes` start right after the `state.consumed` bytes already read.
+/// A last line without its newline is read when it is a whole record (as a
+/// whole read keeps it) and reported as torn otherwise; `state` moves past
+/// what was read. `None` when the bytes cannot follow what was read: a
+/// last record read without its newline is followed by anything but the
+/// newline (the file was not appended to, but changed).
+pub(crate) fn parse_appended(mut bytes: &[u8], state: &mut LineState) -> Option<Lines> {
+    if state.open_line && !bytes.is_empty() {
+        bytes = bytes.strip_prefix(b"\n")?;
+        state.open_line = false;
+        state.consumed += 1;
+    }
+    let mut out = Lines::default();
+    // After the header, no line is parsed as one: this cannot fail.
+    let _ = parse_lines(bytes, state, &mut out, Mode::After);
+    Some(out)
+}
+
+/// What a parse of lines found.
+#[derive(Debug, Default)]
+pub(crate) struct Lines {
+    pub events: Vec<Event>,
+    pub lines: Vec<usize>,
+    pub problems: Vec<LineProblem>,
+    pub torn: Option<(usize, u64)>,
+    pub unterminated: Option<usize>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// From the start: line 1 is the header.
+    Whole,
+    /// After the header.
+    After,
+}
+
+/// Parses `bytes` line by line from `state` into `out`; returns the header
+/// when `mode` is [`Mode::Whole`] and line 1 held one, or what is wrong
+/// with line 1.
+fn parse_lines(bytes: &[u8], state: &mut LineState, out: &mut Lines, mode: Mode) -> Result<Option<Header>, String> {
+    let Lines { events, lines, problems, torn, unterminated } = out;
     let mut header: Option<Header> = None;
+    let mut need_header = mode == Mode::Whole;
+    let base = state.consumed;
     let mut offset = 0usize;
-    let mut line_no = 0usize;
-    let mut next_seq = 0u64;
+    let mut line_no = state.line;
+    let mut next_seq = state.next_seq;
+    let mut any = state.any;
     let mut crlf_lines = 0usize;
     let mut crlf_first: Option<usize> = None;
     while offset < bytes.len() {
@@ -40,17 +126,19 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
             let whole = std::str::from_utf8(raw).is_ok_and(|t| {
                 let repaired = replace_lone_surrogates(t);
                 let t = repaired.as_ref().map_or(t, |r| r.text.as_str());
-                if header.is_none() {
+                if need_header {
                     serde_json::from_str::<Header>(t).is_ok()
                 } else {
                     serde_json::from_str::<Envelope>(t).is_ok()
                 }
             });
             if !whole {
-                torn = Some((line_no, start as u64));
+                *torn = Some((line_no, base + start as u64));
+                line_no -= 1;
+                offset = start;
                 break;
             }
-            unterminated = Some(line_no);
+            *unterminated = Some(line_no);
         }
         let raw = match raw.strip_suffix(b"\r") {
             Some(stripped) if complete => {
@@ -61,7 +149,7 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
             Some(stripped) => stripped,
             None => raw,
         };
-        if header.is_none() {
+        if need_header {
             let parsed = std::str::from_utf8(raw)
                 .map_err(|e| e.to_string())
                 .and_then(|text| {
@@ -77,13 +165,9 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
                     ("session", v) => Err(format!("format version {v} is not supported (this host reads version 0)")),
                     (other, _) => Err(format!("type is `{other}`, expected `session`")),
                 });
-            match parsed {
-                Ok(h) => {
-                    header = Some(h);
-                    continue;
-                }
-                Err(detail) => return Err(StoreError::BadHeader { path: shown, detail }),
-            }
+            header = Some(parsed?);
+            need_header = false;
+            continue;
         }
         if raw.iter().all(|b| b.is_ascii_whitespace()) {
             if !raw.is_empty() {
@@ -130,6 +214,7 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
                     Ok(expanded) => {
                         if let Some(last) = expanded.last() {
                             next_seq = last.seq.saturating_add(1);
+                            any = true;
                         }
                         lines.extend(std::iter::repeat_n(line_no, expanded.len()));
                         events.extend(expanded);
@@ -139,10 +224,11 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
                 continue;
             }
             let seq = env.seq.unwrap_or(next_seq);
-            if let Some(message) = seq_problem(seq, next_seq, events.is_empty()) {
+            if let Some(message) = seq_problem(seq, next_seq, !any) {
                 problems.push(LineProblem::broken(line_no, message));
             }
             next_seq = seq.saturating_add(1);
+            any = true;
             events.push(Event {
                 seq,
                 time: env.time.unwrap_or(0),
@@ -163,12 +249,8 @@ pub fn parse_log(bytes: &[u8], path: &Path) -> Result<ReadLog, StoreError> {
             ),
         ));
     }
-    let header = match header {
-        Some(h) => h,
-        None if torn.is_some() => return Err(StoreError::BadHeader { path: shown, detail: "the header line is incomplete".into() }),
-        None => return Err(StoreError::BadHeader { path: shown, detail: "the file is empty".into() }),
-    };
-    Ok(ReadLog { header, events, lines, problems, torn, unterminated })
+    *state = LineState { line: line_no, next_seq, any, consumed: base + offset as u64, open_line: unterminated.is_some() && torn.is_none() };
+    Ok(header)
 }
 
 /// What is wrong with an event's `seq` when `expected` was due (`None`:

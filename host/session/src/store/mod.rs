@@ -8,6 +8,8 @@
 //! and `postgres::PostgresStore` (feature `postgres`). A store hands out
 //! one [`LogWriter`] per open session; the writer is the only thing that
 //! appends to that session while it lives (a second process is refused).
+//! Readers read a log whole ([`SessionStore::read`]) or, following it, only
+//! what was appended since an earlier read ([`SessionStore::read_since`]).
 
 use std::fmt::Debug;
 use std::path::Path;
@@ -65,6 +67,30 @@ pub trait SessionStore: Send + Sync + Debug {
     /// As [`SessionStore::open_for_append`], without `Locked`.
     fn read(&self, id: &str) -> Result<ReadLog, StoreError>;
 
+    /// Reads what was appended to session `id` after position `after`
+    /// (where an earlier call stopped; [`Position::start`] for the first),
+    /// without locking or changing it, and the position to read from next.
+    ///
+    /// The result is [`Since::Appended`] when the log only grew since
+    /// `after`: its events, lines and problems are exactly the ones a whole
+    /// [`SessionStore::read`] would now list after those it listed then,
+    /// read without reading the log before `after` again. Otherwise it is
+    /// [`Since::Whole`], the log as [`SessionStore::read`] reads it: the
+    /// first read, a log rewritten, truncated or replaced since, or a view
+    /// the store cannot extend (see each store). The flat store reads from
+    /// the byte where it stopped; the harness store from the frame (or
+    /// line) where it stopped, decompressing only the frames after it; the
+    /// PostgreSQL store the rows with a greater `seq`.
+    ///
+    /// # Errors
+    /// As [`SessionStore::read`].
+    fn read_since(&self, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        let _ = after;
+        let log = self.read(id)?;
+        let position = Position::of_whole(&log, Mark::Whole);
+        Ok((Since::Whole(log), position))
+    }
+
     /// Writes a whole session at once (an import), refusing an id that
     /// exists, synced before it returns. Returns where it was written.
     ///
@@ -110,6 +136,133 @@ pub trait SessionStore: Send + Sync + Debug {
     /// The store's own errors.
     fn follow_all(&self) -> Result<Option<Box<dyn StoreFollower>>, StoreError> {
         Ok(None)
+    }
+}
+
+/// Where an incremental read of a session's log stopped (see
+/// [`SessionStore::read_since`]): the events read so far, the last one's
+/// `seq`, and the store's own mark (a byte offset and what it needs to
+/// tell an append from a rewrite, or the last row's `seq`). A position is
+/// only meaningful to the store and session it came from.
+#[derive(Debug, Clone, Default)]
+pub struct Position {
+    events: usize,
+    last_seq: Option<u64>,
+    mark: Mark,
+}
+
+impl Position {
+    /// Before the first read: [`SessionStore::read_since`] from here reads
+    /// the whole log.
+    pub fn start() -> Position {
+        Position::default()
+    }
+
+    /// The number of events read up to here (the events of every read
+    /// since the last [`Since::Whole`], that one's included).
+    pub fn events(&self) -> usize {
+        self.events
+    }
+
+    /// The `seq` of the last event read, if any.
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// The position after a whole read of `log`, with the store's `mark`.
+    pub(crate) fn of_whole(log: &ReadLog, mark: Mark) -> Position {
+        Position { events: log.events.len(), last_seq: log.events.last().map(|e| e.seq), mark }
+    }
+
+    /// The position after `appended`, read from `self`, with the store's
+    /// new `mark`.
+    pub(crate) fn advanced(&self, appended: &Appended, mark: Mark) -> Position {
+        Position { events: self.events + appended.events.len(), last_seq: appended.events.last().map(|e| e.seq).or(self.last_seq), mark }
+    }
+
+    pub(crate) fn mark(&self) -> &Mark {
+        &self.mark
+    }
+}
+
+/// A store's own part of a [`Position`].
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Mark {
+    /// Nothing read yet.
+    #[default]
+    Start,
+    /// Read whole by a store that cannot read less: the next read is
+    /// whole again.
+    Whole,
+    /// A JSONL file (the flat store, or the harness store's plain logs):
+    /// which file, how far it was read, and its last bytes before there.
+    File(FileMark),
+    /// A harness log read up to a frame or line boundary.
+    #[cfg(feature = "harness")]
+    Harness(harness::HarnessMark),
+    /// Database rows: the last row read and its line number, and the
+    /// session's row identity (a session removed and made again under the same id is
+    /// another log).
+    #[cfg(feature = "postgres")]
+    Rows {
+        /// The `seq` of the last row read (-1 for none).
+        row: i64,
+        /// The line number of the last row read (1 = the header).
+        line: usize,
+        /// When the session's row was stored, as the database prints it.
+        stored: String,
+    },
+}
+
+/// How far a file was read, and what tells an append from a rewrite: the
+/// file's identity (device and inode) and the bytes just before the
+/// offset, checked again before reading on.
+#[derive(Debug, Clone)]
+pub(crate) struct FileMark {
+    /// Device and inode.
+    pub identity: (u64, u64),
+    /// Where the parse of lines stopped.
+    pub lines: jsonl::LineState,
+    /// Up to [`TAIL_CHECK`] bytes just before `lines.consumed`.
+    pub tail: Vec<u8>,
+}
+
+/// How many bytes before a file position are compared again before the
+/// file is read on from there.
+pub(crate) const TAIL_CHECK: u64 = 64;
+
+/// What [`SessionStore::read_since`] read.
+#[derive(Debug)]
+pub enum Since {
+    /// The whole log, from its header: the first read, or the log changed
+    /// otherwise than by appends (or the store's view of it could not be
+    /// extended); the caller replaces what it had read.
+    Whole(ReadLog),
+    /// The events appended after the position read from (none when nothing
+    /// was).
+    Appended(Appended),
+}
+
+/// The events appended to a log after a [`Position`], with what a whole
+/// read reports about their lines.
+#[derive(Debug, Default)]
+pub struct Appended {
+    /// The new events, in log order.
+    pub events: Vec<Event>,
+    /// 1-based line of each event in `events`, numbered as in the whole
+    /// log.
+    pub lines: Vec<usize>,
+    /// The problems of the new lines.
+    pub problems: Vec<LineProblem>,
+    /// A last line cut mid-record, not read: `(line, byte offset where it
+    /// starts)`. The next read starts there again.
+    pub torn: Option<(usize, u64)>,
+}
+
+impl Appended {
+    /// Whether no line was read: no event and no problem.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.problems.is_empty()
     }
 }
 

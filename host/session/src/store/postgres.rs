@@ -78,7 +78,8 @@ use serde_json::Value;
 
 use crate::event::{Event, Header};
 
-use super::{parse_log, Durability, Follower, LogWriter, ReadLog, SessionStore, StoreError, StoreFollower};
+use super::jsonl::{parse_appended, parse_whole, LineState};
+use super::{Appended, Durability, Follower, LogWriter, Mark, Position, ReadLog, SessionStore, Since, StoreError, StoreFollower};
 use cordis_sync::LockExt;
 
 /// The builtin name of this store (`cordis:session-postgres` also works).
@@ -564,22 +565,75 @@ impl PostgresStore {
     }
 
     fn read_with(&self, client: &mut Client, id: &str) -> Result<ReadLog, StoreError> {
+        self.read_whole_with(client, id).map(|(log, _)| log)
+    }
+
+    /// Reads session `id` whole: the log, and the position after it.
+    fn read_whole_with(&self, client: &mut Client, id: &str) -> Result<(ReadLog, Position), StoreError> {
         let s = self.quoted();
-        let header: Option<String> = client
-            .query_typed_opt(&format!("SELECT header FROM {s}.sessions WHERE id = $1"), &[(&id, Type::TEXT)])
+        let header: Option<(String, String)> = client
+            .query_typed_opt(&format!("SELECT header, stored_at::text FROM {s}.sessions WHERE id = $1"), &[(&id, Type::TEXT)])
             .map_err(|e| self.pg(e))?
-            .map(|r| r.get(0));
-        let Some(header) = header else { return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }) };
+            .map(|r| (r.get(0), r.get(1)));
+        let Some((header, stored)) = header else { return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }) };
         let mut text = header.into_bytes();
         text.push(b'\n');
+        let mut last_row = -1i64;
         for row in client
-            .query_typed(&format!("SELECT line FROM {s}.events WHERE session_id = $1 ORDER BY seq"), &[(&id, Type::TEXT)])
+            .query_typed(&format!("SELECT seq, line FROM {s}.events WHERE session_id = $1 ORDER BY seq"), &[(&id, Type::TEXT)])
             .map_err(|e| self.pg(e))?
         {
-            text.extend_from_slice(row.get::<_, &str>(0).as_bytes());
+            last_row = row.get(0);
+            text.extend_from_slice(row.get::<_, &str>(1).as_bytes());
             text.push(b'\n');
         }
-        parse_log(&text, Path::new(&format!("{}/{id}", self.location())))
+        let (log, lines) = parse_whole(&text, Path::new(&format!("{}/{id}", self.location())))?;
+        let position = Position::of_whole(&log, Mark::Rows { row: last_row, line: lines.line, stored });
+        Ok((log, position))
+    }
+
+    /// Reads the rows of session `id` after `after` (see
+    /// [`SessionStore::read_since`]): the rows with a greater `seq` than
+    /// the last row read (whether or not its line could be read), in one
+    /// statement that also checks that the session's row is the one read
+    /// before. Rows are never changed or removed once committed (only with
+    /// their session), so the rows after a `seq` are exactly what was
+    /// appended since it was read.
+    fn read_since_with(&self, client: &mut Client, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        let Mark::Rows { row: last, line, stored } = after.mark() else {
+            let (log, position) = self.read_whole_with(client, id)?;
+            return Ok((Since::Whole(log), position));
+        };
+        let s = self.quoted();
+        let rows = client
+            .query_typed(
+                &format!(
+                    "SELECT s.stored_at::text, e.seq, e.line FROM {s}.sessions s LEFT JOIN {s}.events e ON e.session_id = s.id AND e.seq > $2 \
+                     WHERE s.id = $1 ORDER BY e.seq"
+                ),
+                &[(&id, Type::TEXT), (last, Type::INT8)],
+            )
+            .map_err(|e| self.pg(e))?;
+        let Some(first) = rows.first() else { return Err(StoreError::NotFound { id: id.to_string(), dir: self.location() }) };
+        if first.get::<_, &str>(0) != stored {
+            let (log, position) = self.read_whole_with(client, id)?;
+            return Ok((Since::Whole(log), position));
+        }
+        let mut text = Vec::new();
+        let mut last_row = *last;
+        for row in &rows {
+            if let (Some(seq), Some(line)) = (row.get::<_, Option<i64>>(1), row.get::<_, Option<&str>>(2)) {
+                last_row = seq;
+                text.extend_from_slice(line.as_bytes());
+                text.push(b'\n');
+            }
+        }
+        let mut state = LineState::after(*line, after.events(), after.last_seq());
+        // Every row is a whole line: nothing can be left open or torn.
+        let read = parse_appended(&text, &mut state).unwrap_or_default();
+        let appended = Appended { events: read.events, lines: read.lines, problems: read.problems, torn: read.torn };
+        let position = after.advanced(&appended, Mark::Rows { row: last_row, line: state.line, stored: stored.clone() });
+        Ok((Since::Appended(appended), position))
     }
 
     fn writer(&self, client: Client, id: &str, token: String, durability: Durability) -> PostgresWriter {
@@ -793,6 +847,11 @@ impl SessionStore for PostgresStore {
     fn read(&self, id: &str) -> Result<ReadLog, StoreError> {
         self.check_id(id)?;
         self.with_reader(|client| self.read_with(client, id))
+    }
+
+    fn read_since(&self, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        self.check_id(id)?;
+        self.with_reader(|client| self.read_since_with(client, id, after))
     }
 
     fn write_whole(&self, header: &Header, events: &[Event]) -> Result<String, StoreError> {

@@ -33,7 +33,7 @@ pub mod layout;
 pub mod scan;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -41,7 +41,7 @@ use serde_json::Value;
 
 use crate::event::{Event, Header};
 use crate::store::fs::{create_private_dir, lock_exclusive, set_private_mode, sync_dir};
-use crate::store::{io, Durability, LineProblem, LogWriter, ReadLog, SessionStore, StoreError};
+use crate::store::{io, Appended, Durability, LineProblem, LogWriter, Mark, Position, ReadLog, SessionStore, Since, StoreError, TAIL_CHECK};
 use frames::FrameEncoder;
 
 /// The package name of the harness's backend; a composition entry with
@@ -237,7 +237,13 @@ impl HarnessStore {
     /// Reads the log at `path` and checks that its header belongs there.
     fn read_at(&self, path: &Path, id: Option<&str>) -> Result<(ReadLog, Option<Repair>), StoreError> {
         let bytes = fs::read(path).map_err(io(path))?;
-        let (log, repair) = read_bytes(&bytes, self.compression, path)?;
+        self.read_checked(&bytes, path, id).map(|(log, repair, _)| (log, repair))
+    }
+
+    /// Reads the bytes of the log at `path` and checks that its header
+    /// belongs there.
+    fn read_checked(&self, bytes: &[u8], path: &Path, id: Option<&str>) -> Result<(ReadLog, Option<Repair>, ViewEnd), StoreError> {
+        let (log, repair, end) = read_viewed(bytes, self.compression, path)?;
         let corrupt = |detail: String| StoreError::Corrupt { path: path.display().to_string(), detail };
         if let Some(id) = id {
             if log.header.id != id {
@@ -249,7 +255,104 @@ impl HarnessStore {
         if !same {
             return Err(corrupt(format!("its header (id and cwd) places it at {}", expected.display())));
         }
-        Ok((log, repair))
+        Ok((log, repair, end))
+    }
+
+    /// [`SessionStore::read_since`] for the log at `path`.
+    fn read_path_since(&self, path: &Path, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        let mut file = File::open(path).map_err(io(path))?;
+        let meta = file.metadata().map_err(io(path))?;
+        let identity = crate::store::flat::identity_of(&meta);
+        if let Mark::Harness(mark) = after.mark() {
+            let checked = mark.tail.len() as u64;
+            if mark.identity == identity && meta.len() >= mark.offset && checked <= mark.offset {
+                let from = mark.offset - checked;
+                let mut bytes = Vec::new();
+                file.seek(SeekFrom::Start(from)).map_err(io(path))?;
+                file.read_to_end(&mut bytes).map_err(io(path))?;
+                if bytes.starts_with(&mark.tail) {
+                    if !mark.exact && meta.len() == mark.seen_len {
+                        // A view that cannot be extended, of a file that
+                        // has not changed length: nothing new.
+                        return Ok((Since::Appended(Appended::default()), after.clone()));
+                    }
+                    if mark.exact {
+                        if let Some((appended, mark)) = self.appended(mark, &bytes, checked as usize, meta.len()) {
+                            let position = after.advanced(&appended, Mark::Harness(mark));
+                            return Ok((Since::Appended(appended), position));
+                        }
+                    }
+                }
+            }
+        }
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(0)).map_err(io(path))?;
+        file.read_to_end(&mut bytes).map_err(io(path))?;
+        let (log, _, end) = self.read_checked(&bytes, path, Some(id))?;
+        let at = usize::try_from(end.offset).unwrap_or(bytes.len()).min(bytes.len());
+        let mark = HarnessMark {
+            identity,
+            offset: end.offset,
+            tail: bytes[at.saturating_sub(TAIL_CHECK as usize)..at].to_vec(),
+            line: end.line,
+            events: log.events.len(),
+            header: log.header.clone(),
+            exact: end.exact,
+            seen_len: bytes.len() as u64,
+        };
+        let position = Position::of_whole(&log, Mark::Harness(mark));
+        Ok((Since::Whole(log), position))
+    }
+
+    /// The events in `bytes` (the file from `mark.offset - skip`, its first
+    /// `skip` bytes already checked) when they extend the view exactly:
+    /// whole frames (or lines) read by the harness's rules without a
+    /// defect, leaving no turn open. `None` when only a whole read can say
+    /// what the log now holds.
+    fn appended(&self, mark: &HarnessMark, bytes: &[u8], skip: usize, len: u64) -> Option<(Appended, HarnessMark)> {
+        let new = &bytes[skip..];
+        let mut scanner = scan::Scanner::resume(mark.header.clone(), mark.line, mark.events);
+        let read = match self.compression {
+            Compression::Zstd => {
+                let frames = frames::split(new).ok()?;
+                if frames.torn_start.is_some() {
+                    return None;
+                }
+                let mut decoder = frames::FrameDecoder::new();
+                for range in &frames.complete {
+                    scanner.write(&decoder.decompress(&new[range.clone()]).ok()?).ok()?;
+                }
+                new.len()
+            }
+            Compression::None => {
+                scanner.write(new).ok()?;
+                new.len()
+            }
+        };
+        let (input, committed, _) = scanner.checkpoint();
+        if input != committed {
+            return None;
+        }
+        let scanned = scanner.finish();
+        // An exact view has no open turn (it would have been closed), so
+        // the appended events alone tell whether one is open now: the
+        // closers depend only on the events from the last turn start.
+        if scanned.issue.is_some() || !scan::interrupted_closers(&scanned.events).is_empty() {
+            return None;
+        }
+        let end = skip + read;
+        let next = HarnessMark {
+            identity: mark.identity,
+            offset: mark.offset + read as u64,
+            tail: bytes[end.saturating_sub(TAIL_CHECK as usize)..end].to_vec(),
+            line: scanned.line,
+            events: mark.events + scanned.events.len(),
+            header: mark.header.clone(),
+            exact: true,
+            seen_len: len,
+        };
+        let problems = scanned.notes.into_iter().map(|(line, note)| LineProblem::note(line, note)).collect();
+        Some((Appended { events: scanned.events, lines: scanned.lines, problems, torn: None }, next))
     }
 }
 
@@ -263,6 +366,29 @@ fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     }
     out.sort();
     Ok(out)
+}
+
+/// How far a harness log was read (see [`SessionStore::read_since`]).
+#[derive(Debug, Clone)]
+pub(crate) struct HarnessMark {
+    /// The file's device and inode.
+    identity: (u64, u64),
+    /// The bytes of the file read: through the last complete frame (or
+    /// line).
+    offset: u64,
+    /// Up to [`TAIL_CHECK`] bytes just before `offset`.
+    tail: Vec<u8>,
+    /// The last line read (1 = the header).
+    line: usize,
+    /// The stored events read.
+    events: usize,
+    /// The log's header (a resumed scan needs it).
+    header: Header,
+    /// The view read is the stored log as it is, so appends extend it
+    /// (see [`ViewEnd::exact`]).
+    exact: bool,
+    /// The file's length when it was read.
+    seen_len: u64,
 }
 
 /// What opening a log for appending must fix on disk.
@@ -298,6 +424,25 @@ pub fn read_log_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Re
 /// Reads a harness log's bytes: the log as the harness would load it
 /// (closers included), and what opening it for appending must repair.
 fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(ReadLog, Option<Repair>), StoreError> {
+    read_viewed(bytes, compression, path).map(|(log, repair, _)| (log, repair))
+}
+
+/// Where a whole read's view of the stored log ends.
+#[derive(Debug, Clone, Copy)]
+struct ViewEnd {
+    /// The bytes of the file read: through the last complete frame (or
+    /// line).
+    offset: u64,
+    /// The last line read (1 = the header).
+    line: usize,
+    /// The view is the stored events as they are: nothing torn was left
+    /// out or recovered, no line ended the good part early, no open turn
+    /// was closed.
+    exact: bool,
+}
+
+/// [`read_bytes`], and where its view ends.
+fn read_viewed(bytes: &[u8], compression: Compression, path: &Path) -> Result<(ReadLog, Option<Repair>, ViewEnd), StoreError> {
     let shown = path.display().to_string();
     let corrupt = |detail: String| StoreError::Corrupt { path: shown.clone(), detail };
     let bad_header = |detail: String| StoreError::BadHeader { path: shown.clone(), detail };
@@ -374,7 +519,13 @@ fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(Re
             (scanned, cut, events)
         }
     };
-    let scan::Scanned { header, mut events, mut lines, issue, notes, .. } = scanned;
+    let scan::Scanned { header, mut events, mut lines, issue, notes, line: last_line, committed, .. } = scanned;
+    let offset = match (compression, cut_at) {
+        (_, Some(at)) => at,
+        (Compression::Zstd, None) => bytes.len() as u64,
+        (Compression::None, None) => committed as u64,
+    };
+    let mut end = ViewEnd { offset, line: last_line, exact: cut_at.is_none() && issue.is_none() };
     problems.extend(notes.into_iter().map(|(line, note)| LineProblem::note(line, note)));
     if let (Some((line, why)), Compression::Zstd) = (&issue, compression) {
         problems.push(LineProblem::note(*line, format!("{why}; not read")));
@@ -392,10 +543,11 @@ fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(Re
         ));
         lines.extend(std::iter::repeat_n(line, closers.len()));
     }
+    end.exact &= closers.is_empty();
     let repair =
         (cut_at.is_some() || !closers.is_empty()).then(|| Repair { cut_at, append: recovered.into_iter().chain(closers.iter().cloned()).collect() });
     events.extend(closers);
-    Ok((ReadLog { header, events, lines, problems, torn: None, unterminated: None }, repair))
+    Ok((ReadLog { header, events, lines, problems, torn: None, unterminated: None }, repair, end))
 }
 
 /// The harness's view of a header: the fields it requires on disk added
@@ -474,6 +626,12 @@ impl SessionStore for HarnessStore {
         self.check_id(id)?;
         let path = self.find(id)?;
         Ok(self.read_at(&path, Some(id))?.0)
+    }
+
+    fn read_since(&self, id: &str, after: &Position) -> Result<(Since, Position), StoreError> {
+        self.check_id(id)?;
+        let path = self.find(id)?;
+        self.read_path_since(&path, id, after)
     }
 
     fn write_whole(&self, header: &Header, events: &[Event]) -> Result<String, StoreError> {

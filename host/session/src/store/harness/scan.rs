@@ -26,6 +26,8 @@ use crate::packed;
 #[derive(Debug)]
 pub struct Scanner {
     header: Header,
+    /// Events read before this scanner started (a scan resumed after them).
+    base: usize,
     events: Vec<Event>,
     /// Logical line (1 = header) of each event.
     lines: Vec<usize>,
@@ -59,6 +61,8 @@ pub struct Scanned {
     /// Notes on lines of the good part, `(line, what)`: a lone surrogate
     /// escape read as U+FFFD.
     pub notes: Vec<(usize, String)>,
+    /// The number of the last complete line given (1 = the header).
+    pub line: usize,
 }
 
 /// Parses the header record (one line with its newline).
@@ -115,6 +119,7 @@ impl Scanner {
         let (header, repair) = parse_header_repaired(header_record)?;
         Ok(Scanner {
             header,
+            base: 0,
             events: Vec::new(),
             lines: Vec::new(),
             line: 1,
@@ -124,6 +129,25 @@ impl Scanner {
             notes: repair.iter().map(|r| (1, r.describe())).collect(),
             fragment: Vec::new(),
         })
+    }
+
+    /// A scanner resuming a log of `header` after `events` events, the last
+    /// complete line read being `line`: the lines given next are numbered
+    /// from `line + 1`, their events' `seq` must run from `events`, and
+    /// its offsets count from the resumed point.
+    pub fn resume(header: Header, line: usize, events: usize) -> Scanner {
+        Scanner {
+            header,
+            base: events,
+            events: Vec::new(),
+            lines: Vec::new(),
+            line,
+            input: 0,
+            committed: 0,
+            issue: None,
+            notes: Vec::new(),
+            fragment: Vec::new(),
+        }
     }
 
     /// Reads the next bytes of the logical text, keeping an incomplete last
@@ -165,13 +189,14 @@ impl Scanner {
             input: self.input,
             issue: self.issue,
             notes: self.notes,
+            line: self.line,
         }
     }
 
     fn line(&mut self, raw: &[u8], end: usize) -> Result<(), String> {
         self.line += 1;
         let line = self.line;
-        let (decoded, repair) = match decode_row(raw, self.events.len() as u64) {
+        let (decoded, repair) = match decode_row(raw, (self.base + self.events.len()) as u64) {
             Ok(decoded) => decoded,
             Err(why) => {
                 self.issue.get_or_insert((line, why));
@@ -187,7 +212,7 @@ impl Scanner {
         }
         let row_start = self.events.len();
         for event in decoded {
-            let expected = self.events.len() as u64;
+            let expected = (self.base + self.events.len()) as u64;
             if event.seq != expected {
                 self.events.truncate(row_start);
                 self.lines.truncate(row_start);

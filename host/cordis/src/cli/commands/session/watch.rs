@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use cordis_engine::runtime::Host;
-use cordis_session::Session;
+use cordis_session::store::{Position, Since};
+use cordis_session::{Backing, Session, Store, StoreError};
 
 use crate::cli::boot::boot_for_sessions;
 use crate::cli::{render, Cli, CliError};
@@ -49,6 +50,10 @@ fn watch(host: &Host, id: Option<&str>, resume_within: Duration) -> Result<ExitC
     };
     let what = id.map_or_else(|| format!("the sessions of {}", store.location()), |id| format!("session {}", render::printable(id)));
     let mut follower = Some(follow().map_err(|e| e.to_string())?);
+    // `watch ID` keeps its session and reads only what is appended to it;
+    // `--all` reads each changed session whole (keeping every session of
+    // a store in memory would cost more than the reads).
+    let mut kept: Option<Option<(Position, Session)>> = id.map(|_| None);
     // The last folded seq drawn, per session.
     let mut shown: std::collections::BTreeMap<String, Option<u64>> = Default::default();
     let mut pending: std::collections::BTreeSet<String> = Default::default();
@@ -86,10 +91,22 @@ fn watch(host: &Host, id: Option<&str>, resume_within: Duration) -> Result<ExitC
         }
         let mut failed = None;
         for id in pending.clone() {
-            match sessions.view(&id) {
-                Ok((session, _)) => {
+            // A session read whole (`--all`) lives here while it is drawn.
+            let whole: Session;
+            let read = match kept.as_mut() {
+                Some(kept) => read_on(host, store, &id, kept),
+                None => match sessions.view(&id) {
+                    Ok((session, _)) => {
+                        whole = session;
+                        Ok(&whole)
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            match read {
+                Ok(session) => {
                     pending.remove(&id);
-                    if draw(&mut out, host, &id, &session, shown.entry(id.clone()).or_default()).is_err() {
+                    if draw(&mut out, host, &id, session, shown.entry(id.clone()).or_default()).is_err() {
                         return Ok(ExitCode::SUCCESS);
                     }
                 }
@@ -117,6 +134,40 @@ fn watch(host: &Host, id: Option<&str>, resume_within: Duration) -> Result<ExitC
             }
         }
     }
+}
+
+/// Session `id` as `kept` holds it, extended by what was appended since it
+/// was read (read whole the first time, and when the log changed
+/// otherwise than by appends).
+///
+/// # Errors
+/// The store's.
+fn read_on<'a>(host: &Host, store: &Store, id: &str, kept: &'a mut Option<(Position, Session)>) -> Result<&'a Session, StoreError> {
+    let at = kept.as_ref().map_or_else(Position::start, |(position, _)| position.clone());
+    let (since, next) = store.read_since(id, &at)?;
+    let (position, session) = match (since, kept.take()) {
+        (Since::Appended(appended), Some((_, session))) => {
+            // The kept session was replayed read-only, so it follows.
+            if !appended.is_empty() {
+                let _ = session.follow_appended(appended);
+            }
+            (next, session)
+        }
+        (Since::Whole(log), _) => {
+            let (session, _) = Session::replay(log, Backing::ReadOnly, host.services.events.clone(), host.services.projections.clone());
+            (next, session)
+        }
+        // A store's first read is whole; one that is not is read again
+        // from the start.
+        (Since::Appended(_), None) => {
+            let (Since::Whole(log), next) = store.read_since(id, &Position::start())? else {
+                return Err(StoreError::Corrupt { path: id.to_string(), detail: "the store's first read of the session was not whole".into() });
+            };
+            let (session, _) = Session::replay(log, Backing::ReadOnly, host.services.events.clone(), host.services.projections.clone());
+            (next, session)
+        }
+    };
+    Ok(&kept.insert((position, session)).1)
 }
 
 /// Draws session `id`'s projections when the last event they fold is not
