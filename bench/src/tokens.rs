@@ -48,6 +48,13 @@ pub struct Counted {
     /// Seconds `tokenizers` took to count the text with DeepSeek's
     /// vocabulary (one run).
     pub deepseek_seconds: f64,
+    /// The engine's count with DeepSeek's `tokenizer.json` set as the
+    /// compaction's `tokenizer` ([`cordis_engine::agent::compaction::Vocabulary`]),
+    /// filled in by [`DeepSeek::count_with_vocabulary`].
+    pub vocabulary: u64,
+    /// Seconds the engine took for that count (the text's first count, not
+    /// remembered yet; one run).
+    pub vocabulary_seconds: f64,
     /// Seconds per estimate of the whole text, one per run.
     pub estimate_seconds: Vec<f64>,
     /// Seconds per `o200k_base` count of the whole text, one per run.
@@ -101,6 +108,8 @@ impl Tokenizers {
             deepseek: 0,
             deepseek_pure: 0,
             deepseek_seconds: 0.0,
+            vocabulary: 0,
+            vocabulary_seconds: 0.0,
             estimate_seconds,
             o200k_seconds,
         }
@@ -114,6 +123,10 @@ pub struct DeepSeek {
     pub load_seconds: f64,
     /// The size of `tokenizer.json`, in bytes.
     pub bytes: u64,
+    /// Where `tokenizer.json` is.
+    pub file: PathBuf,
+    /// Seconds the engine took to read it ([`DeepSeek::count_with_vocabulary`]).
+    pub vocabulary_load_seconds: f64,
 }
 
 impl DeepSeek {
@@ -166,7 +179,27 @@ impl DeepSeek {
         Ok(DeepSeek {
             load_seconds: answer["loadSeconds"].as_f64().ok_or("count.py's answer has no loadSeconds")?,
             bytes: answer["bytes"].as_u64().ok_or("count.py's answer has no bytes")?,
+            file: PathBuf::from(answer["file"].as_str().ok_or("count.py's answer has no file")?),
+            vocabulary_load_seconds: 0.0,
         })
+    }
+
+    /// Counts every text of `counted` as the engine does with this
+    /// `tokenizer.json` set as the compaction's `tokenizer`, filling in
+    /// their `vocabulary` fields and this one's load time.
+    ///
+    /// # Errors
+    /// The engine cannot read the file.
+    pub fn count_with_vocabulary(&mut self, counted: &mut [Counted], texts: &[String]) -> Result<(), String> {
+        let start = Instant::now();
+        let vocabulary = cordis_engine::agent::compaction::Vocabulary::load(&self.file)?;
+        self.vocabulary_load_seconds = start.elapsed().as_secs_f64();
+        for (c, text) in counted.iter_mut().zip(texts) {
+            let start = Instant::now();
+            c.vocabulary = vocabulary.count(text);
+            c.vocabulary_seconds = start.elapsed().as_secs_f64();
+        }
+        Ok(())
     }
 }
 

@@ -918,3 +918,111 @@ fn a_second_ctrl_c_leaves_a_compaction_the_next_run_closes() {
     let (shown, _) = run(&scratch, &["session", "show", &id]);
     assert!(!shown.contains("problem:"), "{shown}");
 }
+
+/// DeepSeek's tokenizer, installed pinned by `bench/tokenizer/setup.sh`
+/// into `target/tokenizer-peers`: counts `texts` with the `tokenizers`
+/// library and with the package's pure-Python encoder (two
+/// implementations), and says where its `tokenizer.json` is.
+struct DeepSeekCounts {
+    tokenizers: Vec<u64>,
+    pure: Vec<u64>,
+    file: String,
+}
+
+fn deepseek_counts(texts: &[String]) -> DeepSeekCounts {
+    use std::io::Write;
+    let dest = repo_root().join("target/tokenizer-peers");
+    let setup = std::process::Command::new("bash").arg(repo_root().join("bench/tokenizer/setup.sh")).arg(&dest).output().expect("run setup.sh");
+    assert!(setup.status.success(), "bench/tokenizer/setup.sh failed:\n{}", text(&setup).1);
+    let mut child = std::process::Command::new(dest.join("python/bin/python"))
+        .arg(repo_root().join("bench/tokenizer/count.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run count.py");
+    child.stdin.take().unwrap().write_all(serde_json::to_string(texts).unwrap().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "count.py failed:\n{}", text(&out).1);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let numbers = |key: &str| answer[key].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect::<Vec<u64>>();
+    DeepSeekCounts { tokenizers: numbers("tokenizers"), pure: numbers("pure"), file: answer["file"].as_str().unwrap().to_string() }
+}
+
+/// The parts of a history message the compaction counts, each a text.
+fn parts(m: &Message) -> Vec<String> {
+    match m {
+        Message::User { text } => vec![text.clone()],
+        Message::Assistant { text, tool_calls, reasoning } => {
+            let mut out = vec![text.clone(), reasoning.clone()];
+            for c in tool_calls {
+                out.extend([c.name.clone(), c.arguments.clone(), c.id.clone()]);
+            }
+            out
+        }
+        Message::Tool { text, call_id, .. } => vec![text.clone(), call_id.clone()],
+    }
+}
+
+#[test]
+fn a_tokenizer_file_counts_as_the_model_does() {
+    let started = std::time::Instant::now();
+    let scratch = Scratch::new();
+    let file = deepseek_counts(&[]).file;
+    // Named relative to the composition's folder.
+    std::os::unix::fs::symlink(&file, scratch.path().join("deepseek.json")).unwrap();
+    scratch.composition(&composition("", "").replace("compactionRetries: 1\n", "compactionRetries: 1\n    tokenizer: ./deepseek.json\n"));
+    let (stdout, _) = run(&scratch, &["check"]);
+    let shown = scratch.path().join("deepseek.json").display().to_string();
+    assert!(stdout.contains(&format!("tokens counted with the tokenizer in {shown}")), "{stdout}");
+
+    let id = write_long_session(&scratch, 10, 2400, &[SUMMARY, SUMMARY, SUMMARY, SUMMARY]);
+    let (_, events) = exported(&scratch, None, &id);
+    let summary = of_kind(&events, "compaction/summary").first().map(|e| data(e)).expect("a compaction");
+    let shadowed: Vec<u64> = summary["shadowedSeqs"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
+    let region: Vec<Event> = events.iter().filter(|e| shadowed.contains(&e.seq)).cloned().collect();
+    let messages = derive_messages(&region);
+    assert!(messages.len() >= 3, "{messages:?}");
+    let texts: Vec<String> = messages.iter().flat_map(parts).collect();
+    let counts = deepseek_counts(&texts);
+    let framing = 4 * messages.len() as u64;
+    let by_tokenizers = counts.tokenizers.iter().sum::<u64>() + framing;
+    let by_pure = counts.pure.iter().sum::<u64>() + framing;
+    let estimated: u64 = messages.iter().map(cordis_engine::agent::compaction::message_tokens).sum();
+    let counted = summary["shadowedTokenCount"].as_u64().unwrap();
+    eprintln!(
+        "replaced {} messages: counted {counted}; DeepSeek's tokenizers {by_tokenizers}, pure encoder {by_pure}; the estimate {estimated}",
+        messages.len()
+    );
+    assert_eq!(counted, by_tokenizers, "the count is the tokenizer's");
+    assert!(counted.abs_diff(by_pure) * 100 <= by_pure, "within 1% of the independent encoder: {counted} vs {by_pure}");
+    assert_ne!(counted, estimated, "not the estimate");
+    assert!(started.elapsed() < std::time::Duration::from_secs(120), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_tokenizer_that_cannot_be_read_is_said_once_and_the_estimate_counts() {
+    let scratch = Scratch::new();
+    // Missing: the entry fails, naming the key, the path and the folder.
+    scratch.composition(&composition("", "").replace("compactionRetries: 1\n", "compactionRetries: 1\n    tokenizer: ./missing.json\n"));
+    let out = scratch.cordis(&["check"]);
+    let (stdout, stderr) = text(&out);
+    let said = format!("{stdout}{stderr}");
+    assert!(
+        said.contains("cordis.yml:")
+            && said.contains("entry compaction: tokenizer: `./missing.json` resolves to")
+            && said.contains("(no file is there)"),
+        "{said}"
+    );
+    // There, but not a tokenizer: said once when first needed, then the
+    // estimate counts and the session is compacted all the same.
+    std::fs::write(scratch.path().join("missing.json"), "{\"not\": \"a tokenizer\"}").unwrap();
+    std::fs::write(scratch.path().join("long.script.yml"), long_script(10, 2400, &[SUMMARY, SUMMARY, SUMMARY, SUMMARY])).unwrap();
+    let start = std::time::Instant::now();
+    let (stdout, stderr) = run(&scratch, &["run", "--script", "long.script.yml", "do the long job"]);
+    assert!(start.elapsed() < std::time::Duration::from_secs(30), "took {:?}", start.elapsed());
+    assert_eq!(stderr.matches("is not a tokenizer.json the tokenizers library can read").count(), 1, "{stderr}");
+    assert!(stderr.contains("counting tokens with the estimate instead"), "{stderr}");
+    let (_, events) = exported(&scratch, None, &session_id(&stdout));
+    assert!(!of_kind(&events, "compaction/summary").is_empty(), "compacted with the estimate");
+}

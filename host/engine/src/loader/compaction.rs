@@ -38,9 +38,10 @@ pub fn configure(entry: &Entry) -> Result<CompactionConfig, Vec<String>> {
     if !problems.is_empty() {
         return Err(problems);
     }
-    let parsed: CompactionConfig = serde_json::from_value(if config.is_null() { json!({}) } else { config })
+    let mut parsed: CompactionConfig = serde_json::from_value(if config.is_null() { json!({}) } else { config })
         .map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
     parsed.check().map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
+    parsed.resolve_paths(&entry.origin.source.dir).map_err(|e| vec![format!("{}: entry {}: {e}", entry.locate_key("config"), entry.id)])?;
     Ok(parsed)
 }
 
@@ -63,8 +64,14 @@ pub fn describe(config: &CompactionConfig) -> String {
                 Retain::Tokens(t) => format!("keeps the last {t} tokens verbatim"),
             };
             let when = if config.auto() { "before a step" } else { "only when asked (auto: false)" };
+            let count = match &p.tokenizer {
+                Some(path) => format!("tokens counted with the tokenizer in {}", path.display()),
+                None => "tokens estimated (calibrated against DeepSeek's tokenizer)".into(),
+            };
+            let per_model = config.model_policies.iter().filter(|m| m.policy.tokenizer.is_some()).count();
+            let per_model = if per_model == 0 { String::new() } else { format!(" ({per_model} model policies name their own)") };
             format!(
-                "compaction: at {:.0}% of the model's context window, {when}; {keep}; summaries up to {} tokens",
+                "compaction: at {:.0}% of the model's context window, {when}; {keep}; summaries up to {} tokens; {count}{per_model}",
                 p.threshold_ratio * 100.0,
                 p.max_tokens
             )

@@ -3,6 +3,8 @@
 //! with the same defaults and the same load-time rules. The composition
 //! entry that carries it is read by [`crate::loader::compaction`].
 
+use std::path::{Path, PathBuf};
+
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -31,6 +33,11 @@ pub struct Policy {
     /// Tries after the provider refuses a request as too long for its
     /// context (default 1; 0 turns that recovery off).
     pub max_overflow_retries: Option<u64>,
+    /// A Hugging Face `tokenizer.json` to count tokens with (relative to
+    /// the composition file's folder; [`CompactionConfig::resolve_paths`]
+    /// makes it absolute); without one, tokens are estimated (see
+    /// [`super::tokens`]).
+    pub tokenizer: Option<String>,
 }
 
 /// A policy for one provider/model pair, over the defaults.
@@ -86,6 +93,8 @@ pub struct Resolved {
     pub compaction_retries: u32,
     /// Tries after a context overflow.
     pub max_overflow_retries: u32,
+    /// The tokenizer file to count with; `None`: the estimate.
+    pub tokenizer: Option<PathBuf>,
 }
 
 const DEFAULT_THRESHOLD_RATIO: f64 = 0.8;
@@ -104,7 +113,8 @@ impl CompactionConfig {
                 "summarizationModel": {"type": "string", "default": ""},
                 "maxTokens": {"type": "integer", "minimum": 1, "default": 8192},
                 "compactionRetries": {"type": "integer", "minimum": 0, "default": 1},
-                "maxOverflowRetries": {"type": "integer", "minimum": 0, "default": 1}
+                "maxOverflowRetries": {"type": "integer", "minimum": 0, "default": 1},
+                "tokenizer": {"type": "string", "minLength": 1}
             });
             let mut required = Vec::<Value>::new();
             if with_target {
@@ -151,6 +161,42 @@ impl CompactionConfig {
         Ok(())
     }
 
+    /// Makes each `tokenizer` absolute (joined to `dir`, the composition
+    /// file's folder, when relative; `.` components dropped) and checks
+    /// that it names a file.
+    ///
+    /// # Errors
+    /// The first that does not, naming the key (`modelPolicies[0].tokenizer`),
+    /// the path as written and as resolved.
+    pub fn resolve_paths(&mut self, dir: &Path) -> Result<(), String> {
+        let policies = std::iter::once((String::new(), &mut self.policy))
+            .chain(self.model_policies.iter_mut().enumerate().map(|(i, m)| (format!("modelPolicies[{i}]."), &mut m.policy)));
+        for (at, policy) in policies {
+            let Some(written) = policy.tokenizer.clone() else { continue };
+            // Absolute, so that the path shown and read does not depend on
+            // the working folder; `.` components dropped.
+            let joined = dir.join(&written);
+            let path = std::path::absolute(&joined).unwrap_or(joined);
+            if !path.is_file() {
+                let why = if path.exists() { "it is not a file" } else { "no file is there" };
+                return Err(format!(
+                    "{at}tokenizer: `{written}` resolves to {} ({why}); expected a Hugging Face tokenizer.json (the model's, for its own count)",
+                    path.display()
+                ));
+            }
+            policy.tokenizer = Some(path.display().to_string());
+        }
+        Ok(())
+    }
+
+    /// Every tokenizer file the config names, the defaults' first.
+    pub fn tokenizers(&self) -> Vec<PathBuf> {
+        std::iter::once(&self.policy)
+            .chain(self.model_policies.iter().map(|m| &m.policy))
+            .filter_map(|p| p.tokenizer.as_ref().map(PathBuf::from))
+            .collect()
+    }
+
     /// Whether the agent loop compacts by itself.
     pub fn auto(&self) -> bool {
         self.auto.unwrap_or(true)
@@ -182,6 +228,7 @@ impl CompactionConfig {
             max_tokens: clamp_u32(p.max_tokens.unwrap_or(8192)),
             compaction_retries: clamp_u32(p.compaction_retries.unwrap_or(1)),
             max_overflow_retries: clamp_u32(p.max_overflow_retries.unwrap_or(1)),
+            tokenizer: p.tokenizer.as_ref().map(PathBuf::from),
         };
         let Some((provider, model)) = target else { return Ok(defaults) };
         Ok(match self.model_policies.iter().find(|m| m.provider == provider && m.model == model) {
@@ -216,6 +263,7 @@ fn merge(defaults: &Resolved, over: &Policy) -> Resolved {
         max_tokens: over.max_tokens.map_or(defaults.max_tokens, clamp_u32),
         compaction_retries: over.compaction_retries.map_or(defaults.compaction_retries, clamp_u32),
         max_overflow_retries: over.max_overflow_retries.map_or(defaults.max_overflow_retries, clamp_u32),
+        tokenizer: over.tokenizer.as_ref().map(PathBuf::from).or_else(|| defaults.tokenizer.clone()),
     }
 }
 
@@ -284,5 +332,25 @@ mod tests {
         assert!(!checker.violations(&json!({"thresholdRatio": 0})).is_empty());
         assert!(!checker.violations(&json!({"maxTokens": 0})).is_empty());
         assert!(!checker.violations(&json!({"modelPolicies": [{"model": "m"}]})).is_empty());
+    }
+
+    #[test]
+    fn tokenizers_resolve_against_the_composition_folder_and_must_be_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ds.json"), "{}").unwrap();
+        let mut c = parse(json!({"tokenizer": "ds.json", "modelPolicies": [{"provider": "a", "model": "b", "tokenizer": "./other.json"}]})).unwrap();
+        let e = c.resolve_paths(dir.path()).unwrap_err();
+        assert!(e.starts_with("modelPolicies[0].tokenizer: `./other.json` resolves to ") && e.contains("(no file is there)"), "{e}");
+        std::fs::create_dir(dir.path().join("other.json")).unwrap();
+        let e = c.resolve_paths(dir.path()).unwrap_err();
+        assert!(e.contains("(it is not a file)"), "{e}");
+        std::fs::remove_dir(dir.path().join("other.json")).unwrap();
+        std::fs::write(dir.path().join("other.json"), "{}").unwrap();
+        c.resolve_paths(dir.path()).unwrap();
+        assert_eq!(c.tokenizers(), vec![dir.path().join("ds.json"), dir.path().join("other.json")]);
+        assert_eq!(c.resolve_policy(None).unwrap().tokenizer, Some(dir.path().join("ds.json")));
+        assert_eq!(c.resolve_policy(Some(("a", "b"))).unwrap().tokenizer, Some(dir.path().join("other.json")));
+        assert_eq!(c.resolve_policy(Some(("a", "c"))).unwrap().tokenizer, Some(dir.path().join("ds.json")));
+        assert!(parse(json!({"tokenizer": 3})).is_err());
     }
 }

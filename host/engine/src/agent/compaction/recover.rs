@@ -75,7 +75,8 @@ pub fn close_cut_short(session: &Arc<Session>, obs: &mut dyn TurnObserver) -> Re
     let mut lifecycle = json!({"compactionId": id, "turn": turn});
     let mut carried = Vec::new();
     if landed {
-        let missing: Vec<_> = contributions(session, obs).into_iter().filter(|c| !already.contains(&c.projection)).collect();
+        let missing: Vec<_> =
+            contributions(session, obs, &super::Counter::Estimate).into_iter().filter(|c| !already.contains(&c.projection)).collect();
         carried = carry_over(session, missing, &id, obs)?;
     } else {
         lifecycle["error"] = json!({"message": CUT_SHORT, "kind": "cut-short"});
