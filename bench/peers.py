@@ -226,6 +226,38 @@ def load_average():
         return " ".join(f.read().split()[:3])
 
 
+def table_rows(boot, reload):
+    """The peer figures as rows of bench/run.sh's one table (figure, ours,
+    baseline, ratio, target, verdict): ours ÷ the peer's, so below 1 is
+    cordis ahead. The boot target (≤ 0.9× eavae/cordis-rs) is issue 46's."""
+    eavae = f"eavae/cordis-rs {os.environ['PEERS_EAVAE_COMMIT'][:12]}"
+    dshbox = os.environ.get("PEERS_DSHBOX_VERSION") or f"dshbox/cordis-rs {os.environ['PEERS_DSHBOX_COMMIT'][:12]}"
+    rows = []
+
+    def row(figure, ours_name, ours_xs, peer_name, peer_xs, target, limit):
+        r = statistics.median(ours_xs) / statistics.median(peer_xs)
+        if limit is None:
+            verdict = "reported"
+        elif r <= limit:
+            verdict = "met"
+        else:
+            verdict = f"missed: {r / limit:.2f}× over the limit"
+        rows.append(f"| {figure} | {ours_name}: {cell(ours_xs)} | {peer_name}: {cell(peer_xs)} | {r:.2f}× theirs | {target} | {verdict} |")
+
+    row(f"boot vs {eavae}", "`cordis check`, one minimal plugin", boot["cordis check"],
+        "its `cordis-cli`, the same plugin work", boot["eavae cordis-cli"], "≤ 0.9×", 0.9)
+    row(f"boot to ready vs {eavae}", "`cordis dev` to ready", boot["cordis dev"],
+        "its `cordis-cli` to ready", boot["eavae cordis-cli"], "report", None)
+    row(f"reload vs {eavae}", "`cordis dev`, rename → serving", reload["cordis dev"],
+        "its reload host, HMR debounce 1 ms", reload["eavae reload host, HMR debounce 1 ms"], "≤ 1×", 1.0)
+    if WITH_DSHBOX:
+        row(f"boot vs {dshbox}", "`cordis check`, one minimal plugin", boot["cordis check"],
+            "its `cordis run` to worker ready", boot["dshbox cordis run"], "report", None)
+        row(f"reload vs {dshbox}", "`cordis dev`, rename → serving", reload["cordis dev"],
+            "its `cordis run`, worker restart", reload["dshbox cordis run (worker restart)"], "≤ 1×", 1.0)
+    return rows
+
+
 def main():
     load_before = load_average()
     started = datetime.now(timezone.utc)
@@ -242,7 +274,7 @@ def main():
                f"{os.environ['PEERS_RUSTC']} for all sides.")
     out.append("")
     out.append(f"Commits: cordis {os.environ['PEERS_OUR_COMMIT']}; eavae/cordis-rs {os.environ['PEERS_EAVAE_COMMIT'][:12]}"
-               + (f"; dshbox/cordis-rs {os.environ['PEERS_DSHBOX_COMMIT'][:12]}." if WITH_DSHBOX else "."))
+               + (f"; {os.environ.get('PEERS_DSHBOX_VERSION') or 'dshbox/cordis-rs ' + os.environ['PEERS_DSHBOX_COMMIT'][:12]}." if WITH_DSHBOX else "."))
     out.append("")
     out.append("Ratio = peer ÷ ours (above 1: cordis is ahead).")
     out.append("")
@@ -259,6 +291,10 @@ def main():
         m = statistics.median(xs)
         out.append(f"| reload, rename → serving | {name} | {cell(xs)} | {ms(min(xs))} | {m / ours_reload:.2f}× |")
     print("\n".join(out))
+    rows_file = os.environ.get("PEERS_ROWS")
+    if rows_file:
+        with open(rows_file, "w") as f:
+            f.write("\n".join(table_rows(boot, reload)) + "\n")
     raw = os.path.join(RUN, "samples.json")
     with open(raw, "w") as f:
         json.dump({"boot": boot, "reload": reload}, f)

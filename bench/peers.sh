@@ -4,15 +4,23 @@
 # and hot-reload latency when that plugin's library is replaced under a
 # running host. See bench/README.md, "Peers side by side".
 #
-#   bash bench/peers.sh [--cordis-rs SRC] [--dshbox SRC] [--no-dshbox]
-#                       [--any-commit] [--runs N] [--reloads N]
+#   bash bench/peers.sh [--cordis-rs SRC] [--dshbox SRC | --dshbox-crates]
+#                       [--no-dshbox] [--any-commit] [--runs N] [--reloads N]
+#                       [--rows FILE]
 #
 # SRC is a git directory (bare or not) or a checkout of the peer; the
 # environment variables CORDIS_PEER_CORDIS_RS and CORDIS_PEER_DSHBOX do the
 # same. Without one, the peer is cloned from GitHub into target/peers/src/
 # (and the script stops if that fails). Each peer is pinned to the commit
 # below; a source without that commit is refused unless --any-commit is
-# given, which measures the source's HEAD instead.
+# given, which measures the source's HEAD instead. dshbox/cordis-rs is also
+# published on crates.io: --dshbox-crates (or CORDIS_PEER_DSHBOX=crates.io)
+# builds it from the crates released at its pinned commit instead, so the
+# comparison needs no access to GitHub for that peer. eavae/cordis-rs has
+# no published crates; offline, give it a local copy.
+#
+# --rows FILE also writes the figures as rows of bench/run.sh's one table
+# (figure, ours, baseline, ratio, target, verdict).
 #
 # Everything is built and run under target/peers/: the peers' exported
 # sources, their build folders, and the minimal plugins (and, for
@@ -27,6 +35,9 @@ EAVAE_URL=https://github.com/eavae/cordis-rs
 EAVAE_COMMIT=40341b0d104541036d85f7e9fafc0420a4d20983
 DSHBOX_URL=https://github.com/dshbox/cordis-rs
 DSHBOX_COMMIT=c5a7d84e4af04ec1f20e3a7d89be0608a57ba471
+# The versions that commit released to crates.io (its workspace's).
+DSHBOX_CLI_VERSION=0.0.21
+DSHBOX_LOADER_VERSION=0.0.22
 
 eavae_src="${CORDIS_PEER_CORDIS_RS:-}"
 dshbox_src="${CORDIS_PEER_DSHBOX:-}"
@@ -34,11 +45,14 @@ with_dshbox=1
 any_commit=0
 runs=30
 reloads=20
-usage="usage: bash bench/peers.sh [--cordis-rs SRC] [--dshbox SRC] [--no-dshbox] [--any-commit] [--runs N] [--reloads N]"
+rows_file=""
+usage="usage: bash bench/peers.sh [--cordis-rs SRC] [--dshbox SRC | --dshbox-crates] [--no-dshbox] [--any-commit] [--runs N] [--reloads N] [--rows FILE]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --cordis-rs) eavae_src="${2:?--cordis-rs needs a path}"; shift 2 ;;
     --dshbox) dshbox_src="${2:?--dshbox needs a path}"; shift 2 ;;
+    --dshbox-crates) dshbox_src=crates.io; shift ;;
+    --rows) rows_file="$(realpath -m "${2:?--rows needs a file}")"; shift 2 ;;
     --no-dshbox) with_dshbox=0; shift ;;
     --any-commit) any_commit=1; shift ;;
     --runs) runs="${2:?--runs needs a number}"; shift 2 ;;
@@ -367,15 +381,29 @@ done
 
 # ----------------------------------------------------- dshbox/cordis-rs
 dshbox_commit=""
+dshbox_version=""
 if [ "$with_dshbox" = 1 ]; then
-  dshbox_commit="$(export_peer dshbox-cordis-rs --dshbox "$dshbox_src" "$DSHBOX_URL" "$DSHBOX_COMMIT")"
   dshbox_target="$peers/dshbox-cordis-rs-target"
-  say "building dshbox/cordis-rs's host (cordis-cli), release"
-  (cd "$peers/dshbox-cordis-rs" && CARGO_TARGET_DIR="$dshbox_target" cargo build --release -p cordis-cli >&2)
   dextra="$peers/dshbox-cordis-rs-extra"
   rm -rf "$dextra"
   mkdir -p "$dextra/src"
-  cp "$peers/dshbox-cordis-rs/Cargo.lock" "$dextra/Cargo.lock"
+  if [ "$dshbox_src" = crates.io ]; then
+    dshbox_commit="$DSHBOX_COMMIT"
+    dshbox_version="dshbox/cordis-rs cordis-cli $DSHBOX_CLI_VERSION and cordis-loader $DSHBOX_LOADER_VERSION from crates.io (released at ${DSHBOX_COMMIT:0:12})"
+    say "building dshbox/cordis-rs's host from crates.io (cordis-cli $DSHBOX_CLI_VERSION, its own lock file), release"
+    cargo install --quiet --locked --force cordis-cli --version "=$DSHBOX_CLI_VERSION" --root "$dshbox_target/install" \
+      --target-dir "$dshbox_target" >&2
+    mkdir -p "$dshbox_target/release"
+    cp "$dshbox_target/install/bin/cordis" "$dshbox_target/release/cordis"
+    loader_dependency="cordis-loader = { version = \"=$DSHBOX_LOADER_VERSION\", features = [\"dynamic\"] }"
+  else
+    dshbox_commit="$(export_peer dshbox-cordis-rs --dshbox "$dshbox_src" "$DSHBOX_URL" "$DSHBOX_COMMIT")"
+    dshbox_version=""
+    say "building dshbox/cordis-rs's host (cordis-cli), release"
+    (cd "$peers/dshbox-cordis-rs" && CARGO_TARGET_DIR="$dshbox_target" cargo build --release -p cordis-cli >&2)
+    cp "$peers/dshbox-cordis-rs/Cargo.lock" "$dextra/Cargo.lock"
+    loader_dependency="cordis-loader = { path = \"$peers/dshbox-cordis-rs/crates/cordis-loader\", features = [\"dynamic\"] }"
+  fi
   cat >"$dextra/Cargo.toml" <<EOF
 [package]
 name = "minimal"
@@ -387,7 +415,7 @@ publish = false
 crate-type = ["cdylib"]
 
 [dependencies]
-cordis-loader = { path = "$peers/dshbox-cordis-rs/crates/cordis-loader", features = ["dynamic"] }
+$loader_dependency
 
 [workspace]
 EOF
@@ -429,6 +457,7 @@ machine="$(lscpu | sed -n 's/^Model name: *//p' | head -1)"
 cores="$(nproc)"
 export PEERS_SPEC="$spec" PEERS_RUNS="$runs" PEERS_RELOADS="$reloads" PEERS_ROOT="$root" PEERS_DIR="$peers"
 export PEERS_OUR_COMMIT="$our_commit" PEERS_EAVAE_COMMIT="$eavae_commit" PEERS_DSHBOX_COMMIT="$dshbox_commit"
+export PEERS_DSHBOX_VERSION="$dshbox_version" PEERS_ROWS="$rows_file"
 export PEERS_MACHINE="$machine" PEERS_CORES="$cores" PEERS_RUSTC="$rustc_version"
 say "measuring: $runs boots and $reloads reloads per side, interleaved"
 python3 bench/peers.py | tee "$peers/peers.md"

@@ -12,6 +12,11 @@
 #                              tokenizer (Python);
 #                              the PostgreSQL rows stay (Debian's postgresql,
 #                              installed as the tests install it)
+#   bench/run.sh --no-peers    leave out the Rust peers' rows (bench/peers.sh,
+#                              which builds eavae/cordis-rs and dshbox/cordis-rs
+#                              from CORDIS_PEER_CORDIS_RS and CORDIS_PEER_DSHBOX:
+#                              a local copy of each, or `crates.io` for dshbox;
+#                              without them it clones from GitHub)
 #
 # stdout gets only the table (also written to
 # target/release/bench-scratch/figures.md); progress and criterion's own
@@ -21,11 +26,13 @@ cd "$(dirname "$0")/.."
 
 quick=0
 peers=1
+rust_peers=1
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
     --rust-only) peers=0 ;;
-    *) echo "usage: bench/run.sh [--quick] [--rust-only]" >&2; exit 2 ;;
+    --no-peers) rust_peers=0 ;;
+    *) echo "usage: bench/run.sh [--quick] [--rust-only] [--no-peers]" >&2; exit 2 ;;
   esac
 done
 
@@ -70,6 +77,15 @@ echo "bench/run.sh: cordis acp" >&2
 if [ "$quick" = 1 ]; then acp_runs=6; else acp_runs=20; fi
 python3 bench/acp.py target/release/cordis target/release "$acp_runs" > "$rows/acp.md"
 extra+=(--rows "$rows/acp.md")
+
+# The Rust peers side by side: boot and reload (their own table goes to
+# target/peers/peers.md; their rows join this one).
+if [ "$rust_peers" = 1 ]; then
+  echo "bench/run.sh: the Rust peers (bench/peers.sh)" >&2
+  if [ "$quick" = 1 ]; then peer_runs=20; else peer_runs=30; fi
+  bash bench/peers.sh --runs "$peer_runs" --reloads 20 --rows "$rows/peers.md" >&2
+  extra+=(--rows "$rows/peers.md")
+fi
 
 # Whole-process figures, the reference oracle, and the table.
 if [ "$quick" = 1 ]; then
