@@ -538,3 +538,83 @@ impl CompactionBed {
         OpenOptions::new().write(true).open(&self.path)?.set_len(self.len)
     }
 }
+
+/// A session in the harness store (zstd, a frame per event, as the host's
+/// default `--durability event` writes it) followed while a turn is in
+/// progress, as `cordis web` follows it: each step appends one event and
+/// [`cordis_session::SessionStore::read_since`] reads it.
+pub struct HarnessFollow {
+    store: cordis_session::HarnessStore,
+    writer: Box<dyn cordis_session::store::LogWriter>,
+    id: String,
+    at: cordis_session::store::Position,
+    seq: u64,
+}
+
+impl HarnessFollow {
+    /// A log of `events` events (the workload's) copied into a harness
+    /// store under `dir`, reopened for appending, a turn opened in it, and
+    /// read once whole.
+    ///
+    /// # Errors
+    /// Writing, copying or reading the log failed.
+    pub fn new(dir: &Path, events: usize) -> Result<HarnessFollow, String> {
+        use cordis_session::{HarnessStore, SessionStore};
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let id = format!("follow-{events}");
+        let flat = dir.join("flat.jsonl");
+        workload::write_session_log(&flat, &id, events).map_err(|e| e.to_string())?;
+        harness_copy(&flat, &dir.join("root"), cordis_session::Compression::Zstd)?;
+        let store = HarnessStore::new(&dir.join("root"), cordis_session::Compression::Zstd, true).map_err(|e| e.to_string())?;
+        let (writer, log) = store.open_for_append(&id, Durability::Event).map_err(|e| e.to_string())?;
+        let seq = log.events.last().map_or(0, |e| e.seq + 1);
+        let mut follow = HarnessFollow { store, writer, id, at: cordis_session::store::Position::start(), seq };
+        follow.append("turn/start", json!({"turn": 1_000_000}))?;
+        let (_, at) = follow.store.read_since(&follow.id, &follow.at).map_err(|e| e.to_string())?;
+        follow.at = at;
+        Ok(follow)
+    }
+
+    fn append(&mut self, kind: &str, data: Value) -> Result<(), String> {
+        let line = json!({"seq": self.seq, "time": 1_790_000_000_000u64 + self.seq, "type": kind, "data": data});
+        let log = format!("{{\"type\":\"session\",\"version\":0,\"id\":\"x\"}}\n{line}\n");
+        let event = cordis_session::store::parse_log(log.as_bytes(), Path::new("x")).map_err(|e| e.to_string())?.events.remove(0);
+        self.writer.append(&event).map_err(|e| e.to_string())?;
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// Appends one `session/note` to the open turn (untimed), then times
+    /// the read that follows it; fails unless that read is incremental
+    /// and holds exactly the one event.
+    ///
+    /// # Errors
+    /// The append or the read failed, or the read was whole.
+    pub fn step(&mut self) -> Result<f64, String> {
+        use cordis_session::store::Since;
+        use cordis_session::SessionStore;
+        self.append("session/note", json!({"n": self.seq}))?;
+        let start = std::time::Instant::now();
+        let (since, at) = self.store.read_since(&self.id, &self.at).map_err(|e| e.to_string())?;
+        let took = start.elapsed().as_secs_f64();
+        match since {
+            Since::Appended(appended) if appended.events.len() == 1 => {}
+            Since::Appended(appended) => return Err(format!("read {} events after one append", appended.events.len())),
+            Since::Whole(_) => return Err("a turn in progress was read whole".into()),
+        }
+        self.at = at;
+        Ok(took)
+    }
+
+    /// Times one whole read of the log, as each change cost before reads
+    /// went on from where they stopped.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn whole(&self) -> Result<f64, String> {
+        use cordis_session::SessionStore;
+        let start = std::time::Instant::now();
+        std::hint::black_box(self.store.read(&self.id).map_err(|e| e.to_string())?);
+        Ok(start.elapsed().as_secs_f64())
+    }
+}

@@ -781,32 +781,39 @@ pub fn incremental_reads_follow_appends(kind: Kind) {
         assert_eq!(seen, outline(&whole.events, &whole.lines), "{kind:?}: round {round}: the reads so far differ from a whole read");
         assert_eq!((at.events(), at.last_seq()), (whole.events.len(), Some(seq - 1)), "{kind:?}: round {round}");
     }
-    if kind == Kind::Harness {
-        // The harness's reading closes a turn left open with its closer
-        // events, which the turn's next events replace: while a turn is
-        // open, each read is whole; once it is closed, reads go on from
-        // where they stopped again.
+    {
+        // A turn in progress: each event is read as it lands, and the view
+        // keeps the turn open, as written. A whole read (to replay or go
+        // on) closes a turn left open: the harness's store with its closer
+        // events, which the turn's next events replace; the others as
+        // they are.
         let prompt = serde_json::json!({"role": "user", "content": [{"type": "text", "text": "open"}]});
         for (kind_of, data, surface) in [("turn/start", serde_json::json!({"turn": turn + 1}), false), ("user/message", prompt, true)] {
             writer.append(&event(seq, kind_of, data, surface)).unwrap();
+            writer.end_turn().unwrap();
             seq += 1;
             let (since, next) = s.read_since(id, &at).unwrap();
-            let Since::Whole(open) = since else { panic!("harness: a read with a turn open was not whole") };
-            assert_eq!(open.events.last().map(|e| e.kind.as_str()), Some("turn/end"), "harness: the open turn is closed in the view");
+            let Since::Appended(appended) = since else { panic!("{kind:?}: a read with a turn open was whole") };
+            assert_eq!(appended.events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(), vec![kind_of], "{kind:?}: the event of the open turn");
+            assert!(appended.problems.is_empty(), "{kind:?}: {:?}", appended.problems);
+            seen.extend(outline(&appended.events, &appended.lines));
             at = next;
+            let whole = s.read(id).unwrap();
+            assert_eq!(seen[..], outline(&whole.events, &whole.lines)[..seen.len()], "{kind:?}: the open turn's view");
+            if kind == Kind::Harness {
+                assert_eq!(whole.events.last().map(|e| e.kind.as_str()), Some("turn/end"), "harness: a whole read closes the open turn");
+            }
         }
         writer.append(&event(seq, "turn/end", serde_json::json!({"turn": turn + 1, "reason": {"kind": "completed"}}), false)).unwrap();
+        writer.end_turn().unwrap();
         seq += 1;
-        let (since, next) = s.read_since(id, &at).unwrap();
-        let Since::Whole(closed) = since else { panic!("harness: the read after a view that closed a turn was not whole") };
-        seen = outline(&closed.events, &closed.lines);
-        at = next;
         seq = append_turn(&mut *writer, seq, turn + 2, 1);
         let (since, next) = s.read_since(id, &at).unwrap();
-        let Since::Appended(appended) = since else { panic!("harness: reads did not go on once the turn was closed") };
+        let Since::Appended(appended) = since else { panic!("{kind:?}: the turn's end was read with the whole log") };
         seen.extend(outline(&appended.events, &appended.lines));
         let whole = s.read(id).unwrap();
-        assert_eq!(seen, outline(&whole.events, &whole.lines), "harness: after the open turn");
+        assert_eq!(seen, outline(&whole.events, &whole.lines), "{kind:?}: after the open turn");
+        assert_eq!((next.events(), next.last_seq()), (whole.events.len(), Some(seq - 1)), "{kind:?}");
         at = next;
     }
     drop(writer);

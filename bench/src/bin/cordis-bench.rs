@@ -50,6 +50,8 @@ struct Options {
     rows: Vec<String>,
     /// Only the token estimate's figure, printed as a table of its own.
     tokens_only: bool,
+    /// Only the harness store's following figure (`--follow`).
+    follow_only: bool,
     /// Only the summary requests' figure, printed as a table of its own.
     summaries_only: bool,
     /// Count the token estimate's texts with DeepSeek's tokenizer (a
@@ -71,6 +73,7 @@ fn parse_options() -> Result<Options, String> {
         out: Some(paths::target_dir().join("bench-scratch").join("figures.md")),
         rows: Vec::new(),
         tokens_only: false,
+        follow_only: false,
         summaries_only: false,
         deepseek: true,
     };
@@ -80,6 +83,7 @@ fn parse_options() -> Result<Options, String> {
         match a.as_str() {
             "--smoke" => o.smoke = true,
             "--tokens" => o.tokens_only = true,
+            "--follow" => o.follow_only = true,
             "--summaries" => o.summaries_only = true,
             "--no-python" => o.deepseek = false,
             "--runs" => o.runs = number(&value("--runs")?)?,
@@ -157,15 +161,28 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if options.tokens_only || options.summaries_only {
+    if options.tokens_only || options.summaries_only || options.follow_only {
         let mut f = Figures::default();
-        let measured = if options.tokens_only { token_figure(&options, &mut f) } else { summary_requests_figure(&options, &mut f) };
+        let measured = if options.tokens_only {
+            token_figure(&options, &mut f)
+        } else if options.follow_only {
+            harness_follow_figure(&options, &mut f)
+        } else {
+            summary_requests_figure(&options, &mut f)
+        };
         if let Err(e) = measured {
             eprintln!("cordis-bench: {e}");
             std::process::exit(1);
         }
         let mut out = String::from("| figure | ours | baseline (same run) | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n");
-        for r in if options.tokens_only { token_rows(&f) } else { summary_rows(&f) } {
+        let rows = if options.tokens_only {
+            token_rows(&f)
+        } else if options.follow_only {
+            harness_follow_rows(&f)
+        } else {
+            summary_rows(&f)
+        };
+        for r in rows {
             out.push_str(&format!("| {} | {} | {} | {} | {} | {} |\n", r.figure, r.ours, r.baseline, r.ratio, r.target, r.verdict));
         }
         print!("{out}");
@@ -230,6 +247,7 @@ fn run(o: &Options) -> Result<String, String> {
         from_criterion(o, &mut f)?;
     }
     store_sizes(o, &mut f)?;
+    harness_follow_figure(o, &mut f)?;
     compaction_figure(o, &mut f)?;
     token_figure(o, &mut f)?;
     summary_requests_figure(o, &mut f)?;
@@ -752,6 +770,70 @@ fn token_rows(f: &Figures) -> Vec<Row> {
         });
     }
     rows
+}
+
+/// The sizes of the harness store's following figure: the long session and
+/// its baseline, ten times shorter.
+const FOLLOW_EVENTS: [usize; 2] = [2_000, 20_000];
+
+/// A session of the harness store followed while a turn is in progress
+/// ([`inproc::HarnessFollow`]): the read after each appended event on a
+/// 2 000- and a 20 000-event log, interleaved, and a whole read of the
+/// long log, which each change cost before.
+fn harness_follow_figure(o: &Options, f: &mut Figures) -> Result<(), String> {
+    progress("harness store: following a turn in progress");
+    let runs = if o.smoke { 3 } else { 200 };
+    let dir = paths::scratch("harness-follow", true)?;
+    let mut sides = Vec::new();
+    for n in FOLLOW_EVENTS {
+        sides.push((n, inproc::HarnessFollow::new(&dir.join(n.to_string()), n)?, Vec::new()));
+    }
+    let mut whole = Vec::new();
+    for run in 0..runs {
+        for (_, side, times) in &mut sides {
+            times.push(side.step()?);
+        }
+        if run % 20 == 0 {
+            whole.push(sides[1].1.whole()?);
+        }
+    }
+    for (n, _, times) in &sides {
+        f.time.insert(format!("follow/{n}"), Summary::of(times).ok_or("no samples")?);
+    }
+    f.time.insert("follow/whole".into(), Summary::of(&whole).ok_or("no samples")?);
+    Ok(())
+}
+
+/// The rows of [`harness_follow_figure`].
+fn harness_follow_rows(f: &Figures) -> Vec<Row> {
+    let t = |k: &str| f.t(k);
+    let (short, long) = (FOLLOW_EVENTS[0], FOLLOW_EVENTS[1]);
+    let ratio = ratio_of(t(&format!("follow/{long}")), t(&format!("follow/{short}")));
+    vec![
+        Row {
+            figure: "harness store, following a turn in progress (read per appended event)".into(),
+            ours: format!("`read_since` after one event, {long} events: {}", show(t(&format!("follow/{long}")), Unit::Seconds)),
+            baseline: format!("the same on {short} events: {}", show(t(&format!("follow/{short}")), Unit::Seconds)),
+            ratio: x(ratio),
+            target: "≤ 1.5× (independent of the log's length)".into(),
+            verdict: match ratio {
+                Some(r) if r <= 1.5 => "met".into(),
+                Some(r) => format!("missed: {:.2}× over the limit", r / 1.5),
+                None => "not measured".into(),
+            },
+        },
+        Row {
+            figure: "harness store, following a turn in progress, against a whole read".into(),
+            ours: format!("`read_since` after one event, {long} events: {}", show(t(&format!("follow/{long}")), Unit::Seconds)),
+            baseline: format!(
+                "a whole read of the same log (each change's cost while a turn was open, before): {}",
+                show(t("follow/whole"), Unit::Seconds)
+            ),
+            ratio: x(ratio_of(t(&format!("follow/{long}")), t("follow/whole"))),
+            target: "state".into(),
+            verdict: "reported".into(),
+        },
+    ]
 }
 
 /// Disk bytes per event of one log in the harness store, zstd and plain
@@ -1294,6 +1376,7 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
     });
     rows.extend(token_rows(f));
     rows.extend(summary_rows(f));
+    rows.extend(harness_follow_rows(f));
     let bytes = |k: &str| t(&format!("store/bytes/{k}")).map_or_else(|| "—".into(), |s| format!("{:.0} B", s.median));
     rows.push(Row {
         figure: "disk per event, harness store".into(),

@@ -79,8 +79,10 @@ pub trait SessionStore: Send + Sync + Debug {
     /// first read, a log rewritten, truncated or replaced since, or a view
     /// the store cannot extend (see each store). The flat store reads from
     /// the byte where it stopped; the harness store from the frame (or
-    /// line) where it stopped, decompressing only the frames after it; the
-    /// PostgreSQL store the rows with a greater `seq`.
+    /// line) where it stopped, decompressing only the frames after it (its
+    /// view keeps a turn in progress open, as written, where
+    /// [`SessionStore::read`] closes it with the harness's closer events);
+    /// the PostgreSQL store the rows with a greater `seq`.
     ///
     /// # Errors
     /// As [`SessionStore::read`].

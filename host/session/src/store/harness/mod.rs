@@ -237,13 +237,13 @@ impl HarnessStore {
     /// Reads the log at `path` and checks that its header belongs there.
     fn read_at(&self, path: &Path, id: Option<&str>) -> Result<(ReadLog, Option<Repair>), StoreError> {
         let bytes = fs::read(path).map_err(io(path))?;
-        self.read_checked(&bytes, path, id).map(|(log, repair, _)| (log, repair))
+        self.read_checked(&bytes, path, id, OpenTurn::Close).map(|(log, repair, _)| (log, repair))
     }
 
     /// Reads the bytes of the log at `path` and checks that its header
     /// belongs there.
-    fn read_checked(&self, bytes: &[u8], path: &Path, id: Option<&str>) -> Result<(ReadLog, Option<Repair>, ViewEnd), StoreError> {
-        let (log, repair, end) = read_viewed(bytes, self.compression, path)?;
+    fn read_checked(&self, bytes: &[u8], path: &Path, id: Option<&str>, open: OpenTurn) -> Result<(ReadLog, Option<Repair>, ViewEnd), StoreError> {
+        let (log, repair, end) = read_viewed(bytes, self.compression, path, open)?;
         let corrupt = |detail: String| StoreError::Corrupt { path: path.display().to_string(), detail };
         if let Some(id) = id {
             if log.header.id != id {
@@ -288,7 +288,7 @@ impl HarnessStore {
         let mut bytes = Vec::new();
         file.seek(SeekFrom::Start(0)).map_err(io(path))?;
         file.read_to_end(&mut bytes).map_err(io(path))?;
-        let (log, _, end) = self.read_checked(&bytes, path, Some(id))?;
+        let (log, _, end) = self.read_checked(&bytes, path, Some(id), OpenTurn::Keep)?;
         let at = usize::try_from(end.offset).unwrap_or(bytes.len()).min(bytes.len());
         let mark = HarnessMark {
             identity,
@@ -307,8 +307,8 @@ impl HarnessStore {
     /// The events in `bytes` (the file from `mark.offset - skip`, its first
     /// `skip` bytes already checked) when they extend the view exactly:
     /// whole frames (or lines) read by the harness's rules without a
-    /// defect, leaving no turn open. `None` when only a whole read can say
-    /// what the log now holds.
+    /// defect (a turn may be open: the view keeps it open). `None` when
+    /// only a whole read can say what the log now holds.
     fn appended(&self, mark: &HarnessMark, bytes: &[u8], skip: usize, len: u64) -> Option<(Appended, HarnessMark)> {
         let new = &bytes[skip..];
         let mut scanner = scan::Scanner::resume(mark.header.clone(), mark.line, mark.events);
@@ -334,10 +334,7 @@ impl HarnessStore {
             return None;
         }
         let scanned = scanner.finish();
-        // An exact view has no open turn (it would have been closed), so
-        // the appended events alone tell whether one is open now: the
-        // closers depend only on the events from the last turn start.
-        if scanned.issue.is_some() || !scan::interrupted_closers(&scanned.events).is_empty() {
+        if scanned.issue.is_some() {
             return None;
         }
         let end = skip + read;
@@ -424,7 +421,18 @@ pub fn read_log_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Re
 /// Reads a harness log's bytes: the log as the harness would load it
 /// (closers included), and what opening it for appending must repair.
 fn read_bytes(bytes: &[u8], compression: Compression, path: &Path) -> Result<(ReadLog, Option<Repair>), StoreError> {
-    read_viewed(bytes, compression, path).map(|(log, repair, _)| (log, repair))
+    read_viewed(bytes, compression, path, OpenTurn::Close).map(|(log, repair, _)| (log, repair))
+}
+
+/// What a read does with a last turn that has no `turn/end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpenTurn {
+    /// Closes it with the harness's closer events, as the harness loads a
+    /// log (and as the next writer will): a read to replay or continue.
+    Close,
+    /// Keeps it open, as written: a read that follows the log while its
+    /// writer may still be in the turn ([`SessionStore::read_since`]).
+    Keep,
 }
 
 /// Where a whole read's view of the stored log ends.
@@ -437,12 +445,12 @@ struct ViewEnd {
     line: usize,
     /// The view is the stored events as they are: nothing torn was left
     /// out or recovered, no line ended the good part early, no open turn
-    /// was closed.
+    /// was closed (with [`OpenTurn::Keep`], none is).
     exact: bool,
 }
 
 /// [`read_bytes`], and where its view ends.
-fn read_viewed(bytes: &[u8], compression: Compression, path: &Path) -> Result<(ReadLog, Option<Repair>, ViewEnd), StoreError> {
+fn read_viewed(bytes: &[u8], compression: Compression, path: &Path, open: OpenTurn) -> Result<(ReadLog, Option<Repair>, ViewEnd), StoreError> {
     let shown = path.display().to_string();
     let corrupt = |detail: String| StoreError::Corrupt { path: shown.clone(), detail };
     let bad_header = |detail: String| StoreError::BadHeader { path: shown.clone(), detail };
@@ -531,7 +539,7 @@ fn read_viewed(bytes: &[u8], compression: Compression, path: &Path) -> Result<(R
         problems.push(LineProblem::note(*line, format!("{why}; not read")));
     }
     let recovered: Vec<Event> = events[recovered_from..].to_vec();
-    let closers = scan::interrupted_closers(&events);
+    let closers = if open == OpenTurn::Close { scan::interrupted_closers(&events) } else { Vec::new() };
     if !closers.is_empty() {
         let line = lines.last().map_or(2, |l| l + 1);
         problems.push(LineProblem::note(
