@@ -87,14 +87,40 @@ fn a_closed_tab_lets_its_sessions_follower_go_within_seconds() {
     eprintln!("the follower went {:?} after the tab left", start.elapsed());
 }
 
+/// Requests for sessions that are not stored, or ids no session can have
+/// (any web page can make a browser send them: an `<img>` to loopback
+/// carries no Origin), start no follower and leave nothing on the list:
+/// pages, live streams and multiplexed ones, a burst of 300, answered
+/// within 20 s.
 #[test]
 fn a_missing_session_leaves_no_follower_behind() {
     let scratch = Scratch::new();
     scratch.composition(TODO);
+    crate::http::plan_session(&scratch.path().join(".cordis"));
     let web = Web::start(&scratch, &[], &[]);
+    let start = Instant::now();
+    let before = crate::http::get(web.addr, "/").body;
     assert_eq!(crate::http::get(web.addr, "/s/missing").status, 404);
     assert_eq!(crate::http::get(web.addr, "/s/missing/text/0").status, 404);
-    eventually(Duration::from_secs(10), "the follower of a missing session ends", || threads_named(web.pid(), "cordis-web-room") == 0);
+    assert_eq!(crate::http::get(web.addr, "/s/missing/live").status, 404);
+    assert_eq!(crate::http::get(web.addr, "/mux?sub=%2Fs%2Fmissing%2Flive").status / 100, 4);
+    for bad in ["/s/..%2F..%2Fetc%2Fpasswd", "/s/%2e%2e", "/s/a%00b", "/s/.hidden-text", "/s/.hidden-text/live"] {
+        assert_eq!(crate::http::get(web.addr, bad).status, 404, "{bad}");
+    }
+    for i in 0..300 {
+        assert_eq!(crate::http::get(web.addr, &format!("/s/nosuch{i}")).status, 404);
+        assert_eq!(threads_named(web.pid(), "cordis-web-room"), 0, "request {i} started a follower");
+    }
+    // A room that would have been opened ends after 5 s; the list is read
+    // again after that and must not name any of the ids.
+    std::thread::sleep(Duration::from_secs(6));
+    let after = crate::http::get(web.addr, "/").body;
+    for needle in ["passwd", "hidden-text", "nosuch", "missing", "invalid session id"] {
+        assert!(!after.contains(needle), "the list names {needle:?}: {after}");
+    }
+    assert_eq!(after.len(), before.len(), "the list page changed");
+    assert_eq!(threads_named(web.pid(), "cordis-web-room"), 0);
+    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
 }
 
 /// A followed session is read on from where the last read stopped: a line

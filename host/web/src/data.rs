@@ -70,6 +70,20 @@ impl Source {
         self.store(id)?.read_since(id, after)
     }
 
+    /// Whether session `id` is stored, without reading it: its log file
+    /// for the file stores, the store's list of sessions otherwise.
+    ///
+    /// # Errors
+    /// [`StoreError::BadId`] for an id the store could not hold; the
+    /// store's own when it cannot be asked.
+    pub fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        let store = self.store(id)?;
+        match store.log_file(id) {
+            Some(path) => Ok(path.is_file()),
+            None => Ok(store.ids()?.iter().any(|known| known == id)),
+        }
+    }
+
     /// The session's store, once `id` is checked against it.
     fn store(&self, id: &str) -> Result<&cordis_session::Store, StoreError> {
         let Some(store) = self.sessions.store() else {

@@ -372,10 +372,20 @@ fn refresh(shared: &Shared, ids: &[String]) {
                 shared.catalog.summaries.lock_or_recover().remove(id);
                 shared.catalog.unreadable.lock_or_recover().remove(id);
             }
+            // An id no stored session can have (asked for by a request
+            // for a page that does not exist): nothing to list.
+            Err(StoreError::BadId(_) | StoreError::BadIdFor { .. }) => {
+                shared.catalog.summaries.lock_or_recover().remove(id);
+                shared.catalog.unreadable.lock_or_recover().remove(id);
+            }
             // A file caught between two writes, a lost connection: the row
             // keeps what was last read, and says why it could not be read.
+            // Only for a session the list holds: a request's id is not
+            // remembered on the strength of the request alone.
             Err(e) => {
-                shared.catalog.unreadable.lock_or_recover().insert(id.clone(), format!("session {id}: {e}"));
+                if shared.catalog.summaries.lock_or_recover().contains_key(id) {
+                    shared.catalog.unreadable.lock_or_recover().insert(id.clone(), format!("session {id}: {e}"));
+                }
             }
         }
     }
@@ -800,6 +810,9 @@ async fn session_page(
     before: Option<usize>,
 ) -> Response<Body> {
     let here = here(request, query);
+    if let Err(e) = stored(shared, &id) {
+        return store_error(lang, &e);
+    }
     // The page is built from the session's room: one read however many
     // pages open at once, and the stream the page opens next finds it.
     let room = match shared.rooms.join(&id) {
@@ -838,7 +851,32 @@ async fn session_page(
     }
 }
 
+/// Checks that session `id` is stored before a room follows it: a request
+/// for a session that is not there (or an id no session can have) starts
+/// no follower and leaves nothing behind.
+///
+/// # Errors
+/// [`StoreError::NotFound`] when it is not stored; the store's own errors.
+fn stored(shared: &Shared, id: &str) -> Result<(), StoreError> {
+    if shared.rooms.follows(id) || shared.catalog.summaries.lock_or_recover().contains_key(id) {
+        return Ok(());
+    }
+    if shared.source.exists(id)? {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound { id: id.to_string(), dir: shared.store.location() })
+    }
+}
+
 fn session_live(shared: &Arc<Shared>, lang: Lang, id: String, from: usize, after: Option<u64>) -> Response<Body> {
+    if let Err(e) = stored(shared, &id) {
+        let status = if matches!(e, StoreError::NotFound { .. } | StoreError::BadId(_) | StoreError::BadIdFor { .. }) {
+            StatusCode::NOT_FOUND
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        return full(status, "text/plain; charset=utf-8", e.to_string());
+    }
     match session_feed(shared, lang, id, from, after) {
         Ok(rx) => stream(rx),
         Err(e) => full(StatusCode::SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", format!("cannot follow the session: {e}")),
@@ -935,6 +973,7 @@ fn feed_of(shared: &Arc<Shared>, sub: &str) -> Result<tokio::sync::mpsc::Receive
         .ok_or_else(|| format!("sub={sub:?} is not a page's live address (/live?…, /s/ID/live?…)"))?;
     let from = param(&query, "from").and_then(|v| v.parse().ok()).unwrap_or(0);
     let after = param(&query, "after").and_then(|v| v.parse().ok());
+    stored(shared, &id).map_err(|e| format!("sub={sub:?}: {e}"))?;
     session_feed(shared, lang, id, from, after).map_err(|e| format!("cannot follow the session: {e}"))
 }
 
