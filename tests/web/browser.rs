@@ -356,6 +356,12 @@ fn the_list_keeps_each_plan_on_one_line_at_1280_pixels() {
     let title = b.texts(".c-title a")[0].clone();
     assert!(title.ends_with('…') && title.chars().count() == 201, "{title}");
     b.screenshot("list-1280px");
+    // In Traditional Chinese too, each status badge keeps to one line.
+    b.open(&web.url("/?lang=zh-TW"), 1280, "zh-TW");
+    let lines = b.eval(
+        "(() => Math.max(...[...document.querySelectorAll('.status')].map(s => { const r = document.createRange(); r.selectNodeContents(s);          return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })))()",
+    );
+    assert_eq!(lines, 1, "a status badge wraps at 1280 px in zh-TW");
 }
 
 #[test]
