@@ -233,6 +233,13 @@ fn unknown_pages_and_sessions_are_404() {
     let scripted = get(web.addr, "/s/%3Cscript%3Ealert(1)%3C%2Fscript%3E");
     assert_eq!(scripted.status, 404);
     assert!(!scripted.body.contains("<script>alert") && scripted.body.contains("&lt;script&gt;alert"), "{}", scripted.body);
+    // A bad `?before=` is said, not taken for the latest page.
+    for bad in ["abc", "-1", "0", "1.5"] {
+        let answer = get(web.addr, &format!("/s/web-plan?before={bad}"));
+        assert_eq!(answer.status, 400, "?before={bad}: {}", answer.body);
+        assert!(answer.body.contains("expected a whole number of events, 1 or more"), "{}", answer.body);
+    }
+    assert_eq!(get(web.addr, "/s/web-plan?before=999999").status, 200, "past the end: the last page");
     // A path is never read as a file, whatever the store.
     std::fs::write(scratch.path().join("outside.jsonl"), "{}\n").expect("write");
     assert_eq!(get(web.addr, &format!("/s/{}", "%2Ftmp%2Foutside.jsonl")).status, 404);

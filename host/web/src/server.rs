@@ -650,7 +650,24 @@ async fn route(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(Stri
     };
     let number = |key: &str| param(query, key).and_then(|v| v.parse::<usize>().ok());
     match (parts.next(), parts.next(), parts.next()) {
-        (None, _, _) => session_page(shared, request, query, lang, id, number("before")).await,
+        (None, _, _) => {
+            // `?before=N`: the page of events before index N (1 or more; a
+            // number past the end is the last page).
+            let before = match param(query, "before") {
+                None => None,
+                Some(v) => match v.parse::<usize>() {
+                    Ok(n) if n >= 1 => Some(n),
+                    _ => {
+                        return error_page(
+                            lang,
+                            StatusCode::BAD_REQUEST,
+                            &format!("?before={v}: expected a whole number of events, 1 or more (the page's \"Earlier events\" link gives one)"),
+                        )
+                    }
+                },
+            };
+            session_page(shared, request, query, lang, id, before).await
+        }
         (Some("live"), None, _) => {
             let after = request
                 .headers()
