@@ -617,11 +617,16 @@ fn error_page(lang: Lang, status: StatusCode, message: &str) -> Response<Body> {
 }
 
 fn store_error(lang: Lang, e: &StoreError) -> Response<Body> {
-    let status = match e {
+    error_page(lang, store_status(e, StatusCode::INTERNAL_SERVER_ERROR), &e.to_string())
+}
+
+/// 404 for a session that is not stored or an id no session can have;
+/// `otherwise` for the store's other errors.
+fn store_status(e: &StoreError, otherwise: StatusCode) -> StatusCode {
+    match e {
         StoreError::NotFound { .. } | StoreError::BadId(_) | StoreError::BadIdFor { .. } => StatusCode::NOT_FOUND,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    error_page(lang, status, &e.to_string())
+        _ => otherwise,
+    }
 }
 
 async fn route(shared: &Arc<Shared>, request: &Request<Incoming>, query: &[(String, String)], lang: Lang) -> Response<Body> {
@@ -887,12 +892,7 @@ fn stored(shared: &Shared, id: &str) -> Result<(), StoreError> {
 
 fn session_live(shared: &Arc<Shared>, lang: Lang, id: String, from: usize, after: Option<u64>) -> Response<Body> {
     if let Err(e) = stored(shared, &id) {
-        let status = if matches!(e, StoreError::NotFound { .. } | StoreError::BadId(_) | StoreError::BadIdFor { .. }) {
-            StatusCode::NOT_FOUND
-        } else {
-            StatusCode::SERVICE_UNAVAILABLE
-        };
-        return full(status, "text/plain; charset=utf-8", e.to_string());
+        return full(store_status(&e, StatusCode::SERVICE_UNAVAILABLE), "text/plain; charset=utf-8", e.to_string());
     }
     match session_feed(shared, lang, id, from, after) {
         Ok(rx) => stream(rx),
