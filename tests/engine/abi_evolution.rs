@@ -50,3 +50,62 @@ fn a_library_with_the_root_symbol_but_no_header_is_not_a_plugin_library() {
         )
     );
 }
+
+/// A library that passed the layout check is not checked again by later
+/// processes while neither it nor the host binary changed; a library put
+/// at the same path afterwards (here one whose layout differs) is checked,
+/// and refused, as if nothing had been remembered.
+#[test]
+fn a_library_checked_before_is_remembered_until_its_file_changes() {
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    let scratch = cordis_tests::Scratch::new();
+    let plugins = scratch.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let installed = plugins.join("libtool_todo.so");
+    let install = |from: &std::path::Path| {
+        let next = plugins.join("next.tmp");
+        std::fs::copy(from, &next).unwrap();
+        std::fs::rename(&next, &installed).unwrap();
+    };
+    install(&lib_path("tool-todo"));
+    scratch.composition("- id: todo\n  name: tool-todo\n  config:\n    allowParallelInProgress: true\n");
+    let record = scratch.path().join("cache");
+    let check = || {
+        let out = scratch
+            .command(&["--plugin-dir", "plugins", "check"])
+            .env("CORDIS_CACHE_DIR", &record)
+            .env("RUST_LOG", "cordis_engine::loader=debug")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = cordis_tests::text(&out);
+        (out.status.code(), format!("{stdout}{stderr}"))
+    };
+    // A pass is remembered only for files that last changed 2 s ago or more.
+    let (code, text) = check();
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("layout check: Checked"), "{text}");
+    assert!(!record.join("verified-layouts").exists(), "a library copied just now is not remembered yet");
+    std::thread::sleep(Duration::from_millis(2_100));
+    let (code, text) = check();
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("layout check: Checked"), "{text}");
+    let lines = std::fs::read_to_string(record.join("verified-layouts")).unwrap();
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    let (code, text) = check();
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("layout check: Remembered"), "{text}");
+
+    install(&lib_path("fixture-old-abi"));
+    let (code, text) = check();
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("its layout differs from this host's"), "{text}");
+    assert!(!text.contains("layout check: Remembered"), "{text}");
+
+    // Back to the library that passed: a new file, so checked again.
+    install(&lib_path("tool-todo"));
+    let (code, text) = check();
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("layout check: Checked"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+}

@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex};
 
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use cordis_abi::{PluginDecl, PluginLibraryRef};
+
+use super::verified::FileKey;
 use cordis_sync::LockExt;
 use serde_json::Value;
 
@@ -167,6 +169,8 @@ pub struct LibraryCache {
 pub struct SealedCopy {
     file: Arc<File>,
     len: u64,
+    /// The identity of the source file while it was copied.
+    source_key: Option<FileKey>,
 }
 
 impl std::fmt::Debug for SealedCopy {
@@ -252,7 +256,7 @@ impl SealedCopy {
         }
         rustix::io::fcntl_setfd(&file, rustix::io::FdFlags::CLOEXEC).ok()?;
         let len = file.metadata().ok()?.len();
-        Some(SealedCopy { file: Arc::new(file), len })
+        Some(SealedCopy { file: Arc::new(file), len, source_key: None })
     }
 }
 
@@ -511,7 +515,7 @@ impl LibraryCache {
         copy.set_len(size).map_err(|e| failed("size", e))?;
         seal_for_good(&copy).map_err(|e| failed("seal", e))?;
         let len = copy.metadata().map_err(|e| failed("size", e))?.len();
-        let sealed = SealedCopy { file: Arc::new(copy), len };
+        let sealed = SealedCopy { file: Arc::new(copy), len, source_key: Some(FileKey::of(&meta)) };
         check_elf(&sealed.path()).map_err(|e| e.shown_as(&shown))?;
         Ok(sealed)
     }
@@ -524,7 +528,8 @@ impl LibraryCache {
         // root module) stays mapped under its `/proc/self/fd/N` name too,
         // and a later copy given the same number would get its image.
         keep_open(sealed.file.clone());
-        let mut lib = load_library_named(&sealed.path(), &name).map_err(|e| e.shown_as(&source.display().to_string()))?;
+        let mut lib = load_library_identified(&sealed.path(), &name, Identity::Known(sealed.source_key))
+            .map_err(|e| e.shown_as(&source.display().to_string()))?;
         lib.source = source.to_path_buf();
         lib.copy = Some(sealed);
         let lib = Arc::new(lib);
@@ -651,14 +656,38 @@ pub fn load_library(path: &Path) -> Result<Library, LoadError> {
 /// # Errors
 /// See [`LoadError`].
 pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError> {
+    load_library_identified(path, name, Identity::OfPath)
+}
+
+/// How the file a library is loaded from is identified, for remembering
+/// its layout check ([`super::verified`]).
+enum Identity {
+    /// The file at the path loaded, read before and after `dlopen`.
+    OfPath,
+    /// Given (a sealed copy: its source's identity while copied).
+    Known(Option<FileKey>),
+}
+
+fn load_library_identified(path: &Path, name: &str, identity: Identity) -> Result<Library, LoadError> {
     let shown = path.display().to_string();
     check_elf(path)?;
+    let before = match &identity {
+        Identity::OfPath => FileKey::of_path(path),
+        Identity::Known(key) => *key,
+    };
     let header = lib_header_from_path(path).map_err(|e| match e {
         LibraryError::OpenError { err, .. } => LoadError::Open { path: shown.clone(), detail: err.to_string() },
         LibraryError::GetSymbolError { .. } => LoadError::NotAPlugin { path: shown.clone() },
         other => abi_error(&shown, other, None),
     })?;
-    let module = header.init_root_module::<PluginLibraryRef>().map_err(|e| abi_error(&shown, e, header.layout()))?;
+    // Loaded in place, the file is the one identified only if nothing
+    // replaced it while `dlopen` opened it.
+    let key = match identity {
+        Identity::OfPath => before.filter(|b| FileKey::of_path(path).as_ref() == Some(b)),
+        Identity::Known(key) => key,
+    };
+    let (module, verdict) = super::verified::init_root_module(header, key).map_err(|e| abi_error(&shown, e, header.layout()))?;
+    tracing::debug!(library = shown.as_str(), "layout check: {verdict:?}");
     let abi = (module.abi())();
     if abi.major != crate::capabilities::HOST_ABI.major {
         return Err(LoadError::IncompatibleAbi { path: shown, detail: rebuild_message(&format!("{abi}")) });

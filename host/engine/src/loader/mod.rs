@@ -16,6 +16,7 @@ pub mod library;
 pub mod persistence;
 pub mod redact;
 pub mod resolve;
+pub mod verified;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
