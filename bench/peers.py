@@ -113,6 +113,8 @@ def boot_sides():
     sides = [
         # name, command, folder, ready pattern (None: until exit)
         ("cordis check", [CORDIS, "-c", "cordis.yml", "check"], ours, None),
+        # The floor under `cordis check`: the binary starting and exiting.
+        ("cordis --version", [CORDIS, "--version"], ours, None),
         ("cordis dev", [CORDIS, "-c", "cordis.yml", "--state-dir", "state", "--durability", "none", "dev"], ours, r'"ready":\s*true'),
         ("eavae cordis-cli", [os.path.join(EAVAE_TARGET, "cordis-cli")], eavae, r"^cordis ready$"),
     ]
@@ -246,6 +248,8 @@ def table_rows(boot, reload):
 
     row(f"boot vs {eavae}", "`cordis check`, one minimal plugin", boot["cordis check"],
         "its `cordis-cli`, the same plugin work", boot["eavae cordis-cli"], "≤ 0.9×", 0.9)
+    row(f"boot floor vs {eavae}", "`cordis --version` (the binary starting and exiting, nothing loaded)", boot["cordis --version"],
+        "its `cordis-cli`, the same plugin work", boot["eavae cordis-cli"], "report", None)
     row(f"boot to ready vs {eavae}", "`cordis dev` to ready", boot["cordis dev"],
         "its `cordis-cli` to ready", boot["eavae cordis-cli"], "report", None)
     row(f"reload vs {eavae}", "`cordis dev`, rename → serving", reload["cordis dev"],

@@ -16,12 +16,14 @@ pub struct Program {
     pub cwd: std::path::PathBuf,
     /// The exit code a run must end with (0 unless set).
     pub expect_code: i32,
+    /// Environment variables set for it, on top of the runner's.
+    pub env: Vec<(String, String)>,
 }
 
 impl Program {
     /// `exe args...`, run in `cwd`.
     pub fn new(exe: &Path, args: &[String], cwd: &Path) -> Program {
-        Program { exe: exe.to_path_buf(), args: args.to_vec(), cwd: cwd.to_path_buf(), expect_code: 0 }
+        Program { exe: exe.to_path_buf(), args: args.to_vec(), cwd: cwd.to_path_buf(), expect_code: 0, env: Vec::new() }
     }
 
     /// The same program, expected to exit with `code` (a refusal, say).
@@ -30,8 +32,15 @@ impl Program {
         self
     }
 
+    /// The same program with the environment variable `key` set to `value`.
+    pub fn with_env(mut self, key: &str, value: &str) -> Program {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
     fn command(&self) -> Command {
         let mut c = Command::new(&self.exe);
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c.args(&self.args).current_dir(&self.cwd).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         c
     }
