@@ -30,6 +30,7 @@ each record is {"kind": "update" | "response" | "error" | "permission",
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -85,7 +86,11 @@ async def main(scenario):
     rec = Recorder(scenario.get("permission", "allow-once"))
     command = scenario["command"]
     session = None
-    async with acp.spawn_agent_process(lambda conn: rec, command[0], *command[1:], cwd=scenario.get("cwd"), env=scenario.get("env") or None) as (conn, process):
+    # The SDK passes the agent a few variables only: keep the test run's
+    # record of checked plugin layouts (CORDIS_CACHE_DIR) in target/.
+    env = {k: v for k, v in os.environ.items() if k == "CORDIS_CACHE_DIR"}
+    env.update(scenario.get("env") or {})
+    async with acp.spawn_agent_process(lambda conn: rec, command[0], *command[1:], cwd=scenario.get("cwd"), env=env or None) as (conn, process):
         rec.conn = conn
 
         async def step(op, call):

@@ -18,6 +18,7 @@ Output: one JSON object per line on stdout.
 
 import asyncio
 import json
+import os
 import sys
 import time
 import warnings
@@ -38,7 +39,10 @@ def out(**fields):
 
 
 def stdio_server(argv):
-    return StdioServerParameters(command=argv[0], args=argv[1:])
+    # The SDK passes the server a few variables only: keep the test run's
+    # record of checked plugin layouts (CORDIS_CACHE_DIR) in target/.
+    env = {k: v for k, v in os.environ.items() if k == "CORDIS_CACHE_DIR"}
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=env or None)
 
 
 async def scenario(server):

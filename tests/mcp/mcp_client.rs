@@ -269,8 +269,11 @@ fn served(scratch: &Scratch) -> PathBuf {
 fn cordis_run_reaches_cordis_mcp_over_stdio_through_mcp_client() {
     let scratch = Scratch::new();
     let served = served(&scratch);
+    // mcp-client passes its server only the variables its entry names:
+    // keep the served cordis's record of checked layouts with the test run's.
+    let records = std::env::var("CORDIS_CACHE_DIR").unwrap_or_else(|_| scratch.path().join("cache").display().to_string());
     scratch.composition(&format!(
-        "- id: loop\n  name: mcp-client\n  config:\n    serverName: cordis\n    transport: stdio\n    command: {}\n    args: [-c, {}, --plugin-dir, {}, --state-dir, {}, --no-user-patch, mcp]\n",
+        "- id: loop\n  name: mcp-client\n  config:\n    serverName: cordis\n    transport: stdio\n    command: {}\n    args: [-c, {}, --plugin-dir, {}, --state-dir, {}, --no-user-patch, mcp]\n    env:\n      CORDIS_CACHE_DIR: {records}\n",
         cordis_exe().display(),
         served.join("cordis.yml").display(),
         plugin_dir().display(),

@@ -103,11 +103,20 @@ pub fn fixture_library(name: &str, target: &Path) -> PathBuf {
 }
 
 /// A folder holding every compiled plugin library the tests use, as a
-/// plugin path for `--plugin-dir`.
+/// plugin path for `--plugin-dir`: `target/test-plugins/<pid>`, one per
+/// test process; the folders of test processes no longer running are
+/// removed when a new one is made.
 pub fn plugin_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("cordis-test-plugins-{}", std::process::id()));
+        let parent = target_dir().join("test-plugins");
+        for old in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+            let pid = old.file_name().to_string_lossy().parse::<u32>().ok();
+            if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = std::fs::remove_dir_all(old.path());
+            }
+        }
+        let dir = parent.join(std::process::id().to_string());
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the plugin folder");
         for name in [
