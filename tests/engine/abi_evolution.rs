@@ -52,11 +52,12 @@ fn a_library_with_the_root_symbol_but_no_header_is_not_a_plugin_library() {
 }
 
 /// A library that passed the layout check is not checked again by later
-/// processes while neither it nor the host binary changed; a library put
-/// at the same path afterwards (here one whose layout differs) is checked,
-/// and refused, as if nothing had been remembered.
+/// processes while its bytes are the same; a library put at the same path
+/// afterwards (here one whose layout differs), by a rename or written in
+/// place through a shared mapping (which leaves the file's times as they
+/// were), is checked, and refused, as if nothing had been remembered.
 #[test]
-fn a_library_checked_before_is_remembered_until_its_file_changes() {
+fn a_library_checked_before_is_remembered_until_its_bytes_change() {
     use std::time::{Duration, Instant};
     let started = Instant::now();
     let scratch = cordis_tests::Scratch::new();
@@ -81,12 +82,6 @@ fn a_library_checked_before_is_remembered_until_its_file_changes() {
         let (stdout, stderr) = cordis_tests::text(&out);
         (out.status.code(), format!("{stdout}{stderr}"))
     };
-    // A pass is remembered only for files that last changed 2 s ago or more.
-    let (code, text) = check();
-    assert_eq!(code, Some(0), "{text}");
-    assert!(text.contains("layout check: Checked"), "{text}");
-    assert!(!record.join("verified-layouts").exists(), "a library copied just now is not remembered yet");
-    std::thread::sleep(Duration::from_millis(2_100));
     let (code, text) = check();
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("layout check: Checked"), "{text}");
@@ -102,10 +97,47 @@ fn a_library_checked_before_is_remembered_until_its_file_changes() {
     assert!(text.contains("its layout differs from this host's"), "{text}");
     assert!(!text.contains("layout check: Remembered"), "{text}");
 
-    // Back to the library that passed: a new file, so checked again.
+    // The same bytes again, in a new file: remembered.
     install(&lib_path("tool-todo"));
     let (code, text) = check();
     assert_eq!(code, Some(0), "{text}");
-    assert!(text.contains("layout check: Checked"), "{text}");
+    assert!(text.contains("layout check: Remembered"), "{text}");
+
+    // Written through a shared mapping whose pages are already dirty, a
+    // file keeps its modification and status-change times.
+    let old = std::fs::read(lib_path("fixture-old-abi")).unwrap();
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(&installed).unwrap();
+    let len = usize::try_from(file.metadata().unwrap().len()).unwrap();
+    assert!(old.len() <= len, "the old-ABI fixture ({} bytes) fits in libtool_todo.so ({len})", old.len());
+    // SAFETY: a shared mapping of the whole file, unmapped below; only this
+    // test touches the file meanwhile.
+    let map = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::SHARED,
+            &file,
+            0,
+        )
+        .unwrap()
+    };
+    // SAFETY: `map` is `len` writable bytes until the `munmap` below.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(map.cast::<u8>(), len) };
+    for page in (0..len).step_by(4096) {
+        // SAFETY: in bounds; a volatile write so every page is dirtied.
+        unsafe { std::ptr::write_volatile(&mut bytes[page], bytes[page]) };
+    }
+    let (code, text) = check();
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("layout check: Remembered"), "{text}");
+    bytes[..old.len()].copy_from_slice(&old);
+    bytes[old.len()..].fill(0);
+    let (code, text) = check();
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("its layout differs from this host's"), "{text}");
+    assert!(!text.contains("layout check: Remembered"), "{text}");
+    // SAFETY: `map` came from `mmap` with this length; `bytes` is not used again.
+    unsafe { rustix::mm::munmap(map, len).unwrap() };
     assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
 }

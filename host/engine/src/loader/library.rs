@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use cordis_abi::{PluginDecl, PluginLibraryRef};
 
-use super::verified::FileKey;
+use super::verified::{ContentKey, FileKey};
 use cordis_sync::LockExt;
 use serde_json::Value;
 
@@ -169,8 +169,6 @@ pub struct LibraryCache {
 pub struct SealedCopy {
     file: Arc<File>,
     len: u64,
-    /// The identity of the source file while it was copied.
-    source_key: Option<FileKey>,
 }
 
 impl std::fmt::Debug for SealedCopy {
@@ -256,7 +254,7 @@ impl SealedCopy {
         }
         rustix::io::fcntl_setfd(&file, rustix::io::FdFlags::CLOEXEC).ok()?;
         let len = file.metadata().ok()?.len();
-        Some(SealedCopy { file: Arc::new(file), len, source_key: None })
+        Some(SealedCopy { file: Arc::new(file), len })
     }
 }
 
@@ -515,7 +513,7 @@ impl LibraryCache {
         copy.set_len(size).map_err(|e| failed("size", e))?;
         seal_for_good(&copy).map_err(|e| failed("seal", e))?;
         let len = copy.metadata().map_err(|e| failed("size", e))?.len();
-        let sealed = SealedCopy { file: Arc::new(copy), len, source_key: Some(FileKey::of(&meta)) };
+        let sealed = SealedCopy { file: Arc::new(copy), len };
         check_elf(&sealed.path()).map_err(|e| e.shown_as(&shown))?;
         Ok(sealed)
     }
@@ -528,7 +526,8 @@ impl LibraryCache {
         // root module) stays mapped under its `/proc/self/fd/N` name too,
         // and a later copy given the same number would get its image.
         keep_open(sealed.file.clone());
-        let mut lib = load_library_identified(&sealed.path(), &name, Identity::Known(sealed.source_key))
+        let content = loaded_extent(&sealed.file, sealed.len).and_then(|extent| ContentKey::of(&sealed.file, extent));
+        let mut lib = load_library_identified(&sealed.path(), &name, Identity::Known(content), source)
             .map_err(|e| e.shown_as(&source.display().to_string()))?;
         lib.source = source.to_path_buf();
         lib.copy = Some(sealed);
@@ -656,38 +655,48 @@ pub fn load_library(path: &Path) -> Result<Library, LoadError> {
 /// # Errors
 /// See [`LoadError`].
 pub fn load_library_named(path: &Path, name: &str) -> Result<Library, LoadError> {
-    load_library_identified(path, name, Identity::OfPath)
+    load_library_identified(path, name, Identity::OfPath, path)
 }
 
-/// How the file a library is loaded from is identified, for remembering
-/// its layout check ([`super::verified`]).
+/// How the content of the file a library is loaded from is known, for
+/// remembering its layout check ([`super::verified`]).
 enum Identity {
-    /// The file at the path loaded, read before and after `dlopen`.
+    /// Read from the file at the path loaded, checked to be the file
+    /// `dlopen` opened.
     OfPath,
-    /// Given (a sealed copy: its source's identity while copied).
-    Known(Option<FileKey>),
+    /// Given (a sealed copy, which cannot change).
+    Known(Option<ContentKey>),
 }
 
-fn load_library_identified(path: &Path, name: &str, identity: Identity) -> Result<Library, LoadError> {
+/// The content key of the file at `path`, and its identity while read.
+fn content_of(path: &Path) -> Option<(ContentKey, FileKey)> {
+    let file = open_without_waiting(path).ok()?;
+    let meta = file.metadata().ok()?;
+    let extent = loaded_extent(&file, meta.len())?;
+    Some((ContentKey::of(&file, extent)?, FileKey::of(&meta)))
+}
+
+fn load_library_identified(path: &Path, name: &str, identity: Identity, source: &Path) -> Result<Library, LoadError> {
     let shown = path.display().to_string();
     check_elf(path)?;
-    let before = match &identity {
-        Identity::OfPath => FileKey::of_path(path),
-        Identity::Known(key) => *key,
+    let read = match &identity {
+        Identity::OfPath => content_of(path),
+        Identity::Known(_) => None,
     };
     let header = lib_header_from_path(path).map_err(|e| match e {
         LibraryError::OpenError { err, .. } => LoadError::Open { path: shown.clone(), detail: err.to_string() },
         LibraryError::GetSymbolError { .. } => LoadError::NotAPlugin { path: shown.clone() },
         other => abi_error(&shown, other, None),
     })?;
-    // Loaded in place, the file is the one identified only if nothing
-    // replaced it while `dlopen` opened it.
+    // Loaded in place, the bytes hashed are the library's only if the file
+    // at the path is still the one read (nothing replaced it while
+    // `dlopen` opened it).
     let key = match identity {
-        Identity::OfPath => before.filter(|b| FileKey::of_path(path).as_ref() == Some(b)),
+        Identity::OfPath => read.filter(|(_, file)| FileKey::of_path(path).as_ref() == Some(file)).map(|(content, _)| content),
         Identity::Known(key) => key,
     };
     let (module, verdict) = super::verified::init_root_module(header, key).map_err(|e| abi_error(&shown, e, header.layout()))?;
-    tracing::debug!(library = shown.as_str(), "layout check: {verdict:?}");
+    tracing::debug!(library = %source.display(), "layout check: {verdict:?}");
     let abi = (module.abi())();
     if abi.major != crate::capabilities::HOST_ABI.major {
         return Err(LoadError::IncompatibleAbi { path: shown, detail: rebuild_message(&format!("{abi}")) });

@@ -9,39 +9,49 @@
 //! and, through abi_stable's cross-library checks of prefix types and
 //! non-exhaustive enums, on the libraries checked before it in the same
 //! process. So a pass is remembered for a *sequence*: the running
-//! executable's file identity and the file identities of the libraries
-//! loaded in this process, in order, up to and including the one checked.
-//! A later process that loads the same files in the same order skips the
-//! check for each of them (abi_stable's `init_root_module_with_unchecked_layout`,
+//! executable's file identity and the contents of the libraries loaded in
+//! this process, in order, up to and including the one checked. A later
+//! process that loads the same contents in the same order skips the check
+//! for each of them (abi_stable's `init_root_module_with_unchecked_layout`,
 //! which still checks the abi_stable version). At the first library that
 //! does not continue a remembered sequence, every library skipped so far is
 //! checked after all, in order, before that one is, so abi_stable's
 //! cross-library state is what it would have been without skipping.
 //!
-//! A file identity ([`FileKey`]) is the device, inode, size, modification
-//! time and status-change time (nanoseconds) of a file. No program can set
-//! a file's status-change time: any write, truncation, rename onto the
-//! path or change of mode sets it to the current time, so a library that
-//! changes gets a new identity. File times come from a coarse clock (a few
-//! milliseconds per tick), so a change in the same tick as the identity
-//! read could keep it; a pass is therefore remembered only when every file
-//! of the sequence last changed at least [`SETTLED`] before the check. A
-//! library loaded in place is identified by `stat` before and after
-//! `dlopen` (both must agree); a sealed private copy by its source's
-//! identity while it was copied.
+//! A library's content ([`ContentKey`]) is a 128-bit hash (foldhash's
+//! quality hasher, two fixed seeds) of the bytes the dynamic loader maps:
+//! the ELF header, the program headers and every loadable segment, read
+//! from the very file that is then loaded (in place, a file checked to be
+//! the one `dlopen` opened; else the sealed private copy). Hashing
+//! libtool_todo.so's 1.4 MB takes about 0.1 ms, a quarter of the check it
+//! replaces. Only libraries that need no shared library besides the C
+//! runtime's (libc, libm, libgcc_s, the dynamic loader) are remembered:
+//! types laid out in another library would not be covered by the hash.
+//!
+//! The host is identified by its executable's device, inode, size and
+//! modification and status-change times ([`FileKey`]): an executable
+//! cannot be written while it runs, and any later write, rename onto its
+//! path or change of mode sets its status-change time, which no program
+//! can set. File times come from a coarse clock, so an executable is
+//! remembered only once it last changed at least [`SETTLED`] before.
 //!
 //! The record is a text file, one remembered sequence per line (`HOST
 //! SEQUENCE`, the host's identity and a 64-bit hash of the sequence), at
 //! `$CORDIS_CACHE_DIR/verified-layouts`, else
 //! `$XDG_CACHE_HOME/cordis/verified-layouts`, else
-//! `$HOME/.cache/cordis/verified-layouts`. `CORDIS_CACHE_DIR=off` turns it
-//! off (every library is checked). The file keeps at most
-//! [`MAX_LINES`] lines. Nothing here is an error: a record that cannot be
-//! read or written means the check runs, as without it.
+//! `$HOME/.cache/cordis/verified-layouts` (relative folders are ignored).
+//! `CORDIS_CACHE_DIR=off` turns it off (every library is checked). The
+//! record is read and written only when it and its folder belong to this
+//! user (or root) and no one else may write them, and never through a
+//! symbolic link; it keeps at most [`MAX_LINES`] lines. Nothing here is an
+//! error: a record that cannot be read or written, or is not trusted,
+//! means the check runs, as without it.
 
 use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::fs::File;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -50,19 +60,36 @@ use abi_stable::library::{LibHeader, LibraryError};
 use cordis_abi::PluginLibraryRef;
 use cordis_sync::LockExt;
 
-/// How long before a check every file of a sequence must have last
-/// changed for a pass to be remembered.
+/// How long before a start the host executable must have last changed for
+/// its passes to be remembered.
 pub const SETTLED: Duration = Duration::from_secs(2);
 
 /// Lines the record keeps; past twice this, it is rewritten with the
 /// newest [`MAX_LINES`].
 pub const MAX_LINES: usize = 512;
 
+/// A record larger than this (bytes) is not read, and is emptied.
+pub const MAX_BYTES: u64 = 256 * 1024;
+
 /// The environment variable naming the folder of the record (`off`: no
 /// record).
 pub const CACHE_DIR_VAR: &str = "CORDIS_CACHE_DIR";
 
 const RECORD: &str = "verified-layouts";
+
+/// Shared libraries a remembered library may need: the C runtime's, which
+/// hold no abi_stable type.
+const SYSTEM_LIBRARIES: [&str; 9] = [
+    "libc.so.6",
+    "libm.so.6",
+    "libgcc_s.so.1",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libutil.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+];
 
 /// A file's identity: device, inode, size, modification and status-change
 /// times (seconds and nanoseconds since the epoch).
@@ -78,7 +105,6 @@ pub struct FileKey {
 impl FileKey {
     /// The identity `meta` describes.
     pub fn of(meta: &std::fs::Metadata) -> FileKey {
-        use std::os::unix::fs::MetadataExt;
         FileKey {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -110,6 +136,94 @@ impl std::fmt::Display for FileKey {
     }
 }
 
+/// A library's content: the length and a 128-bit hash of the bytes the
+/// dynamic loader maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContentKey {
+    len: u64,
+    hash: (u64, u64),
+}
+
+impl ContentKey {
+    /// The content key of the first `extent` bytes of `file` (the ELF
+    /// header, program headers and loadable segments: what
+    /// [`super::library`] calls the loaded extent), or `None` when they
+    /// cannot be mapped, or when the library needs a shared library other
+    /// than the C runtime's.
+    pub fn of(file: &File, extent: u64) -> Option<ContentKey> {
+        let len = usize::try_from(extent).ok().filter(|&n| n > 0)?;
+        // SAFETY: a private read-only mapping of `len` bytes of an open
+        // file, unmapped below; it is read only through `image`.
+        let map = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, rustix::mm::ProtFlags::READ, rustix::mm::MapFlags::PRIVATE, file, 0).ok()? };
+        // SAFETY: `map` is `len` readable bytes until the `munmap` below.
+        let image = unsafe { std::slice::from_raw_parts(map.cast::<u8>(), len) };
+        let key = needs_only_system_libraries(image).then(|| ContentKey { len: extent, hash: (hash_with(image, 0x0c0d), hash_with(image, 0x1a7e)) });
+        // SAFETY: `map` came from `mmap` with this length and is no longer read.
+        let _ = unsafe { rustix::mm::munmap(map, len) };
+        key
+    }
+}
+
+fn hash_with(bytes: &[u8], seed: u64) -> u64 {
+    let mut hasher = foldhash::quality::FixedState::with_seed(seed).build_hasher();
+    hasher.write(bytes);
+    hasher.finish()
+}
+
+/// Whether the ELF image (the loaded extent of a 64-bit little-endian
+/// shared object) names no needed library besides [`SYSTEM_LIBRARIES`].
+/// `false` for an image that cannot be read as one.
+fn needs_only_system_libraries(image: &[u8]) -> bool {
+    let u16_at = |o: usize| image.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u64_at = |o: usize| image.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    let as_usize = |v: u64| usize::try_from(v).ok();
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32).and_then(as_usize), u16_at(54), u16_at(56)) else { return false };
+    let (phentsize, phnum) = (usize::from(phentsize), usize::from(phnum));
+    if phentsize < 56 {
+        return false;
+    }
+    // (type, offset, vaddr, filesz) of each program header.
+    let headers: Option<Vec<(u32, u64, u64, u64)>> = (0..phnum)
+        .map(|i| {
+            let at = phoff.checked_add(i.checked_mul(phentsize)?)?;
+            let kind = image.get(at..at + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes)?;
+            Some((kind, u64_at(at + 8)?, u64_at(at + 16)?, u64_at(at + 32)?))
+        })
+        .collect();
+    let Some(headers) = headers else { return false };
+    let Some(&(_, dyn_offset, _, dyn_size)) = headers.iter().find(|h| h.0 == 2) else {
+        return true; // no dynamic section: nothing needed
+    };
+    let (mut needed, mut strtab) = (Vec::new(), None);
+    let mut at = dyn_offset;
+    while at.saturating_add(16) <= dyn_offset.saturating_add(dyn_size) {
+        let (Some(tag), Some(value)) = (as_usize(at).and_then(u64_at), as_usize(at + 8).and_then(u64_at)) else { return false };
+        match tag {
+            0 => break,
+            1 => needed.push(value),
+            5 => strtab = Some(value),
+            _ => {}
+        }
+        at += 16;
+    }
+    if needed.is_empty() {
+        return true;
+    }
+    let Some(strtab) = strtab else { return false };
+    // The string table's address, as an offset in the file.
+    let Some(table) = headers.iter().find_map(|&(kind, offset, vaddr, filesz)| {
+        (kind == 1 && vaddr <= strtab && strtab < vaddr.saturating_add(filesz)).then(|| offset + (strtab - vaddr))
+    }) else {
+        return false;
+    };
+    needed.iter().all(|&name| {
+        let Some(start) = table.checked_add(name).and_then(as_usize) else { return false };
+        let Some(rest) = image.get(start..) else { return false };
+        let Some(end) = rest.iter().position(|&b| b == 0) else { return false };
+        std::str::from_utf8(&rest[..end]).is_ok_and(|n| SYSTEM_LIBRARIES.contains(&n))
+    })
+}
+
 /// What became of one library's layout check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -122,22 +236,20 @@ pub enum Verdict {
 /// The record of this process: the remembered sequences of this host, and
 /// the sequence loaded so far.
 struct Record {
-    /// The record's file, `None` when there is none.
+    /// The record's file, `None` when there is none or it is not trusted.
     file: Option<PathBuf>,
     /// The running executable's identity, as written in the record.
     host: Option<String>,
     /// The sequences remembered for this host (hashes).
     known: HashSet<u64>,
-    /// The identities of the libraries loaded so far, in order.
-    loaded: Vec<FileKey>,
+    /// The contents of the libraries loaded so far, in order.
+    loaded: Vec<ContentKey>,
     /// Headers of libraries loaded without their check, in order, until a
     /// check runs.
     skipped: Vec<&'static LibHeader>,
     /// The sequence can no longer be remembered or continued (a library
-    /// with no identity or not settled, or one refused).
+    /// with no content key, or one refused).
     broken: bool,
-    /// Every identity of the sequence was settled when it was checked.
-    all_settled: bool,
 }
 
 fn record() -> &'static Mutex<Record> {
@@ -146,16 +258,40 @@ fn record() -> &'static Mutex<Record> {
 }
 
 /// The record's file from the environment (`var` reads a variable), `None`
-/// when it is turned off or no folder is known.
+/// when it is turned off or no folder is known. Relative folders are
+/// ignored.
 fn record_file(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
-    let set = |k: &str| var(k).filter(|v| !v.is_empty());
-    if let Some(dir) = set(CACHE_DIR_VAR) {
-        return (dir != "off").then(|| PathBuf::from(dir).join(RECORD));
+    let absolute = |k: &str| var(k).map(PathBuf::from).filter(|d| d.is_absolute());
+    if var(CACHE_DIR_VAR).is_some_and(|v| v == "off") {
+        return None;
     }
-    if let Some(dir) = set("XDG_CACHE_HOME").map(PathBuf::from).filter(|d| d.is_absolute()) {
+    if let Some(dir) = absolute(CACHE_DIR_VAR) {
+        return Some(dir.join(RECORD));
+    }
+    if let Some(dir) = absolute("XDG_CACHE_HOME") {
         return Some(dir.join("cordis").join(RECORD));
     }
-    set("HOME").map(|home| PathBuf::from(home).join(".cache").join("cordis").join(RECORD))
+    absolute("HOME").map(|home| home.join(".cache").join("cordis").join(RECORD))
+}
+
+/// Whether `meta` belongs to this user (or root) and only its owner may
+/// write it.
+fn trusted(meta: &std::fs::Metadata) -> bool {
+    let me = rustix::process::geteuid().as_raw();
+    (meta.uid() == me || meta.uid() == 0) && meta.mode() & 0o022 == 0
+}
+
+/// The record's folder, if it exists and is trusted.
+fn trusted_folder(path: &Path) -> bool {
+    path.parent().and_then(|d| std::fs::metadata(d).ok()).is_some_and(|m| m.is_dir() && trusted(&m))
+}
+
+/// Opens the record at `path` (never through a symbolic link), if it is a
+/// trusted regular file.
+fn open_trusted(path: &Path, options: &mut std::fs::OpenOptions) -> Option<File> {
+    let file = options.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32).open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    (meta.is_file() && trusted(&meta)).then_some(file)
 }
 
 impl Record {
@@ -164,24 +300,38 @@ impl Record {
         let host = file.as_ref().and_then(|_| FileKey::of_path(Path::new("/proc/self/exe"))).filter(|k| k.settled(now));
         let host = host.map(|k| k.to_string());
         let mut known = HashSet::new();
+        let mut usable = file.clone();
         if let (Some(path), Some(host)) = (&file, &host) {
-            if let Ok(text) = std::fs::read_to_string(path) {
-                known = text
-                    .lines()
-                    .filter_map(|line| line.split_once(' '))
-                    .filter(|(h, _)| h == host)
-                    .filter_map(|(_, seq)| u64::from_str_radix(seq.trim(), 16).ok())
-                    .collect();
-                if text.lines().count() > 2 * MAX_LINES {
-                    trim(path, &text);
+            if path.parent().is_some_and(Path::exists) && !trusted_folder(path) {
+                tracing::debug!("not using {}: its folder is not this user's alone", path.display());
+                usable = None;
+            } else if let Some(mut record) = open_trusted(path, std::fs::OpenOptions::new().read(true)) {
+                let mut bytes = Vec::new();
+                let size = record.metadata().map_or(0, |m| m.len());
+                if size <= MAX_BYTES && record.read_to_end(&mut bytes).is_ok() {
+                    let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+                    known = lines
+                        .iter()
+                        .filter_map(|line| std::str::from_utf8(line).ok()?.split_once(' '))
+                        .filter(|(h, _)| h == host)
+                        .filter_map(|(_, seq)| u64::from_str_radix(seq.trim(), 16).ok())
+                        .collect();
+                    if lines.len() > 2 * MAX_LINES {
+                        trim(path, &lines[lines.len() - MAX_LINES..]);
+                    }
+                } else {
+                    trim(path, &[]);
                 }
+            } else if path.exists() {
+                tracing::debug!("not using {}: not a file of this user's alone", path.display());
+                usable = None;
             }
         }
-        let broken = file.is_none() || host.is_none();
-        Record { file, host, known, loaded: Vec::new(), skipped: Vec::new(), broken, all_settled: true }
+        let broken = usable.is_none() || host.is_none();
+        Record { file: usable, host, known, loaded: Vec::new(), skipped: Vec::new(), broken }
     }
 
-    fn sequence_with(&self, key: &FileKey) -> u64 {
+    fn sequence_with(&self, key: &ContentKey) -> u64 {
         let mut hasher = std::hash::DefaultHasher::new();
         self.loaded.len().hash(&mut hasher);
         for k in &self.loaded {
@@ -197,44 +347,56 @@ impl Record {
             return;
         }
         let line = format!("{host} {sequence:016x}\n");
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(line.as_bytes()));
-        if let Err(e) = written {
-            tracing::debug!("cannot write {}: {e}", path.display());
+        if let Some(dir) = path.parent().filter(|d| !d.exists()) {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+        }
+        let opened = trusted_folder(path).then(|| open_trusted(path, std::fs::OpenOptions::new().create(true).append(true).mode(0o600))).flatten();
+        match opened.map(|mut f| f.write_all(line.as_bytes())) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => tracing::debug!("cannot write {}: {e}", path.display()),
+            None => tracing::debug!("not writing {}: missing, or not a file of this user's alone", path.display()),
         }
     }
 }
 
-/// Rewrites the record with its newest [`MAX_LINES`] lines (a new file
-/// renamed over it).
-fn trim(path: &Path, text: &str) {
-    let lines: Vec<&str> = text.lines().collect();
-    let kept = lines[lines.len().saturating_sub(MAX_LINES)..].join("\n") + "\n";
+/// Rewrites the record with `lines` (a new file renamed over it).
+fn trim(path: &Path, lines: &[&[u8]]) {
+    let mut kept = Vec::new();
+    for line in lines {
+        kept.extend_from_slice(line);
+        kept.push(b'\n');
+    }
     let temporary = path.with_extension(format!("{}.tmp", std::process::id()));
-    if std::fs::write(&temporary, kept).and_then(|()| std::fs::rename(&temporary, path)).is_err() {
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary)
+        .and_then(|mut f| f.write_all(&kept))
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
 }
 
-/// Initialises the root module of `header`, the library whose file has
-/// identity `key` (`None`: unknown), checking its layout unless the
-/// sequence of libraries loaded in this process, ending with this one,
-/// passed before with this host binary.
+/// Initialises the root module of `header`, the library whose loaded
+/// bytes have content `key` (`None`: unknown, or not to be remembered),
+/// checking its layout unless the sequence of libraries loaded in this
+/// process, ending with this one, passed before with this host binary.
 ///
 /// # Errors
 /// abi_stable's [`LibraryError`]: a version or layout refused, or the
 /// root module failing to initialise. A refused library leaves the rest of
 /// this process's libraries checked in full.
-pub fn init_root_module(header: &'static LibHeader, key: Option<FileKey>) -> Result<(PluginLibraryRef, Verdict), LibraryError> {
+pub fn init_root_module(header: &'static LibHeader, key: Option<ContentKey>) -> Result<(PluginLibraryRef, Verdict), LibraryError> {
     let mut rec = record().lock_or_recover();
     let sequence = key.filter(|_| !rec.broken).map(|k| rec.sequence_with(&k));
     if let (Some(key), Some(sequence)) = (key, sequence) {
         if rec.known.contains(&sequence) {
-            // SAFETY: this host binary checked this library file, unchanged
-            // since (same identity, settled), with the same libraries before
-            // it in the same order, and found every layout compatible.
+            // SAFETY: this host binary checked a library of these very
+            // bytes, with libraries of the same bytes before it in the same
+            // order, and found every layout compatible.
             let module = unsafe { header.init_root_module_with_unchecked_layout::<PluginLibraryRef>() };
             if module.is_ok() {
                 rec.loaded.push(key);
@@ -250,18 +412,15 @@ pub fn init_root_module(header: &'static LibHeader, key: Option<FileKey>) -> Res
     // passed in this order before, so they pass again).
     for skipped in std::mem::take(&mut rec.skipped) {
         if let Err(e) = skipped.ensure_layout::<PluginLibraryRef>() {
-            tracing::warn!("a plugin library loaded earlier without its layout check fails it now: {e}");
+            tracing::error!("a plugin library loaded earlier without its layout check fails it now (a damaged record?): {e}");
             rec.broken = true;
         }
     }
     let module = header.init_root_module::<PluginLibraryRef>();
     match (&module, key, sequence) {
         (Ok(_), Some(key), Some(sequence)) => {
-            rec.all_settled &= key.settled(SystemTime::now());
             rec.loaded.push(key);
-            if rec.all_settled {
-                rec.remember(sequence);
-            }
+            rec.remember(sequence);
         }
         _ => rec.broken = true,
     }
@@ -294,32 +453,30 @@ mod tests {
         assert_eq!(at(record_file(env(&[("CORDIS_CACHE_DIR", "/c"), ("HOME", "/h")]))).as_deref(), Some("/c/verified-layouts"));
         assert_eq!(at(record_file(env(&[("CORDIS_CACHE_DIR", "off"), ("HOME", "/h")]))), None);
         assert_eq!(at(record_file(env(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")]))).as_deref(), Some("/x/cordis/verified-layouts"));
-        assert_eq!(
-            at(record_file(env(&[("XDG_CACHE_HOME", "relative"), ("HOME", "/h")]))).as_deref(),
-            Some("/h/.cache/cordis/verified-layouts"),
-            "a relative XDG_CACHE_HOME is ignored, as the XDG spec says"
-        );
+        for relative in [("CORDIS_CACHE_DIR", "rel"), ("XDG_CACHE_HOME", "rel"), ("CORDIS_CACHE_DIR", "")] {
+            let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([relative, ("HOME", "/h")]));
+            assert_eq!(at(record_file(env(pairs))).as_deref(), Some("/h/.cache/cordis/verified-layouts"), "{relative:?} is ignored");
+        }
         assert_eq!(at(record_file(env(&[]))), None);
     }
 
     #[test]
     fn a_long_record_keeps_its_newest_lines() {
-        let dir = std::env::temp_dir().join(format!("cordis-verified-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(RECORD);
-        let text: String = (0..2 * MAX_LINES + 10).map(|i| format!("h {i:016x}\n")).collect();
-        std::fs::write(&path, &text).unwrap();
-        trim(&path, &text);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RECORD);
+        let text: Vec<String> = (0..2 * MAX_LINES + 10).map(|i| format!("h {i:016x}")).collect();
+        let lines: Vec<&[u8]> = text.iter().map(|l| l.as_bytes()).collect();
+        trim(&path, &lines[lines.len() - MAX_LINES..]);
         let kept = std::fs::read_to_string(&path).unwrap();
         assert_eq!(kept.lines().count(), MAX_LINES);
         assert_eq!(kept.lines().last(), Some(format!("h {:016x}", 2 * MAX_LINES + 9).as_str()));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
     }
 
     #[test]
     fn a_sequence_depends_on_the_libraries_before_it_and_their_order() {
         let mut rec = Record::open(None);
-        let (a, b) = (key(10), key(20));
+        let (a, b) = (ContentKey { len: 10, hash: (1, 2) }, ContentKey { len: 10, hash: (3, 4) });
         let alone = rec.sequence_with(&b);
         rec.loaded.push(a);
         let after_a = rec.sequence_with(&b);
@@ -327,5 +484,61 @@ mod tests {
         let mut other = Record::open(None);
         other.loaded.push(b);
         assert_ne!(other.sequence_with(&a), after_a, "the same two libraries in the other order");
+    }
+
+    /// A minimal shared object image: one loadable segment, a dynamic
+    /// section needing `needed`.
+    fn image(needed: &[&str]) -> Vec<u8> {
+        let mut image = vec![0u8; 0x400];
+        image[..4].copy_from_slice(b"\x7fELF");
+        image[4] = 2;
+        image[5] = 1;
+        image[32..40].copy_from_slice(&64u64.to_le_bytes());
+        image[54..56].copy_from_slice(&56u16.to_le_bytes());
+        image[56..58].copy_from_slice(&2u16.to_le_bytes());
+        let header = |image: &mut Vec<u8>, at: usize, kind: u32, offset: u64, vaddr: u64, size: u64| {
+            image[at..at + 4].copy_from_slice(&kind.to_le_bytes());
+            image[at + 8..at + 16].copy_from_slice(&offset.to_le_bytes());
+            image[at + 16..at + 24].copy_from_slice(&vaddr.to_le_bytes());
+            image[at + 32..at + 40].copy_from_slice(&size.to_le_bytes());
+        };
+        header(&mut image, 64, 1, 0, 0x1000, 0x400);
+        header(&mut image, 120, 2, 0x200, 0x1200, 0x100);
+        let mut strings = vec![0u8];
+        let mut at = 0x200;
+        for name in needed {
+            image[at..at + 8].copy_from_slice(&1u64.to_le_bytes());
+            image[at + 8..at + 16].copy_from_slice(&(strings.len() as u64).to_le_bytes());
+            strings.extend_from_slice(name.as_bytes());
+            strings.push(0);
+            at += 16;
+        }
+        image[at..at + 8].copy_from_slice(&5u64.to_le_bytes());
+        image[at + 8..at + 16].copy_from_slice(&0x1300u64.to_le_bytes());
+        image[0x300..0x300 + strings.len()].copy_from_slice(&strings);
+        image
+    }
+
+    #[test]
+    fn only_libraries_needing_the_c_runtime_alone_are_remembered() {
+        assert!(needs_only_system_libraries(&image(&[])));
+        assert!(needs_only_system_libraries(&image(&["libc.so.6", "libgcc_s.so.1"])));
+        assert!(!needs_only_system_libraries(&image(&["libc.so.6", "libplugin_types.so"])));
+        assert!(!needs_only_system_libraries(&image(&["libc.so.6"])[..0x250]), "a cut image is not read");
+        assert!(!needs_only_system_libraries(b"\x7fELF"));
+    }
+
+    #[test]
+    fn a_content_key_changes_with_any_byte_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lib.so");
+        let mut bytes = image(&["libc.so.6"]);
+        std::fs::write(&path, &bytes).unwrap();
+        let first = ContentKey::of(&File::open(&path).unwrap(), 0x400).unwrap();
+        bytes[0x3ff] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let second = ContentKey::of(&File::open(&path).unwrap(), 0x400).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(ContentKey::of(&File::open(&path).unwrap(), 0), None);
     }
 }
