@@ -9,7 +9,7 @@
 //! and, through abi_stable's cross-library checks of prefix types and
 //! non-exhaustive enums, on the libraries checked before it in the same
 //! process. So a pass is remembered for a *sequence*: the running
-//! executable's file identity and the contents of the libraries loaded in
+//! executable's build ID and the contents of the libraries loaded in
 //! this process, in order, up to and including the one checked. A later
 //! process that loads the same contents in the same order skips the check
 //! for each of them (abi_stable's `init_root_module_with_unchecked_layout`,
@@ -30,12 +30,12 @@
 //! libm, libgcc_s, the dynamic loader) are remembered: types laid out in
 //! another library would not be covered by the hash.
 //!
-//! The host is identified by its executable's device, inode, size and
-//! modification and status-change times ([`FileKey`]): an executable
-//! cannot be written while it runs, and any later write, rename onto its
-//! path or change of mode sets its status-change time, which no program
-//! can set. File times come from a coarse clock, so an executable is
-//! remembered only once it last changed at least [`SETTLED`] before.
+//! The host is identified by its executable's build ID: the
+//! `.note.gnu.build-id` the linker writes (a hash of the linked file; GNU
+//! ld, gold, lld and mold write one when asked, and rustc's usual `cc`
+//! asks), read from the running program's own headers in memory, so it
+//! names the code running even under valgrind or an explicit
+//! `ld-linux.so` start. A host with no build ID remembers nothing.
 //!
 //! The record is a text file, one remembered sequence per line (`HOST
 //! SEQUENCE`, the host's identity and a 64-bit hash of the sequence), at
@@ -56,15 +56,10 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, SystemTime};
 
 use abi_stable::library::{LibHeader, LibraryError};
 use cordis_abi::PluginLibraryRef;
 use cordis_sync::LockExt;
-
-/// How long before a start the host executable must have last changed for
-/// its passes to be remembered.
-pub const SETTLED: Duration = Duration::from_secs(2);
 
 /// Lines the record keeps; past twice this, it is rewritten with the
 /// newest [`MAX_LINES`].
@@ -94,7 +89,8 @@ const SYSTEM_LIBRARIES: [&str; 9] = [
 ];
 
 /// A file's identity: device, inode, size, modification and status-change
-/// times (seconds and nanoseconds since the epoch).
+/// times (seconds and nanoseconds since the epoch); two equal identities
+/// read before and after `dlopen` mean the path named the same file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileKey {
     dev: u64,
@@ -120,21 +116,6 @@ impl FileKey {
     /// read.
     pub fn of_path(path: &Path) -> Option<FileKey> {
         std::fs::metadata(path).ok().map(|m| FileKey::of(&m))
-    }
-
-    /// Whether the file last changed at least [`SETTLED`] before `now`.
-    pub fn settled(&self, now: SystemTime) -> bool {
-        let Ok(since_epoch) = now.duration_since(SystemTime::UNIX_EPOCH) else { return false };
-        let Some(limit) = since_epoch.checked_sub(SETTLED) else { return false };
-        let (secs, nanos) = self.ctime;
-        let (Ok(secs), Ok(nanos)) = (u64::try_from(secs), u32::try_from(nanos)) else { return false };
-        nanos < 1_000_000_000 && Duration::new(secs, nanos) <= limit
-    }
-}
-
-impl std::fmt::Display for FileKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}:{}:{}.{}:{}.{}", self.dev, self.ino, self.size, self.mtime.0, self.mtime.1, self.ctime.0, self.ctime.1)
     }
 }
 
@@ -226,6 +207,59 @@ fn needs_only_system_libraries(image: &[u8]) -> bool {
     })
 }
 
+/// The running executable's GNU build ID as hex, read from its program
+/// headers in memory (`__ehdr_start`, which every ELF linker defines);
+/// `None` when it has none.
+fn build_id() -> Option<String> {
+    extern "C" {
+        static __ehdr_start: u8;
+    }
+    // `__ehdr_start` is the executable's ELF header, mapped readable with
+    // its program headers (the first loadable segment holds both); only
+    // the bytes those headers describe are read below.
+    let base = std::ptr::addr_of!(__ehdr_start);
+    // SAFETY: as above: an ELF header is 64 bytes.
+    let header = unsafe { std::slice::from_raw_parts(base, 64) };
+    if header[..4] != *b"\x7fELF" || header[4] != 2 {
+        return None;
+    }
+    let phoff = usize::try_from(u64::from_le_bytes(header[32..40].try_into().ok()?)).ok()?;
+    let phentsize = usize::from(u16::from_le_bytes([header[54], header[55]]));
+    let phnum = usize::from(u16::from_le_bytes([header[56], header[57]]));
+    if phentsize < 56 {
+        return None;
+    }
+    // SAFETY: the program header table, `phnum` entries at `phoff`.
+    let table = unsafe { std::slice::from_raw_parts(base.add(phoff), phentsize.checked_mul(phnum)?) };
+    let field = |entry: &[u8], at: usize| entry.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    let kind = |entry: &[u8]| entry.get(0..4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+    let entries: Vec<&[u8]> = table.chunks_exact(phentsize).collect();
+    // The address the executable was loaded at, less its link address.
+    let first = entries.iter().find(|e| kind(e) == Some(1) && field(e, 8) == Some(0))?;
+    let bias = (base as usize).wrapping_sub(usize::try_from(field(first, 16)?).ok()?);
+    for note in entries.iter().filter(|e| kind(e) == Some(4)) {
+        let start = bias.wrapping_add(usize::try_from(field(note, 16)?).ok()?);
+        let size = usize::try_from(field(note, 32)?).ok()?;
+        // SAFETY: a PT_NOTE segment of the running executable, inside a
+        // loaded segment, `size` bytes.
+        let notes = unsafe { std::slice::from_raw_parts(start as *const u8, size) };
+        let mut at = 0;
+        while at + 12 <= notes.len() {
+            let word = |o: usize| notes.get(o..o + 4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes);
+            let (namesz, descsz, note_type) = (word(at)? as usize, word(at + 4)? as usize, word(at + 8)?);
+            let name_at = at + 12;
+            let desc_at = name_at + namesz.next_multiple_of(4);
+            let next = desc_at + descsz.next_multiple_of(4);
+            if note_type == 3 && notes.get(name_at..name_at + namesz) == Some(b"GNU\0".as_slice()) {
+                let desc = notes.get(desc_at..desc_at + descsz)?;
+                return (!desc.is_empty()).then(|| desc.iter().map(|b| format!("{b:02x}")).collect());
+            }
+            at = next;
+        }
+    }
+    None
+}
+
 /// What became of one library's layout check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -240,7 +274,7 @@ pub enum Verdict {
 struct Record {
     /// The record's file, `None` when there is none or it is not trusted.
     file: Option<PathBuf>,
-    /// The running executable's identity, as written in the record.
+    /// The running executable's build ID, as written in the record.
     host: Option<String>,
     /// The sequences remembered for this host (hashes).
     known: HashSet<u64>,
@@ -298,9 +332,7 @@ fn open_trusted(path: &Path, options: &mut std::fs::OpenOptions) -> Option<File>
 
 impl Record {
     fn open(file: Option<PathBuf>) -> Record {
-        let now = SystemTime::now();
-        let host = file.as_ref().and_then(|_| FileKey::of_path(Path::new("/proc/self/exe"))).filter(|k| k.settled(now));
-        let host = host.map(|k| k.to_string());
+        let host = file.as_ref().and_then(|_| build_id());
         let mut known = HashSet::new();
         let mut usable = file.clone();
         if let (Some(path), Some(host)) = (&file, &host) {
@@ -434,18 +466,11 @@ mod tests {
     use super::*;
     use std::ffi::OsString;
 
-    fn key(ctime: i64) -> FileKey {
-        FileKey { dev: 1, ino: 2, size: 3, mtime: (ctime, 0), ctime: (ctime, 5) }
-    }
-
     #[test]
-    fn a_file_is_settled_two_seconds_after_it_last_changed() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
-        assert!(key(997).settled(now));
-        assert!(!key(998).settled(now), "998.000000005 is less than 2 s before 1000");
-        assert!(!key(1_000).settled(now));
-        assert!(!key(2_000).settled(now), "a time in the future is not settled");
-        assert!(!key(-5).settled(now), "a time before the epoch is not trusted");
+    fn this_process_has_a_build_id() {
+        let id = build_id().expect("rustc's linker writes a GNU build ID");
+        assert!(id.len() >= 16 && id.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert_eq!(build_id(), Some(id), "the same every time");
     }
 
     #[test]
