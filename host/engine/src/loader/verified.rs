@@ -322,10 +322,11 @@ fn trusted_folder(path: &Path) -> bool {
     path.parent().and_then(|d| std::fs::metadata(d).ok()).is_some_and(|m| m.is_dir() && trusted(&m))
 }
 
-/// Opens the record at `path` (never through a symbolic link), if it is a
-/// trusted regular file.
+/// Opens the record at `path` (never through a symbolic link, and without
+/// waiting on a FIFO or device put there), if it is a trusted regular file.
 fn open_trusted(path: &Path, options: &mut std::fs::OpenOptions) -> Option<File> {
-    let file = options.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32).open(path).ok()?;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let file = options.custom_flags(flags.bits() as i32).open(path).ok()?;
     let meta = file.metadata().ok()?;
     (meta.is_file() && trusted(&meta)).then_some(file)
 }
@@ -498,6 +499,23 @@ mod tests {
         assert_eq!(kept.lines().count(), MAX_LINES);
         assert_eq!(kept.lines().last(), Some(format!("h {:016x}", 2 * MAX_LINES + 9).as_str()));
         assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_fifo_where_the_record_should_be_is_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let path = dir.path().join(RECORD);
+        rustix::fs::mknodat(rustix::fs::CWD, &path, rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        let opened = path.clone();
+        std::thread::spawn(move || {
+            let record = Record::open(Some(opened));
+            let _ = done.send(record.known.len());
+        });
+        let known = finished.recv_timeout(std::time::Duration::from_secs(5)).expect("Record::open returns within 5 s");
+        assert_eq!(known, 0);
+        assert!(open_trusted(&path, std::fs::OpenOptions::new().read(true)).is_none(), "a FIFO is not a record");
     }
 
     #[test]
