@@ -1177,51 +1177,37 @@ fn render(o: &Options, f: &Figures, at_start: &Start, load_before: &str, load_af
     let mut rows = Vec::new();
     let million = if o.smoke { "3001" } else { "1000000" };
 
-    let r = ratio_of(t("boot/default"), t("boot/bare"));
-    rows.push(Row {
-        figure: "boot".into(),
-        ours: format!("`cordis check`, default composition: {}", show(t("boot/default"), Unit::Seconds)),
-        baseline: format!("bare `dlopen` of libtool_todo.so: {}", show(t("boot/bare"), Unit::Seconds)),
-        ratio: format!("{} slower", x(r)),
-        target: "≤ 2×".into(),
-        verdict: verdict(r, 2.0, true),
-    });
-
-    let r = ratio_of(t("boot/floor"), t("boot/bare"));
-    rows.push(Row {
-        figure: "boot, floor".into(),
-        ours: format!("`cordis --version` (the binary starting and exiting, no composition): {}", show(t("boot/floor"), Unit::Seconds)),
-        baseline: format!("bare `dlopen` of libtool_todo.so: {}", show(t("boot/bare"), Unit::Seconds)),
-        ratio: format!("{} slower", x(r)),
-        target: "≤ 1.3×".into(),
-        verdict: format!("{}; boot above the floor: {}", verdict(r, 1.3, true), x(ratio_of(t("boot/default"), t("boot/floor")))),
-    });
-
-    let r = ratio_of(t("boot/checked"), t("boot/bare"));
-    rows.push(Row {
-        figure: "boot, layout check run".into(),
-        ours: format!(
-            "`cordis check`, default composition, `CORDIS_CACHE_DIR=off` (the layout check run, as at the first start after the library or the host changed): {}",
-            show(t("boot/checked"), Unit::Seconds)
-        ),
-        baseline: format!("bare `dlopen` of libtool_todo.so: {}", show(t("boot/bare"), Unit::Seconds)),
-        ratio: format!("{} slower", x(r)),
-        target: "report".into(),
-        verdict: format!("{} the boot row", x(ratio_of(t("boot/checked"), t("boot/default")))),
-    });
-
-    let r = ratio_of(t("boot/dialect"), t("boot/bare"));
-    rows.push(Row {
-        figure: "boot, dialect".into(),
-        ours: format!(
-            "`cordis check` on `examples/compositions/with-patches.cordis.yml` (an include with patches, a package name, `!!js`): {}",
-            show(t("boot/dialect"), Unit::Seconds)
-        ),
-        baseline: format!("bare `dlopen` of libtool_todo.so: {}", show(t("boot/bare"), Unit::Seconds)),
-        ratio: format!("{} slower", x(r)),
-        target: "≤ 2.5×".into(),
-        verdict: verdict(r, 2.5, true),
-    });
+    // A whole-process row against the bare `dlopen` of libtool_todo.so:
+    // `what` ran as `key`, judged by `judge` on the ratio.
+    let against_bare = |figure: &str, what: &str, key: &str, target: &str, judge: &dyn Fn(Option<f64>) -> String| {
+        let r = ratio_of(t(key), t("boot/bare"));
+        Row {
+            figure: figure.into(),
+            ours: format!("{what}: {}", show(t(key), Unit::Seconds)),
+            baseline: format!("bare `dlopen` of libtool_todo.so: {}", show(t("boot/bare"), Unit::Seconds)),
+            ratio: format!("{} slower", x(r)),
+            target: target.into(),
+            verdict: judge(r),
+        }
+    };
+    rows.push(against_bare("boot", "`cordis check`, default composition", "boot/default", "≤ 2×", &|r| verdict(r, 2.0, true)));
+    rows.push(against_bare("boot, floor", "`cordis --version` (the binary starting and exiting, no composition)", "boot/floor", "≤ 1.3×", &|r| {
+        format!("{}; boot above the floor: {}", verdict(r, 1.3, true), x(ratio_of(t("boot/default"), t("boot/floor"))))
+    }));
+    rows.push(against_bare(
+        "boot, layout check run",
+        "`cordis check`, default composition, `CORDIS_CACHE_DIR=off` (the layout check run, as at the first start after the library or the host changed)",
+        "boot/checked",
+        "report",
+        &|_| format!("{} the boot row", x(ratio_of(t("boot/checked"), t("boot/default")))),
+    ));
+    rows.push(against_bare(
+        "boot, dialect",
+        "`cordis check` on `examples/compositions/with-patches.cordis.yml` (an include with patches, a package name, `!!js`)",
+        "boot/dialect",
+        "≤ 2.5×",
+        &|r| verdict(r, 2.5, true),
+    ));
 
     let r = ratio_of(t("refuse/4m"), t("refuse/40k"));
     rows.push(Row {
