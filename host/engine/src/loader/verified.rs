@@ -453,7 +453,9 @@ pub fn init_root_module(header: &'static LibHeader, key: Option<ContentKey>) -> 
     }
     let module = header.init_root_module::<PluginLibraryRef>();
     match (&module, key, sequence) {
-        (Ok(_), Some(key), Some(sequence)) => {
+        // Not after a skipped library failed its check above: the
+        // sequence that holds it is not one to remember.
+        (Ok(_), Some(key), Some(sequence)) if !rec.broken => {
             rec.loaded.push(key);
             rec.remember(sequence);
         }
